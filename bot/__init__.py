@@ -1,0 +1,1 @@
+"""InfraRSI bot: the CLI, executors, git and forges that drive the engine."""

@@ -1,0 +1,232 @@
+"""The ``infrarsi`` command line: one place that turns arguments into calls.
+
+Exit status: 0 success; 1 the thing checked is not right (a broken lock, a
+trial that was not ``ok``); 2 bad input (a malformed contract, a bad flag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from bot import __doc__ as _bot_doc
+from bot.draft import DraftError, draft_contract
+from bot.executors.local import LocalExecutor
+from bot.scan import scan_repo
+from bot.toml_writer import render_contract
+from bot.trials import CandidateError, TrialRequest, journal_path, make_candidate, metrics_summary, run_trial, state_dir
+from infrarsi.contract import ContractError, load_contract
+from infrarsi.contract.load import CONTRACT_FILE, find_contract, parse_memory
+from infrarsi.contract.lock import LOCK_FILE, read_lock, verify_lock, write_lock
+from infrarsi.journal import Journal
+from infrarsi.trial import Outcome, TrialRecord
+
+
+class UsageError(Exception):
+    """Bad input on the command line: printed without a traceback, exit status 2."""
+
+
+def _repo(path: str) -> Path:
+    root = Path(path).resolve()
+    if not root.is_dir():
+        raise UsageError(f"{path}: not a directory")
+    return root
+
+
+def _fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n / 2**20:.0f} MiB"
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    root = _repo(args.repo)
+    try:
+        path, prefix = find_contract(root)
+        exists = True
+    except ContractError:
+        exists = False
+    if exists and not args.force:
+        print(f"using the existing contract in {path.relative_to(root)}"
+              + (f" [{prefix}]" if prefix else "") + " (pass --force to draft a new one)")
+    else:
+        if not args.command:
+            raise UsageError("no contract yet: pass --command \"python train.py ...\" to draft one")
+        entry = _entry_script(args.command)
+        summary = scan_repo(root, entry)
+        try:
+            draft = draft_contract(args.command, summary, tokens_per_step=args.tokens_per_step)
+        except DraftError as e:
+            raise UsageError(str(e)) from None
+        (root / CONTRACT_FILE).write_text(render_contract(draft), encoding="utf-8")
+        print(f"wrote {CONTRACT_FILE}: {len(draft.data.get('knobs', {}))} knobs, "
+              f"{len(draft.data['scope']['editable'])} editable symbols, "
+              f"{len(draft.data['scope']['locked'])} locked paths; {len(draft.notes)} guessed or defaulted fields "
+              "are marked with comments — review them")
+    contract = load_contract(root)
+    state_dir(root)
+    lock_path = write_lock(contract)
+    print(f"wrote {lock_path.name}: {len(read_lock(root).files)} locked files and the contract hashed")
+    return 0
+
+
+def _entry_script(command: str) -> str | None:
+    import shlex
+
+    for part in shlex.split(command):
+        if part.endswith(".py"):
+            return part
+    return None
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    root = _repo(args.repo)
+    contract = load_contract(root)
+    write_lock(contract)
+    print(f"wrote {LOCK_FILE}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    root = _repo(args.repo)
+    contract = load_contract(root)
+    lock = read_lock(root)
+    broken = verify_lock(contract, lock)
+    if broken:
+        for v in broken:
+            print(f"{v.path}: {v.reason}", file=sys.stderr)
+        print(f"check failed: {len(broken)} problem(s) with the lock", file=sys.stderr)
+        return 1
+    print(f"ok: contract valid; {len(lock.files)} locked files match {LOCK_FILE}; "
+          f"{len(contract.knobs)} knobs, {len(contract.scope.editable)} editable symbols")
+    return 0
+
+
+def cmd_trial(args: argparse.Namespace) -> int:
+    root = _repo(args.repo)
+    contract = load_contract(root)
+    lock = read_lock(root)
+    try:
+        candidate = make_candidate(contract, args.knob or [])
+    except CandidateError as e:
+        raise UsageError(str(e)) from None
+    memory_limit = None
+    if args.memory_limit is not None:
+        memory_limit = parse_memory(args.memory_limit)
+        if memory_limit is None:
+            raise UsageError(f"--memory-limit: expected bytes or a size like 6GiB, got {args.memory_limit!r}")
+    total = contract.timing.total_steps
+
+    def progress(n: int) -> None:
+        if not args.json:
+            print(f"\r  step {min(n, total)}/{total}", end="", file=sys.stderr, flush=True)
+
+    executor = LocalExecutor(on_step=progress)
+    run_id = args.run_id or "manual"
+    with Journal(journal_path(root)) as journal:
+        journal.ensure_run(run_id, kind="manual")
+        if not args.json:
+            print(f"trial of {candidate.describe()} ({contract.workload.command[-1]}, "
+                  f"{contract.timing.warmup_steps} warm-up + {contract.timing.measured_steps} measured steps)",
+                  file=sys.stderr)
+        record = run_trial(contract, lock, TrialRequest(run_id=run_id, candidate=candidate, tree=root,
+                                                        memory_limit_bytes=memory_limit, timeout_s=args.timeout),
+                           executor=executor, journal=journal)
+    if args.json:
+        print(json.dumps(metrics_summary(record), sort_keys=True))
+    else:
+        print(file=sys.stderr)
+        print(_trial_text(record))
+    return 0 if record.outcome is Outcome.OK else 1
+
+
+def _trial_text(record: TrialRecord) -> str:
+    m = record.metrics
+    lines = [f"trial {record.run_id}/{record.trial_no}: {record.outcome.value}"
+             + (f" — {record.reason}" if record.reason else "")]
+    if m.step_time_s is not None:
+        cv = f" (cv {m.step_time_cv:.1%})" if m.step_time_cv is not None else ""
+        lines.append(f"  step time    {m.step_time_s * 1000:.1f} ms{cv}, measured by the bot over "
+                     f"{len(m.step_times_s)} steps")
+    if m.tokens_per_s is not None:
+        lines.append(f"  throughput   {m.tokens_per_s:,.0f} tokens/s ({m.tokens_per_step} tokens/step)")
+    censored = " (censored: at least this)" if m.peak_mem_censored else ""
+    lines.append(f"  peak memory  {_fmt_bytes(m.peak_mem_bytes)}{censored}")
+    if m.loss:
+        lines.append(f"  loss         {m.loss[0]:.4f} → {m.loss[-1]:.4f}")
+    lines.append(f"  cost         {record.cost_s:.1f} device-seconds")
+    return "\n".join(lines)
+
+
+def cmd_journal(args: argparse.Namespace) -> int:
+    root = _repo(args.repo)
+    with Journal(journal_path(root)) as journal:
+        records = journal.trials(args.run_id)
+        pending = journal.orphaned(args.run_id)
+    if args.json:
+        for r in records:
+            print(json.dumps(r.to_dict(), sort_keys=True))
+        return 0
+    for r in records:
+        st = f"{r.metrics.step_time_s * 1000:8.1f} ms" if r.metrics.step_time_s else " " * 11
+        print(f"{r.run_id}/{r.trial_no:<4} {r.outcome.value:<11} {st}  {r.cost_s:7.1f} s  {r.candidate.describe()}")
+    for p in pending:
+        print(f"{p.run_id}/{p.trial_no:<4} interrupted  (started {time.ctime(p.started_at)}; its bot is gone)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="infrarsi", description=_bot_doc)
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("init", help="draft the contract (infrarsi.toml) and take the lock (infrarsi.lock)")
+    p.add_argument("repo", help="the training repo")
+    p.add_argument("--command", help='the training command, e.g. "python train.py --steps 8"')
+    p.add_argument("--tokens-per-step", type=int, help="tokens per optimizer step, when init cannot infer it")
+    p.add_argument("--force", action="store_true", help="draft a new contract over an existing one")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("lock", help="re-take the lock after an intended change to the contract or a locked file")
+    p.add_argument("repo")
+    p.set_defaults(func=cmd_lock)
+
+    p = sub.add_parser("check", help="validate the contract and verify the lock against the tree")
+    p.add_argument("repo")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("trial", help="run one candidate on the working tree and print what the bot measured")
+    p.add_argument("repo")
+    p.add_argument("--knob", action="append", metavar="NAME=VALUE", help="set a knob (repeatable)")
+    p.add_argument("--memory-limit", metavar="SIZE", help="override the contract's memory limit (e.g. 2GiB)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="override the contract's trial timeout")
+    p.add_argument("--run-id", help="journal the trial under this run (default: manual)")
+    p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+    p.set_defaults(func=cmd_trial)
+
+    p = sub.add_parser("journal", help="list the trials recorded in the repo's journal")
+    p.add_argument("repo")
+    p.add_argument("--run-id")
+    p.add_argument("--json", action="store_true", help="one full trial record per line")
+    p.set_defaults(func=cmd_journal)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ContractError, UsageError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

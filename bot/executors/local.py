@@ -1,0 +1,133 @@
+"""The local process executor: one trial as a child process of the bot on this machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bot.environment import scrubbed_environment
+from bot.executors.process_tree import ProcessTree, die_with_parent
+from bot.executors.streams import LineReader, StepCollector, ignore, open_probe_pipe, probe_handler, regex_handler
+from infrarsi.execution import Execution, KillReason, TrialSpec
+from infrarsi.probe import FD_ENV
+
+
+class LocalExecutor:
+    """Runs a trial in its own session with a scrubbed environment, a timeout and a memory limit.
+
+    Memory is sampled every ``sample_interval_s`` over the whole process tree; the
+    kernel's own high-water mark of the root process (``wait4``'s ``ru_maxrss``)
+    is folded in after exit so that a spike between samples is not lost.
+    """
+
+    name = "local"
+
+    def __init__(self, *, sample_interval_s: float = 0.05, passthrough_env: tuple[str, ...] = (),
+                 base_env: dict[str, str] | None = None,
+                 on_step: Callable[[int], None] | None = None) -> None:
+        self.sample_interval_s = sample_interval_s
+        self.passthrough_env = passthrough_env
+        self.base_env = base_env
+        self.on_step = on_step
+        self._stop = threading.Event()
+
+    def interrupt(self) -> None:
+        """Ask a running ``execute`` to kill its trial and return (from another thread or a signal handler)."""
+        self._stop.set()
+
+    def execute(self, spec: TrialSpec) -> Execution:
+        self._stop.clear()
+        collector = StepCollector()
+        probe_file, probe_fd = open_probe_pipe()
+        env = scrubbed_environment({**dict(spec.env), FD_ENV: str(probe_fd)}, base=self.base_env,
+                                   passthrough=self.passthrough_env)
+        log_dir = Path(spec.log_dir) if spec.log_dir else None
+        if log_dir:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        try:
+            proc = subprocess.Popen(
+                list(spec.argv), cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True, pass_fds=(probe_fd,), preexec_fn=die_with_parent,
+            )
+        except OSError as e:
+            os.close(probe_fd)
+            probe_file.close()
+            return Execution(events=(), returncode=127, wall_s=time.perf_counter() - start, peak_rss_bytes=0,
+                             stderr_tail=f"could not start {spec.argv[0]!r}: {e}")
+        os.close(probe_fd)  # the child holds the only write end now: EOF when it (and its heirs) exit
+        assert proc.stdout is not None and proc.stderr is not None
+        on_stdout = regex_handler(collector, spec.stdout_regex) if spec.source == "stdout" and spec.stdout_regex \
+            else ignore
+        readers = [
+            LineReader(probe_file, probe_handler(collector)),
+            LineReader(proc.stdout, on_stdout, log_path=log_dir / "stdout.log" if log_dir else None),
+            LineReader(proc.stderr, ignore, log_path=log_dir / "stderr.log" if log_dir else None),
+        ]
+        for reader in readers:
+            reader.start()
+
+        tree = ProcessTree(proc.pid)
+        peak = 0
+        killed: KillReason | None = None
+        status: int | None = None
+        maxrss = 0
+        reported = 0
+        try:
+            while True:
+                pid, raw_status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid == proc.pid:
+                    status = os.waitstatus_to_exitcode(raw_status)
+                    maxrss = usage.ru_maxrss * 1024  # kilobytes on Linux
+                    break
+                peak = max(peak, tree.rss_bytes())
+                if spec.memory_limit_bytes is not None and peak >= spec.memory_limit_bytes:
+                    killed = "memory"
+                elif time.perf_counter() - start > spec.timeout_s:
+                    killed = "timeout"
+                elif self._stop.is_set():
+                    killed = "interrupt"
+                if killed:
+                    tree.kill()
+                    _, raw_status, usage = os.wait4(proc.pid, 0)
+                    status = os.waitstatus_to_exitcode(raw_status)
+                    break
+                if self.on_step and len(collector.steps) != reported:
+                    reported = len(collector.steps)
+                    self.on_step(reported)
+                time.sleep(self.sample_interval_s)
+        except BaseException:
+            tree.kill()
+            killed = "interrupt"
+            raise
+        finally:
+            wall = time.perf_counter() - start
+            tree.kill()  # descendants outlive the root otherwise
+            if status is None:
+                try:
+                    status = os.waitstatus_to_exitcode(os.wait4(proc.pid, 0)[1])
+                except ChildProcessError:
+                    status = -9
+            proc.returncode = status  # we reaped it; Popen must not wait again
+            for reader in readers:
+                reader.join(timeout=5.0)
+            for stream in (probe_file, proc.stdout, proc.stderr):
+                stream.close()
+
+        if spec.memory_limit_bytes is not None and killed is None and maxrss >= spec.memory_limit_bytes:
+            killed = "memory"  # the kernel saw a peak the sampler missed
+        return Execution(
+            events=tuple(collector.steps),
+            returncode=status,
+            wall_s=wall,
+            peak_rss_bytes=max(peak, maxrss),
+            killed_for=killed,
+            stderr_tail=readers[2].tail_text(),
+            probe_oom=collector.oom,
+            device_peak_mem_bytes=collector.device_peak,
+            pids=tuple(sorted(tree.seen)),
+        )

@@ -1,0 +1,136 @@
+"""Read a trial's output as it arrives and stamp each step with the bot's clock.
+
+One thread per stream; each line is stamped with ``time.perf_counter()`` of the
+bot's process the moment it is read, so the candidate cannot influence the
+stamp however it treats its own clocks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from infrarsi.trial import StepEvent
+
+Clock = Callable[[], float]
+
+
+class StepCollector:
+    """Thread-safe accumulation of step events and side events (oom, device memory)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.steps: list[StepEvent] = []
+        self.oom: str | None = None
+        self.device_peak: int | None = None
+        self.phases: list[tuple[str, float]] = []
+
+    def add_step(self, event: StepEvent) -> None:
+        with self._lock:
+            self.steps.append(event)
+
+    def add_probe(self, record: dict[str, Any], stamp: float) -> None:
+        kind = record.get("event")
+        if kind == "step":
+            self.add_step(StepEvent(step=_int(record.get("step")), stamp=stamp, loss=_float(record.get("loss")),
+                                    tokens=_int(record.get("tokens")), child_t=_float(record.get("t"))))
+        elif kind == "oom":
+            with self._lock:
+                self.oom = str(record.get("message", "out of memory"))
+        elif kind == "memory":
+            peak = _int(record.get("peak_bytes"))
+            if peak is not None:
+                with self._lock:
+                    self.device_peak = max(peak, self.device_peak or 0)
+        elif kind == "phase":
+            seconds = _float(record.get("seconds"))
+            if seconds is not None:
+                with self._lock:
+                    self.phases.append((str(record.get("name")), seconds))
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return None if v is None else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _float(v: Any) -> float | None:
+    try:
+        return None if v is None else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+class LineReader(threading.Thread):
+    """Reads one stream line by line, stamps each line, hands it to ``on_line``; keeps a tail."""
+
+    def __init__(self, stream: IO[bytes], on_line: Callable[[str, float], None], *, clock: Clock = time.perf_counter,
+                 log_path: Path | None = None, tail_lines: int = 40) -> None:
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.on_line = on_line
+        self.clock = clock
+        self.log_path = log_path
+        self.tail: deque[str] = deque(maxlen=tail_lines)
+
+    def run(self) -> None:
+        log = open(self.log_path, "ab") if self.log_path else None
+        try:
+            for raw in iter(self.stream.readline, b""):
+                stamp = self.clock()
+                if log:
+                    log.write(raw)
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                self.tail.append(line)
+                self.on_line(line, stamp)
+        except (OSError, ValueError):
+            pass
+        finally:
+            if log:
+                log.close()
+
+    def tail_text(self, max_chars: int = 4000) -> str:
+        return "\n".join(self.tail)[-max_chars:]
+
+
+def probe_handler(collector: StepCollector) -> Callable[[str, float], None]:
+    def handle(line: str, stamp: float) -> None:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return  # a torn or foreign line is not an event
+        if isinstance(record, dict):
+            collector.add_probe(record, stamp)
+    return handle
+
+
+def regex_handler(collector: StepCollector, pattern: str) -> Callable[[str, float], None]:
+    regex = re.compile(pattern)
+
+    def handle(line: str, stamp: float) -> None:
+        m = regex.search(line)
+        if not m:
+            return
+        groups = m.groupdict()
+        collector.add_step(StepEvent(step=_int(groups.get("step")), stamp=stamp, loss=_float(groups.get("loss")),
+                                     tokens=_int(groups.get("tokens"))))
+    return handle
+
+
+def ignore(line: str, stamp: float) -> None:
+    del line, stamp
+
+
+def open_probe_pipe() -> tuple[IO[bytes], int]:
+    """A pipe for the probe channel: (the bot's read end as a file, the child's write descriptor)."""
+    read_fd, write_fd = os.pipe()
+    return os.fdopen(read_fd, "rb"), write_fd

@@ -1,0 +1,167 @@
+"""Read a training repo statically with libcst: its argparse flags and what each file does.
+
+Nothing here imports the user's code: ``init`` must be safe on any repo.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+
+_SKIP_DIRS = {".git", ".infrarsi", ".venv", "venv", "env", "__pycache__", "node_modules", "build", "dist",
+              ".tox", ".mypy_cache", ".pytest_cache", "site-packages"}
+_TIMING_NAMES = ("perf_counter", "time.time", "monotonic", "infrarsi", "probe.step")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ArgFlag:
+    """One ``add_argument`` call, as far as it can be read without running it."""
+
+    flag: str
+    dest: str
+    type: str | None = None  # "int", "float", "str" or None
+    default: Any = None
+    has_default: bool = False
+    choices: tuple[Any, ...] | None = None
+    action: str | None = None
+    help: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FileSummary:
+    """What a Python file of the repo defines and uses."""
+
+    path: str
+    modules: tuple[str, ...]  # classes deriving from (nn.)Module
+    classes: tuple[str, ...]
+    functions: tuple[str, ...]  # top-level functions
+    uses_timing: bool
+    uses_probe: bool
+    lines: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RepoSummary:
+    """What ``init`` (and a proposer) knows about a repo before anything runs."""
+
+    root: Path
+    entry: str | None
+    flags: tuple[ArgFlag, ...]
+    files: tuple[FileSummary, ...]
+
+    def file(self, path: str) -> FileSummary | None:
+        return next((f for f in self.files if f.path == path), None)
+
+
+def _literal(node: cst.BaseExpression) -> tuple[bool, Any]:
+    """The value of a literal expression (numbers, strings, lists, negatives), or (False, None)."""
+    try:
+        code = cst.Module(body=[]).code_for_node(node)
+        return True, ast.literal_eval(code)
+    except (ValueError, SyntaxError, TypeError):
+        return False, None
+
+
+def _name(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
+
+
+class _ArgparseVisitor(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (cst.metadata.PositionProvider,)
+
+    def __init__(self) -> None:
+        self.flags: list[ArgFlag] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "add_argument"):
+            return
+        positional = [a for a in node.args if a.keyword is None]
+        names = [v for ok, v in (_literal(a.value) for a in positional) if ok and isinstance(v, str)]
+        long = [n for n in names if n.startswith("--")] or [n for n in names if n.startswith("-")]
+        if not long:
+            return
+        keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        flag = long[0]
+        dest = flag.lstrip("-").replace("-", "_")
+        if "dest" in keywords:
+            ok, value = _literal(keywords["dest"])
+            dest = value if ok and isinstance(value, str) else dest
+        has_default, default = _literal(keywords["default"]) if "default" in keywords else (False, None)
+        choices = None
+        if "choices" in keywords:
+            ok, value = _literal(keywords["choices"])
+            choices = tuple(value) if ok and isinstance(value, list | tuple) else None
+        action = None
+        if "action" in keywords:
+            ok, value = _literal(keywords["action"])
+            action = value if ok else None
+        help_text = ""
+        if "help" in keywords:
+            ok, value = _literal(keywords["help"])
+            help_text = value if ok and isinstance(value, str) else ""
+        type_name = _name(keywords["type"]) if "type" in keywords else None
+        pos = self.get_metadata(cst.metadata.PositionProvider, node)
+        self.flags.append(ArgFlag(flag=flag, dest=dest, type=type_name, default=default, has_default=has_default,
+                                  choices=choices, action=action, help=help_text, line=pos.start.line))
+
+
+def scan_flags(source: str) -> tuple[ArgFlag, ...]:
+    """Every ``add_argument("--flag", ...)`` call in ``source``."""
+    wrapper = cst.metadata.MetadataWrapper(cst.parse_module(source))
+    visitor = _ArgparseVisitor()
+    wrapper.visit(visitor)
+    return tuple(visitor.flags)
+
+
+def summarize_file(root: Path, path: Path) -> FileSummary | None:
+    rel = path.relative_to(root).as_posix()
+    try:
+        source = path.read_text(encoding="utf-8")
+        module = cst.parse_module(source)
+    except (UnicodeDecodeError, cst.ParserSyntaxError, OSError):
+        return None
+    classes, modules, functions = [], [], []
+    for stmt in module.body:
+        if isinstance(stmt, cst.ClassDef):
+            classes.append(stmt.name.value)
+            bases = [module.code_for_node(b.value) for b in stmt.bases]
+            if any(b.endswith("Module") for b in bases):
+                modules.append(stmt.name.value)
+        elif isinstance(stmt, cst.FunctionDef):
+            functions.append(stmt.name.value)
+    return FileSummary(path=rel, modules=tuple(modules), classes=tuple(classes), functions=tuple(functions),
+                       uses_timing=any(n in source for n in _TIMING_NAMES),
+                       uses_probe="infrarsi" in source and "probe" in source,
+                       lines=source.count("\n") + 1)
+
+
+def python_files(root: Path) -> list[Path]:
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        if any(part in _SKIP_DIRS for part in path.relative_to(root).parts[:-1]):
+            continue
+        out.append(path)
+    return out
+
+
+def scan_repo(root: Path, entry: str | None) -> RepoSummary:
+    """Summarise every Python file; read the entry script's flags."""
+    root = root.resolve()
+    files = tuple(s for s in (summarize_file(root, p) for p in python_files(root)) if s is not None)
+    flags: tuple[ArgFlag, ...] = ()
+    if entry is not None and (root / entry).is_file():
+        try:
+            flags = scan_flags((root / entry).read_text(encoding="utf-8"))
+        except cst.ParserSyntaxError:
+            flags = ()
+    return RepoSummary(root=root, entry=entry, flags=flags, files=files)

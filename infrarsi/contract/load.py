@@ -1,0 +1,304 @@
+"""Load a contract strictly: from ``infrarsi.toml`` or the ``[tool.infrarsi]`` table of ``pyproject.toml``.
+
+Every problem is a :class:`ContractError` naming the file, the key and what
+was expected; nothing half-valid comes out of here.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from infrarsi.contract.errors import ContractError
+from infrarsi.contract.model import (
+    CONTRACT_VERSION,
+    Approvers,
+    Budget,
+    Constraint,
+    Contract,
+    Knob,
+    KnobValue,
+    LossSpec,
+    Scope,
+    Timing,
+    Workload,
+)
+from infrarsi.contract.scope import check_scope
+from infrarsi.contract.tables import Table, describe
+
+CONTRACT_FILE = "infrarsi.toml"
+PYPROJECT_FILE = "pyproject.toml"
+
+_KNOB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "t": 10**12, "tb": 10**12}
+
+
+def find_contract(root: Path) -> tuple[Path, str]:
+    """Where the contract of ``root`` lives: its file and the key prefix inside it."""
+    toml = root / CONTRACT_FILE
+    if toml.is_file():
+        return toml, ""
+    pyproject = root / PYPROJECT_FILE
+    if pyproject.is_file():
+        data = _read_toml(pyproject)
+        if isinstance(data.get("tool"), dict) and "infrarsi" in data["tool"]:
+            return pyproject, "tool.infrarsi"
+    raise ContractError(str(toml), "", "no contract found (no infrarsi.toml and no [tool.infrarsi] "
+                        "in pyproject.toml); run `infrarsi init` first")
+
+
+def load_contract(root: Path) -> Contract:
+    """Find, read and validate the contract of the training repo at ``root``."""
+    root = root.resolve()
+    path, prefix = find_contract(root)
+    data = _read_toml(path)
+    if prefix:
+        data = data["tool"]["infrarsi"]
+    return parse_contract(data, source=path, root=root, prefix=prefix)
+
+
+def contract_table(path: Path, prefix: str) -> dict[str, Any]:
+    """The raw contract table (for hashing the contract by content, wherever it lives)."""
+    data = _read_toml(path)
+    return data["tool"]["infrarsi"] if prefix else data
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ContractError(str(path), "", f"not valid TOML: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ContractError(str(path), "", f"cannot be read: {e}") from None
+
+
+def parse_contract(data: Any, *, source: Path, root: Path, prefix: str = "") -> Contract:
+    """Validate a parsed TOML table into a :class:`Contract`."""
+    file = str(source)
+    top = Table(data, file=file, key=prefix)
+    version = top.integer("version", CONTRACT_VERSION, minimum=1)
+    if version != CONTRACT_VERSION:
+        raise top.error("version", f"expected {CONTRACT_VERSION} (the only version this InfraRSI reads), got {version}")
+    workload = _workload(top.table("workload", required=True), root)
+    timing = _timing(top.table("timing"))
+    loss = _loss(top.table("loss"))
+    scope = _scope(top.table("scope"))
+    knobs = _knobs(top.table("knobs"))
+    constraints = _constraints(top, knobs)
+    budget = _budget(top.table("budget"))
+    approvers = _approvers(top.table("approvers"))
+    top.finish()
+
+    _check_fixed_args(top, workload, knobs)
+    defaults = {k.name: k.default for k in knobs}
+    for i, c in enumerate(constraints):
+        if not c.allows(defaults):
+            raise top.error(f"constraints[{i}]", f"the knobs' defaults violate it ({c.describe()})")
+    check_scope(scope, root=root, file=file, prefix=prefix)
+    return Contract(version=version, source=source, root=root, workload=workload, timing=timing, loss=loss,
+                    scope=scope, knobs=knobs, constraints=constraints, budget=budget, approvers=approvers)
+
+
+def _command(t: Table, key: str, *, required: bool) -> tuple[str, ...]:
+    expected = "a string or an array of strings"
+    value = t.raw(key, expected=expected) if required else t.raw(key, None)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        try:
+            parts = tuple(shlex.split(value))
+        except ValueError as e:
+            raise t.error(key, f"expected a shell-like command line, got {value!r} ({e})") from None
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        parts = tuple(value)
+    else:
+        raise t.error(key, f"expected {expected}, got {describe(value)}")
+    if required and not parts:
+        raise t.error(key, "expected a non-empty command")
+    return parts
+
+
+def _workload(t: Table, root: Path) -> Workload:
+    command = _command(t, "command", required=True)
+    args = _command(t, "args", required=False)
+    tokens = t.integer("tokens_per_step", minimum=1)
+    cwd = t.string("cwd", ".")
+    if not (root / cwd).is_dir():
+        raise t.error("cwd", f"expected a directory inside the repo, got {cwd!r} (no such directory)")
+    family = t.string("family", "dense", choices=("dense", "moe"))
+    flops = t.number("model_flops_per_step", None)
+    t.finish()
+    return Workload(command=command, args=args, tokens_per_step=tokens, cwd=cwd, family=family,
+                    model_flops_per_step=flops)
+
+
+def _timing(t: Table) -> Timing:
+    source = t.string("source", "probe", choices=("probe", "stdout"))
+    warmup = t.integer("warmup_steps", 2, minimum=1)
+    measured = t.integer("measured_steps", 6, minimum=2)
+    regex = t.string("stdout_regex", None)
+    t.finish()
+    if regex is not None:
+        try:
+            compiled = re.compile(regex)
+        except re.error as e:
+            raise t.error("stdout_regex", f"expected a regular expression, got {regex!r} ({e})") from None
+        if "loss" not in compiled.groupindex:
+            raise t.error("stdout_regex", "expected a named group (?P<loss>...) in the regular expression")
+    elif source == "stdout":
+        raise t.error("stdout_regex", "missing; expected a regular expression with a (?P<loss>...) group "
+                      "when timing.source = 'stdout'")
+    return Timing(source=source, warmup_steps=warmup, measured_steps=measured, stdout_regex=regex)
+
+
+def _loss(t: Table) -> LossSpec:
+    spec = LossSpec(rtol=t.number("rtol", 0.02), final_rtol=t.number("final_rtol", 0.01))
+    t.finish()
+    return spec
+
+
+def _scope(t: Table) -> Scope:
+    scope = Scope(editable=t.strings("editable", ()), locked=t.strings("locked", ()),
+                  allow_imports=t.boolean("allow_imports", False))
+    t.finish()
+    return scope
+
+
+def _knobs(t: Table) -> tuple[Knob, ...]:
+    knobs = []
+    for name in list(t.data):
+        t.raw(name)
+        if not _KNOB_NAME.match(name):
+            raise t.error(name, "expected a knob name made of letters, digits and underscores")
+        knobs.append(_knob(name, t.table(name)))
+    t.finish()
+    return tuple(knobs)
+
+
+def _knob(name: str, t: Table) -> Knob:
+    kind = t.string("kind", choices=("categorical", "int", "float", "bool"))
+    values: tuple[KnobValue, ...] | None = None
+    low = high = None
+    if kind == "categorical":
+        raw = t.raw("values", expected="a non-empty array of strings or numbers")
+        if not isinstance(raw, list) or not raw or not all(isinstance(v, str | int | float) for v in raw):
+            raise t.error("values", f"expected a non-empty array of strings or numbers, got {describe(raw)}")
+        values = tuple(raw)
+    elif kind in ("int", "float"):
+        if t.has("values"):
+            raw = t.raw("values")
+            ok = isinstance(raw, list) and raw and all(
+                not isinstance(v, bool) and isinstance(v, int if kind == "int" else int | float) for v in raw)
+            if not ok:
+                raise t.error("values", f"expected a non-empty array of {'integers' if kind == 'int' else 'numbers'}, "
+                              f"got {describe(raw)}")
+            values = tuple(raw)
+        else:
+            low = t.number("low", positive=False)
+            high = t.number("high", positive=False)
+            if kind == "int" and not (low.is_integer() and high.is_integer()):
+                raise t.error("low", "expected integer bounds for an int knob")
+            if not low < high:
+                raise t.error("high", f"expected a bound above low = {low:g}, got {high:g}")
+    log = t.boolean("log", False)
+    flag = t.string("flag", None)
+    env = t.string("env", None)
+    switch = t.boolean("switch", False)
+    note = t.raw("note", "")
+    if not isinstance(note, str):
+        raise t.error("note", f"expected a string, got {describe(note)}")
+    default = t.raw("default", expected="the value the baseline uses")
+    t.finish()
+    if (flag is None) == (env is None):
+        raise t.error("flag", "expected exactly one of 'flag' (a command-line flag) or 'env' "
+                      "(an environment variable) to say how the knob reaches the job")
+    if flag is not None and not flag.startswith("-"):
+        raise t.error("flag", f"expected a command-line flag starting with '-', got {flag!r}")
+    if env is not None and not _ENV_NAME.match(env):
+        raise t.error("env", f"expected an environment variable name, got {env!r}")
+    if switch and (kind != "bool" or flag is None):
+        raise t.error("switch", "expected only on a bool knob passed as a flag")
+    knob = Knob(name=name, kind=kind, default=default, values=values, low=low, high=high, log=log,
+                flag=flag, env=env, switch=switch, note=note)
+    if not knob.contains(default):
+        raise t.error("default", f"expected {knob.domain_text()}, got {describe(default)}")
+    return knob
+
+
+def _constraints(top: Table, knobs: tuple[Knob, ...]) -> tuple[Constraint, ...]:
+    raw = top.raw("constraints", [], expected="an array of tables")
+    if not isinstance(raw, list):
+        raise top.error("constraints", f"expected an array of tables ([[constraints]]), got {describe(raw)}")
+    names = {k.name: k for k in knobs}
+    out = []
+    for i, item in enumerate(raw):
+        t = Table(item, file=top.file, key=top.path(f"constraints[{i}]"))
+        kind = t.string("kind", choices=("divides", "forbid"))
+        reason = t.string("reason", "")
+        if kind == "divides":
+            knob = t.string("knob")
+            value = t.integer("value", minimum=1)
+            if knob not in names:
+                raise t.error("knob", f"expected the name of a knob ({', '.join(names) or 'none defined'}), got {knob!r}")
+            out.append(Constraint(kind="divides", knob=knob, value=value, reason=reason))
+        else:
+            when = t.table("when", required=True)
+            for key in when.data:
+                when.raw(key)
+                if key not in names:
+                    raise when.error(key, f"expected the name of a knob ({', '.join(names)}), got {key!r}")
+                if not names[key].contains(when.data[key]):
+                    raise when.error(key, f"expected {names[key].domain_text()}, got {describe(when.data[key])}")
+            out.append(Constraint(kind="forbid", when=tuple(sorted(when.data.items())), reason=reason))
+        t.finish()
+    return tuple(out)
+
+
+def parse_memory(value: Any) -> int | None:
+    """Bytes from an integer or a string like ``"6GiB"``; None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+        if m and m.group(2).lower() in _UNITS:
+            n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+            return n if n > 0 else None
+    return None
+
+
+def _budget(t: Table) -> Budget:
+    trials = t.integer("trials", 30, minimum=1)
+    seconds = t.number("seconds", None)
+    timeout = t.number("trial_timeout_s", 600.0)
+    raw = t.raw("memory_limit", None)
+    limit = None
+    if raw is not None:
+        limit = parse_memory(raw)
+        if limit is None:
+            raise t.error("memory_limit", f"expected a positive number of bytes or a size like '6GiB', got {describe(raw)}")
+    t.finish()
+    return Budget(trials=trials, seconds=seconds, trial_timeout_s=timeout, memory_limit_bytes=limit)
+
+
+def _approvers(t: Table) -> Approvers:
+    approvers = Approvers(users=t.strings("users", ()), teams=t.strings("teams", ()))
+    t.finish()
+    return approvers
+
+
+def _check_fixed_args(top: Table, workload: Workload, knobs: tuple[Knob, ...]) -> None:
+    """A knob's flag in the fixed arguments would let the baseline differ from its own defaults."""
+    fixed = set(workload.command) | set(workload.args)
+    fixed |= {a.split("=", 1)[0] for a in fixed if a.startswith("-")}
+    for k in knobs:
+        if k.flag is not None and k.flag in fixed:
+            raise ContractError(top.file, top.path(f"knobs.{k.name}.flag"),
+                                f"expected a flag that workload.command and workload.args do not already set, "
+                                f"got {k.flag!r}")

@@ -1,0 +1,191 @@
+"""The contract as immutable records: what the job is, how it is timed, what may change.
+
+Loading and validation live in :mod:`infrarsi.contract.load`; these records are
+what every other stage reads. A contract that exists as a value has passed every
+check, so the rest of the engine never re-validates it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+KnobValue = str | int | float | bool
+KnobKind = Literal["categorical", "int", "float", "bool"]
+EventSourceKind = Literal["probe", "stdout"]
+
+CONTRACT_VERSION = 1
+
+# The interpreter placeholder: a command starting with it runs under the same
+# Python as the bot, so the probe module is importable in the trial.
+PYTHON_PLACEHOLDER = "python"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Workload:
+    """The job itself: what every candidate must run and process."""
+
+    command: tuple[str, ...]
+    args: tuple[str, ...] = ()
+    tokens_per_step: int
+    cwd: str = "."
+    family: str = "dense"
+    model_flops_per_step: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Timing:
+    """Which steps count and where their events come from."""
+
+    source: EventSourceKind = "probe"
+    warmup_steps: int = 2
+    measured_steps: int = 6
+    stdout_regex: str | None = None
+
+    @property
+    def total_steps(self) -> int:
+        return self.warmup_steps + self.measured_steps
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LossSpec:
+    """How a candidate's loss curve is compared with the baseline's.
+
+    ``rtol`` is the per-step relative tolerance used until the doctor calibrates
+    a band from the baseline's own run-to-run spread.
+    """
+
+    rtol: float = 0.02
+    final_rtol: float = 0.01
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Scope:
+    """What code patches may touch (``editable``) and what must not change at all (``locked``)."""
+
+    editable: tuple[str, ...] = ()
+    locked: tuple[str, ...] = ()
+    allow_imports: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Knob:
+    """One launch setting the search may change, its domain and how it reaches the job."""
+
+    name: str
+    kind: KnobKind
+    default: KnobValue
+    values: tuple[KnobValue, ...] | None = None
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    flag: str | None = None
+    env: str | None = None
+    switch: bool = False
+    note: str = ""
+
+    def contains(self, value: KnobValue) -> bool:
+        """Whether ``value`` is inside this knob's domain."""
+        if self.kind == "bool":
+            return isinstance(value, bool)
+        if self.values is not None:
+            return any(_same_value(value, v) for v in self.values)
+        if self.kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+            return False
+        if self.kind == "float" and (isinstance(value, bool) or not isinstance(value, int | float)):
+            return False
+        assert self.low is not None and self.high is not None
+        return self.low <= float(value) <= self.high and math.isfinite(float(value))
+
+    def domain_text(self) -> str:
+        """The domain as a user would write it, for error messages."""
+        if self.kind == "bool":
+            return "true or false"
+        if self.values is not None:
+            return "one of " + ", ".join(repr(v) for v in self.values)
+        return f"a {'number' if self.kind == 'float' else 'integer'} in [{self.low:g}, {self.high:g}]"
+
+    def format(self, value: KnobValue) -> str:
+        """The value as it is passed on the command line or in the environment."""
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        return str(value)
+
+
+def _same_value(a: KnobValue, b: KnobValue) -> bool:
+    # True == 1 in Python; a knob domain must not confuse them.
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Constraint:
+    """A rule between knob values that a candidate must satisfy.
+
+    ``divides``: the knob's value must divide ``value`` (micro-batch divides the
+    global batch). ``forbid``: the assignment in ``when`` must not occur.
+    """
+
+    kind: Literal["divides", "forbid"]
+    knob: str | None = None
+    value: int | None = None
+    when: tuple[tuple[str, KnobValue], ...] = ()
+    reason: str = ""
+
+    def allows(self, assignment: dict[str, KnobValue]) -> bool:
+        if self.kind == "divides":
+            assert self.knob is not None and self.value is not None
+            v = assignment.get(self.knob)
+            return v is None or (isinstance(v, int) and v != 0 and self.value % v == 0)
+        return not all(assignment.get(k) == v for k, v in self.when)
+
+    def describe(self) -> str:
+        if self.kind == "divides":
+            return f"{self.knob} must divide {self.value}"
+        return "forbidden: " + ", ".join(f"{k}={v!r}" for k, v in self.when)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Budget:
+    """How much the search may spend, and the limits every trial runs under."""
+
+    trials: int = 30
+    seconds: float | None = None
+    trial_timeout_s: float = 600.0
+    memory_limit_bytes: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Approvers:
+    """Who may approve a promotion."""
+
+    users: tuple[str, ...] = ()
+    teams: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Contract:
+    """The locked task: a candidate wins only by doing this same job faster."""
+
+    version: int = CONTRACT_VERSION
+    source: Path
+    root: Path
+    workload: Workload
+    timing: Timing = field(default_factory=Timing)
+    loss: LossSpec = field(default_factory=LossSpec)
+    scope: Scope = field(default_factory=Scope)
+    knobs: tuple[Knob, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+    budget: Budget = field(default_factory=Budget)
+    approvers: Approvers = field(default_factory=Approvers)
+
+    def knob(self, name: str) -> Knob:
+        for k in self.knobs:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+    def defaults(self) -> dict[str, KnobValue]:
+        """The baseline: every knob at its default."""
+        return {k.name: k.default for k in self.knobs}

@@ -1,0 +1,61 @@
+"""The executor seam: what the engine asks a trial launcher for, and what it gets back.
+
+An executor launches one job and measures it from the outside; it does not
+judge it. Turning the raw :class:`Execution` into metrics and an outcome is the
+engine's job (:mod:`infrarsi.measure`), so every executor is judged the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from infrarsi.trial import StepEvent
+
+KillReason = Literal["timeout", "memory", "interrupt"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrialSpec:
+    """Everything needed to launch one candidate; nothing of the bot's own environment."""
+
+    argv: tuple[str, ...]
+    cwd: str
+    env: tuple[tuple[str, str], ...] = ()  # knob variables, added to the scrubbed base
+    timeout_s: float = 600.0
+    memory_limit_bytes: int | None = None
+    source: Literal["probe", "stdout"] = "probe"
+    stdout_regex: str | None = None
+    expected_steps: int | None = None
+    log_dir: str | None = None  # where stdout/stderr are kept in full
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Execution:
+    """What happened, as measured by the launcher."""
+
+    events: tuple[StepEvent, ...]
+    returncode: int | None  # negative: killed by that signal
+    wall_s: float
+    peak_rss_bytes: int
+    killed_for: KillReason | None = None
+    stderr_tail: str = ""
+    probe_oom: str | None = None
+    device_peak_mem_bytes: int | None = None
+    devices: int = 1
+    pids: tuple[int, ...] = ()  # every process of the trial the launcher saw
+    failed_rank: int | None = None
+
+
+class Executor(Protocol):
+    """Launch one trial in isolation and measure it.
+
+    Contract every implementation honours (``tests/executor_contract.py``):
+    the job gets a scrubbed environment, its own process group, the timeout and
+    the memory limit of the spec; step events are stamped by the launcher as they
+    arrive; when ``execute`` returns no process of the trial is left.
+    """
+
+    name: str
+
+    def execute(self, spec: TrialSpec) -> Execution: ...

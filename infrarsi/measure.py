@@ -1,0 +1,95 @@
+"""From a raw execution to metrics and an outcome, the same way for every executor.
+
+Step time is the median of the intervals between consecutive bot stamps over
+the measured steps: interval *k* runs from the stamp of step *k-1* to that of
+step *k*, so warm-up steps (compilation, allocator growth) never count.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from infrarsi.execution import Execution
+from infrarsi.trial import Outcome, TrialMetrics
+
+_OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "std::bad_alloc",
+                "DefaultCPUAllocator: can't allocate memory")
+
+
+def _intervals(stamps: list[float]) -> list[float]:
+    return [b - a for a, b in zip(stamps, stamps[1:])]
+
+
+def _cv(values: list[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / mean if mean > 0 else None
+
+
+def summarize(execution: Execution, *, warmup: int, measured: int,
+              memory_limit_bytes: int | None = None) -> TrialMetrics:
+    """Metrics over the measured steps (the ``measured`` steps after ``warmup``)."""
+    steps = list(execution.events)
+    window = steps[warmup - 1: warmup + measured] if warmup >= 1 else []
+    times = _intervals([e.stamp for e in window])
+    child = [e.child_t for e in window]
+    child_times = _intervals([t for t in child if t is not None]) if all(t is not None for t in child) else []
+    measured_events = window[1:]
+    tokens = [e.tokens for e in measured_events if e.tokens is not None]
+    tokens_per_step = tokens[0] if tokens and all(t == tokens[0] for t in tokens) else (
+        min(tokens) if tokens else None)
+    step_time = statistics.median(times) if times else None
+    censored = execution.killed_for == "memory" or execution.probe_oom is not None
+    peak = execution.peak_rss_bytes
+    if execution.killed_for == "memory" and memory_limit_bytes is not None:
+        peak = max(peak, memory_limit_bytes)
+    return TrialMetrics(
+        step_time_s=step_time,
+        step_time_cv=_cv(times),
+        step_times_s=tuple(times),
+        tokens_per_step=tokens_per_step,
+        tokens_per_s=(tokens_per_step / step_time) if (tokens_per_step and step_time) else None,
+        peak_mem_bytes=peak,
+        peak_mem_censored=censored,
+        device_peak_mem_bytes=execution.device_peak_mem_bytes,
+        loss=tuple(float(e.loss) for e in measured_events if e.loss is not None),
+        warmup_loss=tuple(float(e.loss) for e in steps[:warmup] if e.loss is not None),
+        child_step_time_s=statistics.median(child_times) if child_times else None,
+        steps_seen=len(steps),
+        wall_s=execution.wall_s,
+    )
+
+
+def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measured: int,
+             tokens_per_step: int) -> tuple[Outcome, str]:
+    """The outcome of a finished execution and the reason a person would want to read."""
+    if execution.killed_for == "memory":
+        return Outcome.OOM, f"peak memory reached the limit ({metrics.peak_mem_bytes} bytes); killed"
+    if execution.probe_oom is not None:
+        return Outcome.OOM, f"the job reported out-of-memory: {execution.probe_oom.strip()[:300]}"
+    if execution.killed_for == "timeout":
+        return Outcome.TIMEOUT, f"no exit after {execution.wall_s:.1f} s; killed"
+    if execution.killed_for == "interrupt":
+        return Outcome.INTERRUPTED, "the bot was interrupted while the trial ran"
+    if execution.returncode != 0:
+        tail = execution.stderr_tail.strip()
+        if any(marker in tail for marker in _OOM_MARKERS):
+            return Outcome.OOM, f"the job ran out of memory: {tail.splitlines()[-1][:300]}"
+        how = (f"killed by signal {-execution.returncode}" if (execution.returncode or 0) < 0
+               else f"exit status {execution.returncode}")
+        last = tail.splitlines()[-1][:300] if tail else "no stderr"
+        rank = f" on rank {execution.failed_rank}" if execution.failed_rank is not None else ""
+        return Outcome.CRASH, f"{how}{rank}: {last}"
+    expected = warmup + measured
+    if metrics.steps_seen < expected:
+        return Outcome.INVALID, f"expected {expected} step events, saw {metrics.steps_seen}"
+    bad = [e for e in execution.events if e.tokens is not None and e.tokens != tokens_per_step]
+    if bad:
+        return Outcome.INVALID, (f"step {bad[0].step} processed {bad[0].tokens} tokens; the contract fixes "
+                                 f"{tokens_per_step} per step")
+    if any(e.loss is not None and e.loss != e.loss for e in execution.events):
+        first = next(e for e in execution.events if e.loss is not None and e.loss != e.loss)
+        return Outcome.INVALID, f"loss is NaN at step {first.step}"
+    return Outcome.OK, ""
+

@@ -1,0 +1,135 @@
+"""What a trial is on the record: the candidate, its outcome, its metrics and its cost.
+
+Records are frozen and carry a schema version; older records are upgraded when
+read (:func:`TrialRecord.from_dict`), never rewritten in place. A failed trial is
+as much a record as a good one: failure is data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from infrarsi.contract.model import KnobValue
+
+TRIAL_SCHEMA_VERSION = 1
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    OOM = "oom"  # censored: the peak is at least the limit
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    INVALID = "invalid"  # it ran, but an invariant broke
+    REJECTED = "rejected"  # never launched: the patch did not apply or left the scope
+    INTERRUPTED = "interrupted"  # the bot died while it ran
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Candidate:
+    """A point in the joint space: knob values plus a set of code patches.
+
+    Equal candidates hash equal whatever order they were built in.
+    """
+
+    knobs: tuple[tuple[str, KnobValue], ...] = ()
+    patches: tuple[str, ...] = ()
+
+    @staticmethod
+    def of(knobs: dict[str, KnobValue] | None = None, patches: tuple[str, ...] | list[str] = ()) -> Candidate:
+        return Candidate(knobs=tuple(sorted((knobs or {}).items())), patches=tuple(sorted(set(patches))))
+
+    def knob_dict(self) -> dict[str, KnobValue]:
+        return dict(self.knobs)
+
+    def digest(self) -> str:
+        payload = json.dumps({"knobs": [[k, v] for k, v in self.knobs], "patches": list(self.patches)},
+                             sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        parts = [f"{k}={v}" for k, v in self.knobs] + [f"+{p}" for p in self.patches]
+        return " ".join(parts) or "(baseline)"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepEvent:
+    """One step as the bot saw it arrive, stamped with the bot's own monotonic clock."""
+
+    step: int | None
+    stamp: float
+    loss: float | None = None
+    tokens: int | None = None
+    child_t: float | None = None  # the candidate's own clock: a cross-check only
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrialMetrics:
+    """Figures of one trial, all measured by the bot outside the candidate's process."""
+
+    step_time_s: float | None = None  # median of bot-stamped intervals over the measured steps
+    step_time_cv: float | None = None
+    step_times_s: tuple[float, ...] = ()
+    tokens_per_step: int | None = None
+    tokens_per_s: float | None = None
+    peak_mem_bytes: int | None = None
+    peak_mem_censored: bool = False  # True for an OOM: the real peak is at least peak_mem_bytes
+    device_peak_mem_bytes: int | None = None
+    loss: tuple[float, ...] = ()  # per measured step
+    warmup_loss: tuple[float, ...] = ()
+    child_step_time_s: float | None = None  # what the candidate's own clock claimed
+    steps_seen: int = 0
+    wall_s: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrialRecord:
+    """One trial as written to the journal, before anything else happens."""
+
+    schema_version: int = TRIAL_SCHEMA_VERSION
+    run_id: str
+    trial_no: int
+    candidate: Candidate
+    outcome: Outcome
+    reason: str = ""
+    metrics: TrialMetrics = field(default_factory=TrialMetrics)
+    cost_s: float = 0.0  # device-seconds
+    started_at: float = 0.0  # wall-clock epoch seconds, for humans
+    ended_at: float = 0.0
+    commit: str | None = None
+    returncode: int | None = None
+    stderr_tail: str = ""
+    executor: str = "local"
+    memory_limit_bytes: int | None = None
+    audit: tuple[dict[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["outcome"] = self.outcome.value
+        return data
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> TrialRecord:
+        data = upgrade(dict(data))
+        cand = data["candidate"]
+        metrics = dict(data.get("metrics") or {})
+        for key in ("step_times_s", "loss", "warmup_loss"):
+            metrics[key] = tuple(metrics.get(key) or ())
+        return TrialRecord(
+            **{**data,
+               "candidate": Candidate(knobs=tuple((k, v) for k, v in cand["knobs"]), patches=tuple(cand["patches"])),
+               "outcome": Outcome(data["outcome"]),
+               "metrics": TrialMetrics(**metrics),
+               "audit": tuple(data.get("audit") or ())})
+
+
+def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """Bring a stored record up to the current schema (version 1 is the first; later ones add steps here)."""
+    version = int(data.get("schema_version", 1))
+    if version > TRIAL_SCHEMA_VERSION:
+        raise ValueError(f"trial record has schema {version}, newer than this InfraRSI ({TRIAL_SCHEMA_VERSION})")
+    data["schema_version"] = TRIAL_SCHEMA_VERSION
+    return data

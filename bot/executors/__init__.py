@@ -1,0 +1,1 @@
+"""Trial executors: each launches one candidate in isolation and measures it from outside."""

@@ -1,0 +1,193 @@
+"""The contract every Executor honours, run over each implementation.
+
+Jobs here are small Python programs that behave badly on purpose (hang, fork,
+leak secrets, eat memory); the real training job is exercised in test_trial_cli.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bot.executors.local import LocalExecutor
+from infrarsi.execution import Executor, TrialSpec
+from infrarsi.measure import classify, summarize
+from infrarsi.trial import Outcome
+
+EXECUTORS = {"local": lambda: LocalExecutor(sample_interval_s=0.02)}
+
+CANARIES = {
+    "GITHUB_TOKEN": "canary-github", "ANTHROPIC_API_KEY": "canary-anthropic", "AWS_SECRET_ACCESS_KEY": "canary-aws",
+    "AWS_ACCESS_KEY_ID": "canary-aws-id", "MY_SERVICE_TOKEN": "canary-token", "DB_PASSWORD": "canary-pw",
+    "SOME_SECRET_THING": "canary-secret", "OPENAI_API_KEY": "canary-openai", "TORCH_TOKEN": "canary-torch",
+}
+
+
+@pytest.fixture(params=sorted(EXECUTORS))
+def executor(request: pytest.FixtureRequest) -> Executor:
+    return EXECUTORS[request.param]()
+
+
+def _script(tmp_path: Path, body: str) -> tuple[str, ...]:
+    path = tmp_path / "job.py"
+    path.write_text(textwrap.dedent(body))
+    return (sys.executable, str(path))
+
+
+PROBE = """
+import json, os
+def step(i, **kw):
+    os.write(int(os.environ["INFRARSI_PROBE_FD"]), (json.dumps({"event": "step", "step": i, **kw}) + "\\n").encode())
+"""
+
+
+def _alive(pids: list[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def test_steps_are_stamped_by_the_executor(executor: Executor, tmp_path: Path) -> None:
+    argv = _script(tmp_path, PROBE + """
+import time
+for i in range(1, 7):
+    time.sleep(0.1)
+    step(i, loss=1.0 / i, tokens=64, t=i * 0.001)   # the job claims 1 ms steps
+""")
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30))
+    assert ex.returncode == 0
+    assert [e.step for e in ex.events] == [1, 2, 3, 4, 5, 6]
+    metrics = summarize(ex, warmup=1, measured=5)
+    assert 0.08 < metrics.step_time_s < 0.5  # the bot's clock, not the job's
+    assert metrics.child_step_time_s == pytest.approx(0.001)
+    assert metrics.loss == pytest.approx([1 / 2, 1 / 3, 1 / 4, 1 / 5, 1 / 6])
+    assert classify(ex, metrics, warmup=1, measured=5, tokens_per_step=64) == (Outcome.OK, "")
+
+
+def test_secrets_never_reach_the_job(executor: Executor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in CANARIES.items():
+        monkeypatch.setenv(k, v)
+    out = tmp_path / "env.json"
+    argv = _script(tmp_path, f"""
+import json, os
+json.dump(dict(os.environ), open({str(out)!r}, "w"))
+print("\\n".join(f"{{k}}={{v}}" for k, v in os.environ.items()))
+""")
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30, log_dir=str(tmp_path / "logs"),
+                                    env=(("OMP_NUM_THREADS", "1"),)))
+    assert ex.returncode == 0
+    seen = json.loads(out.read_text())
+    printed = (tmp_path / "logs" / "stdout.log").read_text()
+    for name, value in CANARIES.items():
+        assert name not in seen
+        assert value not in printed
+    assert seen["OMP_NUM_THREADS"] == "1"
+    assert "PATH" in seen
+
+
+def test_hang_with_a_forked_grandchild_times_out_and_leaves_nothing(executor: Executor, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    argv = _script(tmp_path, f"""
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+if os.fork() == 0:
+    time.sleep(600)
+    os._exit(0)
+open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{child.pid}}")
+time.sleep(600)
+""")
+    start = time.monotonic()
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=2.0))
+    assert time.monotonic() - start < 15
+    metrics = summarize(ex, warmup=1, measured=2)
+    assert classify(ex, metrics, warmup=1, measured=2, tokens_per_step=1)[0] is Outcome.TIMEOUT
+    recorded = [int(p) for p in pids.read_text().split()]
+    assert set(recorded) <= set(ex.pids)
+    assert len(ex.pids) >= 3  # the job, its subprocess and its fork
+    deadline = time.monotonic() + 5
+    while _alive(list(ex.pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _alive(list(ex.pids)) == []
+
+
+def test_memory_limit_kills_the_tree_and_censors_the_peak(executor: Executor, tmp_path: Path) -> None:
+    argv = _script(tmp_path, """
+import subprocess, sys, time
+helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+hog = []
+for _ in range(400):
+    hog.append(bytearray(8 * 2**20))  # 8 MiB at a time, touched
+    time.sleep(0.01)
+time.sleep(600)
+""")
+    limit = 300 * 2**20
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=60, memory_limit_bytes=limit))
+    assert ex.killed_for == "memory"
+    metrics = summarize(ex, warmup=1, measured=2, memory_limit_bytes=limit)
+    outcome, reason = classify(ex, metrics, warmup=1, measured=2, tokens_per_step=1)
+    assert outcome is Outcome.OOM
+    assert metrics.peak_mem_censored and metrics.peak_mem_bytes >= limit
+    deadline = time.monotonic() + 5
+    while _alive(list(ex.pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _alive(list(ex.pids)) == []
+
+
+def test_crash_reports_the_stderr_tail(executor: Executor, tmp_path: Path) -> None:
+    argv = _script(tmp_path, """
+raise SystemExit("boom: the model diverged")
+""")
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30))
+    metrics = summarize(ex, warmup=1, measured=2)
+    outcome, reason = classify(ex, metrics, warmup=1, measured=2, tokens_per_step=1)
+    assert outcome is Outcome.CRASH
+    assert reason == "exit status 1: boom: the model diverged"
+
+
+def test_stdout_regex_source(executor: Executor, tmp_path: Path) -> None:
+    argv = _script(tmp_path, """
+import time
+for i in range(1, 5):
+    time.sleep(0.05)
+    print(f"step {i} | loss {2.0 / i:.4f} | tokens 32", flush=True)
+""")
+    regex = r"^step (?P<step>\d+) \| loss (?P<loss>\S+) \| tokens (?P<tokens>\d+)"
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30, source="stdout", stdout_regex=regex))
+    assert [(e.step, e.loss, e.tokens) for e in ex.events] == [(1, 2.0, 32), (2, 1.0, 32), (3, 0.6667, 32),
+                                                                (4, 0.5, 32)]
+    assert all(b.stamp > a.stamp for a, b in zip(ex.events, ex.events[1:]))
+
+
+def test_a_command_that_cannot_start_is_a_crash(executor: Executor, tmp_path: Path) -> None:
+    ex = executor.execute(TrialSpec(argv=(str(tmp_path / "missing"),), cwd=str(tmp_path), timeout_s=5))
+    metrics = summarize(ex, warmup=1, measured=2)
+    outcome, reason = classify(ex, metrics, warmup=1, measured=2, tokens_per_step=1)
+    assert outcome is Outcome.CRASH and "could not start" in reason
+
+
+def test_too_few_steps_is_invalid(executor: Executor, tmp_path: Path) -> None:
+    argv = _script(tmp_path, PROBE + "\nstep(1, loss=1.0, tokens=8)\nstep(2, loss=1.0, tokens=8)\n")
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30))
+    metrics = summarize(ex, warmup=1, measured=3)
+    assert classify(ex, metrics, warmup=1, measured=3, tokens_per_step=8) == (
+        Outcome.INVALID, "expected 4 step events, saw 2")
+
+
+def test_fewer_tokens_is_invalid(executor: Executor, tmp_path: Path) -> None:
+    argv = _script(tmp_path, PROBE + "\nfor i in range(1, 5):\n    step(i, loss=1.0, tokens=8 if i < 3 else 4)\n")
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30))
+    metrics = summarize(ex, warmup=1, measured=3)
+    assert classify(ex, metrics, warmup=1, measured=3, tokens_per_step=8) == (
+        Outcome.INVALID, "step 3 processed 4 tokens; the contract fixes 8 per step")

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.git.worktrees import ensure_infrarsi_dir
 from infrarsi.contract.lock import Lock, verify_lock
 from infrarsi.contract.model import PYTHON_PLACEHOLDER, Contract, KnobValue
 from infrarsi.execution import Executor, TrialSpec
@@ -25,12 +26,7 @@ class CandidateError(ValueError):
 
 def state_dir(root: Path) -> Path:
     """``<repo>/.infrarsi``: journal, logs and worktrees; it ignores itself in git."""
-    path = root / ".infrarsi"
-    path.mkdir(parents=True, exist_ok=True)
-    ignore = path / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# InfraRSI's working state; never committed.\n*\n", encoding="utf-8")
-    return path
+    return ensure_infrarsi_dir(root)
 
 
 def journal_path(root: Path) -> Path:

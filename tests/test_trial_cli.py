@@ -123,9 +123,11 @@ _t.time = lambda: _real_t() / 10.0
     bot_faked = min(o["step_time_s"] for o in faked)
     assert all(o["outcome"] == "ok" for o in honest + faked)
     # The job's own claim moves tenfold; the bot's measurement does not.
-    claimed = min(o["child_step_time_s"] for o in faked) / min(o["child_step_time_s"] for o in honest)
-    assert claimed < 0.2
-    assert 0.5 < bot_faked / bot_honest < 2.0
+    for o in honest:
+        assert 0.7 < o["child_step_time_s"] / o["step_time_s"] < 1.4
+    for o in faked:
+        assert o["child_step_time_s"] / o["step_time_s"] < 0.2
+    assert 0.4 < bot_faked / bot_honest < 2.5  # noise, not a tenfold change
 
 
 def test_killing_the_bot_mid_trial_keeps_the_journal(tiny_repo: Path) -> None:

@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bot.git.worktrees import ensure_infrarsi_dir
 from infrarsi.contract.lock import Lock, verify_lock
@@ -115,15 +116,36 @@ class TrialRequest:
     commit: str | None = None
 
 
-def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor: Executor,
-              journal: Journal) -> TrialRecord:
-    """Run, measure and record one trial; always returns its record (failures included)."""
-    trial_no = journal.begin_trial(request.run_id, request.candidate)
-    started = time.time()
-    memory_limit = request.memory_limit_bytes if request.memory_limit_bytes is not None \
+def _memory_limit(contract: Contract, request: TrialRequest) -> int | None:
+    return request.memory_limit_bytes if request.memory_limit_bytes is not None \
         else contract.budget.memory_limit_bytes
+
+
+def record_rejected(contract: Contract, request: TrialRequest, *, trial_no: int, reason: str, journal: Journal,
+                    executor_name: str, audit: tuple[dict[str, Any], ...] = ()) -> TrialRecord:
+    """A candidate that never launched (its patch failed or left the scope): recorded, zero device time."""
+    now = time.time()
+    record = TrialRecord(run_id=request.run_id, trial_no=trial_no, candidate=request.candidate,
+                         outcome=Outcome.REJECTED, reason=reason, cost_s=0.0, started_at=now, ended_at=now,
+                         commit=request.commit, executor=executor_name,
+                         memory_limit_bytes=_memory_limit(contract, request), audit=audit)
+    journal.record_trial(record)
+    return record
+
+
+def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor: Executor,
+              journal: Journal, trial_no: int | None = None,
+              audit: tuple[dict[str, Any], ...] = ()) -> TrialRecord:
+    """Run, measure and record one trial; always returns its record (failures included).
+
+    ``trial_no`` is passed when the caller already reserved it (to name a worktree branch).
+    """
+    if trial_no is None:
+        trial_no = journal.begin_trial(request.run_id, request.candidate)
+    started = time.time()
+    memory_limit = _memory_limit(contract, request)
     base = dict(run_id=request.run_id, trial_no=trial_no, candidate=request.candidate, started_at=started,
-                commit=request.commit, executor=executor.name, memory_limit_bytes=memory_limit)
+                commit=request.commit, executor=executor.name, memory_limit_bytes=memory_limit, audit=audit)
 
     broken = verify_lock(contract, lock, request.tree)
     if broken:

@@ -101,11 +101,15 @@ def read_lock(root: Path) -> Lock:
 
 
 def verify_lock(contract: Contract, lock: Lock, tree: Path | None = None) -> list[LockViolation]:
-    """Every difference between ``tree`` (default: the contract's root) and the lock; empty when intact."""
+    """Every difference between ``tree`` (default: the contract's root) and the lock; empty when intact.
+
+    Locked files are checked in ``tree`` (a trial's worktree); the contract is
+    checked where it governs the run, in the contract's own root.
+    """
     root = tree or contract.root
     out: list[LockViolation] = []
     try:
-        path, digest = contract_sha256(root)
+        path, digest = contract_sha256(contract.root)
     except ContractError as e:
         return [LockViolation(path=lock.contract_path, reason=f"contract missing ({e.message})")]
     if path != lock.contract_path or digest != lock.contract_sha256:

@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Sequence
 
 from bot import __doc__ as _bot_doc
+from bot.candidate_trial import is_git_repo, run_candidate
+from bot.catalog import applicable_patches, catalog_for_repo
 from bot.draft import DraftError, draft_contract
+from bot.git.commits import is_dirty, repo_head_commit
+from bot.git.errors import GitLayerError
+from bot.git.gc import collect_garbage
 from bot.executors.local import LocalExecutor
 from bot.scan import scan_repo
 from bot.toml_writer import render_contract
@@ -23,6 +28,7 @@ from infrarsi.contract import ContractError, load_contract
 from infrarsi.contract.load import CONTRACT_FILE, find_contract, parse_memory
 from infrarsi.contract.lock import LOCK_FILE, read_lock, verify_lock, write_lock
 from infrarsi.journal import Journal
+from infrarsi.patches import PatchSpec
 from infrarsi.trial import Outcome, TrialRecord
 
 
@@ -111,7 +117,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
     contract = load_contract(root)
     lock = read_lock(root)
     try:
-        candidate = make_candidate(contract, args.knob or [])
+        candidate = make_candidate(contract, args.knob or [], tuple(args.patch or ()))
     except CandidateError as e:
         raise UsageError(str(e)) from None
     memory_limit = None
@@ -127,15 +133,35 @@ def cmd_trial(args: argparse.Namespace) -> int:
 
     executor = LocalExecutor(on_step=progress)
     run_id = args.run_id or "manual"
+    in_git = is_git_repo(root)
+    patches: dict[str, PatchSpec] = {}
+    if candidate.patches:
+        if not in_git:
+            raise UsageError(f"{root}: --patch needs a git repository (each patched candidate is a commit on its "
+                             "own branch); run `git init` and commit the training code first")
+        patches = applicable_patches(contract)
+        unknown = [p for p in candidate.patches if p not in patches]
+        if unknown:
+            raise UsageError(f"--patch {unknown[0]}: not a catalog patch that applies to this repo "
+                             f"(applicable: {', '.join(sorted(patches)) or 'none'}; see `infrarsi patches`)")
     with Journal(journal_path(root)) as journal:
         journal.ensure_run(run_id, kind="manual")
         if not args.json:
-            print(f"trial of {candidate.describe()} ({contract.workload.command[-1]}, "
+            where = "in its own worktree" if in_git else "on the working tree"
+            print(f"trial of {candidate.describe()} {where} ({contract.workload.command[-1]}, "
                   f"{contract.timing.warmup_steps} warm-up + {contract.timing.measured_steps} measured steps)",
                   file=sys.stderr)
-        record = run_trial(contract, lock, TrialRequest(run_id=run_id, candidate=candidate, tree=root,
-                                                        memory_limit_bytes=memory_limit, timeout_s=args.timeout),
-                           executor=executor, journal=journal)
+        if in_git:
+            if is_dirty(root) and not args.json:
+                print("note: uncommitted changes in the working tree are not part of the trial "
+                      "(it runs the HEAD commit)", file=sys.stderr)
+            record = run_candidate(contract, lock, repo=root, base=repo_head_commit(root), run_id=run_id,
+                                   candidate=candidate, patches=patches, executor=executor, journal=journal,
+                                   memory_limit_bytes=memory_limit, timeout_s=args.timeout)
+        else:
+            record = run_trial(contract, lock, TrialRequest(run_id=run_id, candidate=candidate, tree=root,
+                                                            memory_limit_bytes=memory_limit, timeout_s=args.timeout),
+                               executor=executor, journal=journal)
     if args.json:
         print(json.dumps(metrics_summary(record), sort_keys=True))
     else:
@@ -179,6 +205,38 @@ def cmd_journal(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_patches(args: argparse.Namespace) -> int:
+    root = _repo(args.repo)
+    contract = load_contract(root)
+    found = catalog_for_repo(contract)
+    if args.json:
+        for a in found:
+            print(json.dumps({"id": a.entry.codemod, "title": a.entry.title, "applies": a.applies,
+                              "targets": list(a.spec.targets) if a.spec else [], "why_not": list(a.reasons),
+                              "effect": a.entry.effect.to_dict()}, sort_keys=True))
+        return 0
+    for a in found:
+        e = a.entry.effect
+        prior = f"time x{e.time_ratio:.2f}, memory x{e.mem_ratio:.2f}"
+        if a.spec is not None:
+            print(f"{a.entry.codemod:<24} applies   {prior}  at {', '.join(a.spec.targets)}")
+        else:
+            why = a.reasons[0] if a.reasons else "no editable Python file"
+            print(f"{a.entry.codemod:<24} no        {prior}  ({why}{' …' if len(a.reasons) > 1 else ''})")
+    return 0
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    root = _repo(args.repo)
+    protected = frozenset(args.protect or ())
+    with Journal(journal_path(root)) as journal:
+        orphaned = {(p.run_id, p.trial_no) for p in journal.orphaned()}
+        active = {p.run_id for p in journal.pending() if (p.run_id, p.trial_no) not in orphaned}
+    report = collect_garbage(root, active_runs=frozenset(active), protected_branches=protected, dry_run=args.dry_run)
+    print(report.summary())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infrarsi", description=_bot_doc)
     sub = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
@@ -201,11 +259,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("trial", help="run one candidate on the working tree and print what the bot measured")
     p.add_argument("repo")
     p.add_argument("--knob", action="append", metavar="NAME=VALUE", help="set a knob (repeatable)")
+    p.add_argument("--patch", action="append", metavar="ID", help="apply a catalog patch (repeatable; see "
+                   "`infrarsi patches`); needs a git repository")
     p.add_argument("--memory-limit", metavar="SIZE", help="override the contract's memory limit (e.g. 2GiB)")
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="override the contract's trial timeout")
     p.add_argument("--run-id", help="journal the trial under this run (default: manual)")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     p.set_defaults(func=cmd_trial)
+
+    p = sub.add_parser("patches", help="list the built-in patch catalog and where each patch applies in the repo")
+    p.add_argument("repo")
+    p.add_argument("--json", action="store_true", help="one JSON object per catalog patch")
+    p.set_defaults(func=cmd_patches)
+
+    p = sub.add_parser("gc", help="remove worktrees and branches of finished or abandoned runs")
+    p.add_argument("repo")
+    p.add_argument("--protect", action="append", metavar="BRANCH",
+                   help="a branch never to delete, e.g. the head of an open pull request (repeatable)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+    p.set_defaults(func=cmd_gc)
 
     p = sub.add_parser("journal", help="list the trials recorded in the repo's journal")
     p.add_argument("repo")
@@ -220,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except (ContractError, UsageError) as e:
+    except (ContractError, UsageError, GitLayerError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

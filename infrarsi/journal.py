@@ -128,6 +128,11 @@ class Journal:
                        (record.run_id, record.trial_no, record.candidate.digest(), record.outcome.value, os.getpid(),
                         record.started_at, payload))
 
+    def discard_pending(self, run_id: str, trial_no: int) -> None:
+        """Forget a reserved trial that never started through no fault of its candidate (e.g. git refused)."""
+        with self._write() as db:
+            db.execute("DELETE FROM trials WHERE run_id = ? AND trial_no = ? AND record IS NULL", (run_id, trial_no))
+
     def trials(self, run_id: str | None = None) -> list[TrialRecord]:
         """Recorded trials (in order); pending ones are not records yet, see :meth:`pending`."""
         query = "SELECT record FROM trials WHERE record IS NOT NULL"

@@ -1,0 +1,138 @@
+"""The built-in patch catalog: each registered codemod with its prior, and where it applies in a repo.
+
+A catalog entry is repo-independent (a codemod and what it is expected to buy);
+:func:`catalog_for_repo` runs every codemod over the contract's editable files,
+restricted to the editable symbols, and turns each one that rewrites something
+into a :class:`PatchSpec` targeting exactly the symbols it edits. Priors are
+documented with their sources in ``docs/priors.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.patching.codemods import REGISTRY, run_codemod
+from bot.patching.results import Broken, Declined, Rewritten
+from infrarsi.contract.model import Contract
+from infrarsi.contract.scope import split_symbol
+from infrarsi.patches import Effect, PatchSpec
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CatalogEntry:
+    codemod: str
+    title: str
+    rationale: str
+    effect: Effect
+    conflicts_with: tuple[str, ...] = ()
+
+
+def _e(time_ratio: float, time_sigma: float, mem_ratio: float, mem_sigma: float, source: str) -> Effect:
+    return Effect(time_ratio=time_ratio, time_sigma=time_sigma, mem_ratio=mem_ratio, mem_sigma=mem_sigma,
+                  source=source)
+
+
+CATALOG: tuple[CatalogEntry, ...] = (
+    CatalogEntry(codemod="sdpa_causal_attention", title="Fused causal attention (SDPA)",
+                 rationale="softmax(q·kᵀ)·v by hand materialises B·H·T·T scores and a mask in fp32; "
+                 "scaled_dot_product_attention fuses them and never stores the full matrix",
+                 effect=_e(0.85, 0.2, 0.85, 0.15, "docs/priors.md#sdpa")),
+    CatalogEntry(codemod="fused_gelu", title="Fused GELU",
+                 rationale="the tanh formula in Python launches ~8 elementwise kernels and keeps their outputs "
+                 "for backward; F.gelu is one kernel",
+                 effect=_e(0.95, 0.05, 0.97, 0.05, "docs/priors.md#gelu")),
+    CatalogEntry(codemod="fused_cross_entropy", title="Fused cross-entropy",
+                 rationale="log_softmax over fp32 logits then gather keeps several logits-sized tensors; "
+                 "F.cross_entropy fuses them",
+                 effect=_e(0.93, 0.08, 0.8, 0.15, "docs/priors.md#cross-entropy")),
+    CatalogEntry(codemod="optimizer_foreach", title="Multi-tensor optimizer (foreach)",
+                 rationale="the for-loop optimizer launches kernels per parameter; foreach batches them",
+                 effect=_e(0.95, 0.05, 1.02, 0.03, "docs/priors.md#optimizer"),
+                 conflicts_with=("optimizer_fused",)),
+    CatalogEntry(codemod="optimizer_fused", title="Fused optimizer",
+                 rationale="one fused kernel per step instead of per-parameter loops",
+                 effect=_e(0.93, 0.06, 1.0, 0.03, "docs/priors.md#optimizer"),
+                 conflicts_with=("optimizer_foreach",)),
+    CatalogEntry(codemod="zero_grad_set_to_none", title="zero_grad(set_to_none=True)",
+                 rationale="frees gradients instead of writing zeros into them every step",
+                 effect=_e(0.99, 0.02, 0.98, 0.03, "docs/priors.md#zero-grad")),
+    CatalogEntry(codemod="checkpoint_blocks", title="Activation checkpointing of blocks",
+                 rationale="a memory saver: recomputes each block's forward in backward instead of storing "
+                 "its activations",
+                 effect=_e(1.25, 0.1, 0.65, 0.15, "docs/priors.md#checkpointing")),
+    CatalogEntry(codemod="autocast_bf16", title="bf16 autocast around forward and loss",
+                 rationale="matmuls in bf16 run on tensor cores (AMX on recent CPUs) at several times fp32 speed",
+                 effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast")),
+    CatalogEntry(codemod="torch_compile_model", title="torch.compile the model",
+                 rationale="fuses elementwise chains and removes Python overhead; costs compile time in warm-up",
+                 effect=_e(0.8, 0.3, 0.9, 0.2, "docs/priors.md#compile")),
+    CatalogEntry(codemod="dataloader_gpu_settings", title="DataLoader pinned memory and workers (GPU only)",
+                 rationale="overlaps host-to-device copies and data loading with compute",
+                 effect=_e(0.97, 0.05, 1.02, 0.03, "docs/priors.md#gpu-settings")),
+    CatalogEntry(codemod="cuda_backend_flags", title="TF32 matmul and cudnn.benchmark (GPU only)",
+                 rationale="TF32 tensor-core matmuls on Ampere and later; autotuned convolutions",
+                 effect=_e(0.9, 0.1, 1.0, 0.02, "docs/priors.md#gpu-settings")),
+)
+
+assert {e.codemod for e in CATALOG} == set(REGISTRY), "every registered codemod needs a catalog entry"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Applicability:
+    """Whether a catalog patch applies to a repo, and where (or why not)."""
+
+    entry: CatalogEntry
+    spec: PatchSpec | None
+    reasons: tuple[str, ...]  # per file, why it declined
+
+    @property
+    def applies(self) -> bool:
+        return self.spec is not None
+
+
+def _editable_files(contract: Contract) -> dict[str, list[str] | None]:
+    """Editable .py files → the symbols editable in them (None: the whole file)."""
+    files: dict[str, list[str] | None] = {}
+    for entry in contract.scope.editable:
+        path, symbol = split_symbol(entry)
+        if not path.endswith(".py"):
+            continue
+        if symbol is None:
+            files[path] = None
+        elif path not in files or files[path] is not None:
+            files.setdefault(path, [])
+            current = files[path]
+            assert current is not None
+            current.append(symbol)
+    return files
+
+
+def catalog_for_repo(contract: Contract, tree: Path | None = None) -> list[Applicability]:
+    """Every catalog entry, with a PatchSpec targeting the editable symbols it rewrites in ``tree``."""
+    root = tree or contract.root
+    files = _editable_files(contract)
+    sources = {path: (root / path).read_text(encoding="utf-8") for path in files}
+    out = []
+    for entry in CATALOG:
+        targets: list[str] = []
+        reasons: list[str] = []
+        for path, symbols in files.items():
+            outcome = run_codemod(entry.codemod, sources[path], scope=symbols)
+            if isinstance(outcome, Rewritten):
+                targets += [s if "::" in s else f"{path}::{s}" for s in outcome.symbols] or [path]
+            elif isinstance(outcome, Declined):
+                reasons.append(f"{path}: {outcome.reason}")
+            elif isinstance(outcome, Broken):
+                reasons.append(f"{path}: {outcome.error}")
+        spec = None
+        if targets:
+            spec = PatchSpec(id=entry.codemod, title=entry.title, rationale=entry.rationale,
+                             targets=tuple(dict.fromkeys(targets)), effect=entry.effect, kind="codemod",
+                             codemod=entry.codemod, conflicts_with=entry.conflicts_with)
+        out.append(Applicability(entry=entry, spec=spec, reasons=tuple(reasons)))
+    return out
+
+
+def applicable_patches(contract: Contract, tree: Path | None = None) -> dict[str, PatchSpec]:
+    return {a.spec.id: a.spec for a in catalog_for_repo(contract, tree) if a.spec is not None}

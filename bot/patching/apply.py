@@ -1,0 +1,188 @@
+"""Apply patch specs to a working tree, in place, without ever raising.
+
+One patch is all-or-nothing: every target file is rewritten in memory first
+and files are written only when none failed, so a ``Failed`` or
+``NotApplicable`` patch leaves the tree as it was. A set of patches is applied
+in one canonical order (requirements first, then by id), so the same set gives
+the same bytes whichever order the search listed it in. Conflicts and missing
+requirements are settled before anything is touched.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Collection, Iterable
+
+from bot.patching.codemods import run_codemod
+from bot.patching.replace import replace_definition
+from bot.patching.results import (
+    Applied,
+    Broken,
+    Declined,
+    Failed,
+    FileOutcome,
+    NotApplicable,
+    PatchResult,
+    Rewritten,
+)
+from bot.patching.symbols import split_target
+from infrarsi.patches import PatchSpec
+
+
+def apply_patch(root: Path, spec: PatchSpec, *, applied: Collection[str] = ()) -> PatchResult:
+    """Apply one patch to the tree at ``root``. ``applied`` are the ids already in the tree,
+    against which ``requires`` and ``conflicts_with`` are checked first."""
+    try:
+        return _apply(Path(root), spec, frozenset(applied))
+    except Exception as e:  # noqa: BLE001 - the contract of this function is to never raise
+        return Failed(patch_id=spec.id, error=f"{type(e).__name__}: {e}")
+
+
+def apply_patches(root: Path, specs: Iterable[PatchSpec]) -> tuple[PatchResult, ...]:
+    """Apply a set of patches in canonical order; one result per patch, in that order.
+
+    Two patches in the set that conflict (either side naming the other) are both
+    NotApplicable: the set is inconsistent and choosing a winner would make the
+    outcome depend on something other than the set. A patch whose requirement is
+    absent or did not apply is NotApplicable too.
+    """
+    listed = list(specs)
+    try:
+        return _apply_all(Path(root), listed)
+    except Exception as e:  # noqa: BLE001
+        return tuple(Failed(patch_id=s.id, error=f"{type(e).__name__}: {e}") for s in listed)
+
+
+def canonical_order(specs: Iterable[PatchSpec]) -> tuple[list[PatchSpec], list[PatchSpec]]:
+    """(ordered, cyclic): requirements before the patches needing them, ties by id;
+    patches caught in a requirement cycle are returned apart."""
+    by_id = {s.id: s for s in specs}
+    needs = {s.id: {r for r in s.requires if r in by_id} for s in by_id.values()}
+    ready = [i for i, n in needs.items() if not n]
+    heapq.heapify(ready)
+    ordered: list[PatchSpec] = []
+    done: set[str] = set()
+    while ready:
+        current = heapq.heappop(ready)
+        ordered.append(by_id[current])
+        done.add(current)
+        for other, required in needs.items():
+            if other not in done and other not in ready and current in required and required <= done:
+                heapq.heappush(ready, other)
+    cyclic = sorted((by_id[i] for i in by_id if i not in done), key=lambda s: s.id)
+    return ordered, cyclic
+
+
+def _apply_all(root: Path, specs: list[PatchSpec]) -> tuple[PatchResult, ...]:
+    results: dict[str, PatchResult] = {}
+    unique: dict[str, PatchSpec] = {}
+    for spec in sorted(specs, key=lambda s: (s.id, s.digest())):
+        if spec.id in unique and unique[spec.id].digest() != spec.digest():
+            results[spec.id] = NotApplicable(patch_id=spec.id, reason="two different patches share this id")
+        unique.setdefault(spec.id, spec)
+    ids = set(unique)
+    ordered, cyclic = canonical_order(unique.values())
+    for spec in cyclic:
+        results.setdefault(spec.id, NotApplicable(patch_id=spec.id, reason="its requirements form a cycle"))
+    for spec in ordered:
+        clash = sorted(other.id for other in unique.values() if other.id != spec.id
+                       and (other.id in spec.conflicts_with or spec.id in other.conflicts_with))
+        if clash:
+            results.setdefault(spec.id, NotApplicable(patch_id=spec.id,
+                                                      reason=f"conflicts with {', '.join(clash)} in the same set"))
+    applied: set[str] = set()
+    for spec in ordered:
+        if spec.id in results:
+            continue
+        absent = sorted(r for r in spec.requires if r not in ids)
+        if absent:
+            results[spec.id] = NotApplicable(patch_id=spec.id, reason=f"requires {', '.join(absent)}, "
+                                             "which is not in this set")
+            continue
+        result = apply_patch(root, spec, applied=applied)
+        results[spec.id] = result
+        if isinstance(result, Applied):
+            applied.add(spec.id)
+    order = [s.id for s in ordered] + [s.id for s in cyclic]
+    return tuple(results[i] for i in order)
+
+
+def _apply(root: Path, spec: PatchSpec, applied: frozenset[str]) -> PatchResult:
+    missing = [r for r in spec.requires if r not in applied]
+    if missing:
+        return NotApplicable(patch_id=spec.id, reason=f"requires {', '.join(missing)}, which is not applied")
+    clash = [c for c in spec.conflicts_with if c in applied]
+    if clash:
+        return NotApplicable(patch_id=spec.id, reason=f"conflicts with {', '.join(clash)}, which is applied")
+
+    scopes: dict[str, set[str] | None] = {}
+    for target in spec.targets:
+        path, symbol = split_target(target)
+        if symbol is None:
+            scopes[path] = None
+        elif path not in scopes or scopes[path] is not None:
+            scopes.setdefault(path, set()).add(symbol)  # type: ignore[union-attr]
+
+    outcomes: dict[str, tuple[str, FileOutcome]] = {}
+    for path in sorted(scopes):
+        file = _inside(root, path)
+        if file is None:
+            return Failed(patch_id=spec.id, error=f"target {path!r} is not a relative path inside the repository")
+        if not file.is_file():
+            return NotApplicable(patch_id=spec.id, reason=f"target file {path} does not exist")
+        raw = file.read_bytes()
+        try:
+            source = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return Failed(patch_id=spec.id, error=f"{path} is not UTF-8: {e}")
+        outcomes[path] = (source, _outcome(spec, source, scopes[path]))
+
+    broken = [f"{path}: {o.error}" for path, (_, o) in outcomes.items() if isinstance(o, Broken)]
+    if broken:
+        return Failed(patch_id=spec.id, error="; ".join(broken))
+    rewritten = {path: o for path, (_, o) in outcomes.items() if isinstance(o, Rewritten)}
+    if not rewritten:
+        reasons = [f"{path}: {o.reason}" for path, (_, o) in outcomes.items() if isinstance(o, Declined)]
+        return NotApplicable(patch_id=spec.id, reason="; ".join(reasons))
+    for path, outcome in sorted(rewritten.items()):
+        _write(_inside(root, path), outcome.code)  # type: ignore[arg-type]
+    return Applied(
+        patch_id=spec.id,
+        changed_files=tuple(sorted(rewritten)),
+        added_imports=tuple(f"{path}: {imp}" for path, o in sorted(rewritten.items()) for imp in o.added_imports),
+        symbols=tuple(f"{path}::{symbol}" for path, o in sorted(rewritten.items()) for symbol in o.symbols),
+    )
+
+
+def _outcome(spec: PatchSpec, source: str, scope: set[str] | None) -> FileOutcome:
+    if spec.kind == "replacement":
+        assert spec.replacement is not None and scope is not None and len(scope) == 1
+        return replace_definition(source, next(iter(scope)), spec.replacement)
+    assert spec.codemod is not None
+    return run_codemod(spec.codemod, source, scope=scope)
+
+
+def _inside(root: Path, path: str) -> Path | None:
+    """``root / path`` when ``path`` is a relative POSIX path that stays inside ``root``."""
+    pure = PurePosixPath(path)
+    if not path or pure.is_absolute() or ".." in pure.parts or "\\" in path:
+        return None
+    return root.joinpath(*pure.parts)
+
+
+def _write(file: Path, code: str) -> None:
+    """Replace the file's content atomically, keeping its permissions."""
+    mode = file.stat().st_mode
+    fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(code.encode("utf-8"))
+        os.chmod(tmp, mode & 0o7777)
+        os.replace(tmp, file)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

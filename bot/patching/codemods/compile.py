@@ -1,0 +1,90 @@
+"""``torch.compile`` the model where it is built.
+
+After ``model = GPT(config)`` (or ``model = build_model(args).to(device)``)
+this inserts ``model.compile()``: ``nn.Module.compile`` compiles the forward in
+place, so unlike ``model = torch.compile(model)`` the object keeps its class,
+its attributes and its ``state_dict`` keys (no ``_orig_mod.`` prefix), and
+checkpoints written by the patched job still load into the unpatched one.
+A file that already calls ``torch.compile`` anywhere (even behind a flag, even
+in a builder whose result is assigned here) is left to the launch knobs, since
+the model might reach the new line compiled already.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+from libcst.codemod import SkipFile
+
+from bot.patching.codemods import exprs as E
+from bot.patching.codemods.base import PatchCodemod
+
+_COMPILE = {"torch.compile"}
+_MODEL_NAME = re.compile(r"^(model|net|network|[a-z0-9_]+_model|model_[a-z0-9_]+)$")
+
+
+class CompileModel(PatchCodemod):
+    NAME = "torch_compile_model"
+    SUMMARY = "model = Model(...) → followed by model.compile() (torch.compile in place)"
+    NOT_FOUND = "no `model = <constructor>(...)` assignment in the targets"
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        self.start(tree)
+        if self._already_compiled(tree):
+            raise SkipFile("this file already calls torch.compile / .compile() (possibly behind a flag); "
+                           "compiling again could compile twice, so that is left to the launch knobs")
+        return super().transform_module_impl(tree)
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
+                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        if self.in_class_body:
+            return updated_node
+        return self._insert(original_node, updated_node)
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        return self._insert(original_node, updated_node)
+
+    def _insert(self, original: cst.IndentedBlock | cst.Module,
+                updated: cst.IndentedBlock | cst.Module) -> cst.IndentedBlock | cst.Module:
+        originals = original.body
+        body = list(updated.body)
+        out: list[cst.BaseStatement] = []
+        for i, statement in enumerate(originals):
+            out.append(body[i])
+            name = self._built_model(statement)
+            if name is None:
+                continue
+            if not self.site_allowed(f"`{name} = ...` construction"):
+                continue
+            out.append(cst.SimpleStatementLine(body=[cst.Expr(E.expr(f"{name}.compile()"))]))
+            self.mark_edited()
+        return updated.with_changes(body=out) if out != body else updated
+
+    def _built_model(self, statement: cst.BaseStatement) -> str | None:
+        found = E.name_assign(statement)
+        if found is None or not _MODEL_NAME.match(found[0]):
+            return None
+        name, value = found
+        value = E.strip(value)
+        if not isinstance(value, cst.Call) or name in E.names_in(value):
+            return None  # `model = model.to(device)` is not where the model is built
+        if self.is_call_to(value, _COMPILE):
+            return None
+        return name
+
+    def _already_compiled(self, module: cst.Module) -> bool:
+        """Any ``torch.compile(...)`` or ``<x>.compile()`` in the file: the model may reach this
+        line compiled already (``build_model`` may return ``torch.compile(model)``)."""
+        found = False
+        codemod = self
+
+        class _Compiles(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                nonlocal found
+                if codemod.is_call_to(node, _COMPILE) or (E.method_call(node, "compile") is not None
+                                                          and not node.args):
+                    found = True
+
+        module.visit(_Compiles())
+        return found

@@ -1,0 +1,164 @@
+"""Candidates as git branches on the real fixture: worktree, patch, audit, commit, trial — or rejection."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from bot.candidate_trial import run_candidate
+from bot.catalog import applicable_patches
+from bot.executors.local import LocalExecutor
+from bot.git.commits import read_trailers
+from bot.git.errors import StaleBranchError
+from bot.git.worktrees import trial_branch
+from infrarsi.contract import load_contract
+from infrarsi.contract.lock import read_lock
+from infrarsi.execution import Execution, TrialSpec
+from infrarsi.journal import Journal
+from infrarsi.patches import Effect, PatchSpec
+from infrarsi.trial import Candidate, Outcome
+from tests.conftest import infrarsi
+
+EFFECT = Effect(time_ratio=1.0, time_sigma=0.1, mem_ratio=1.0, mem_sigma=0.1, source="test")
+
+
+class MustNotLaunch:
+    """An executor for candidates that must be rejected before anything runs."""
+
+    name = "must-not-launch"
+
+    def __init__(self) -> None:
+        self.calls: list[TrialSpec] = []
+
+    def execute(self, spec: TrialSpec) -> Execution:
+        self.calls.append(spec)
+        raise AssertionError(f"a rejected candidate was launched: {spec.argv}")
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+def git_repo(tiny_repo: Path) -> Path:
+    """The tiny fixture, contract and lock included, committed as a real repository."""
+    repo = pygit2.init_repository(str(tiny_repo), initial_head="main")
+    repo.index.add_all()
+    repo.index.write()
+    sig = pygit2.Signature("dev", "dev@example.com")
+    repo.create_commit("HEAD", sig, sig, "fixture", repo.index.write_tree(), [])
+    return tiny_repo
+
+
+def _replacement(pid: str, target: str, source: str) -> PatchSpec:
+    return PatchSpec(id=pid, title=pid, rationale="test", targets=(target,), effect=EFFECT, kind="replacement",
+                     replacement=source)
+
+
+def _run(repo: Path, candidate: Candidate, patches: dict[str, PatchSpec], executor) -> tuple:
+    contract = load_contract(repo)
+    with Journal(repo / ".infrarsi" / "journal.sqlite") as journal:
+        journal.ensure_run("t", kind="test")
+        record = run_candidate(contract, read_lock(repo), repo=repo, base=_git(repo, "rev-parse", "HEAD").strip(),
+                               run_id="t", candidate=candidate, patches=patches, executor=executor, journal=journal)
+        stored = journal.trials("t")
+    return record, stored
+
+
+@pytest.mark.slow
+def test_a_catalog_patch_runs_as_one_commit_on_its_own_branch(git_repo: Path) -> None:
+    before_status = _git(git_repo, "status", "--porcelain")
+    model_before = (git_repo / "model.py").read_bytes()
+    patches = applicable_patches(load_contract(git_repo))
+    candidate = Candidate.of(load_contract(git_repo).defaults(), ["sdpa_causal_attention"])
+    record, stored = _run(git_repo, candidate, patches, LocalExecutor())
+    assert record.outcome is Outcome.OK, record.reason
+    branch = trial_branch("t", 1)
+    log = _git(git_repo, "log", "--format=%H %an%n%B", branch, "-1")
+    assert log.startswith(f"{record.commit} infrarsi-bot")
+    trailers = read_trailers(git_repo, record.commit)
+    assert trailers == {"InfraRSI-Run": "t", "InfraRSI-Trial": "1", "InfraRSI-Candidate": candidate.digest()}
+    assert _git(git_repo, "rev-list", "--count", f"main..{branch}").strip() == "1"
+    assert _git(git_repo, "diff", "--name-only", "main", branch).split() == ["model.py"]
+    assert "scaled_dot_product_attention" in _git(git_repo, "show", f"{branch}:model.py")
+    # The user's working tree is untouched and the worktree is gone.
+    assert (git_repo / "model.py").read_bytes() == model_before
+    assert _git(git_repo, "status", "--porcelain") == before_status
+    assert len(_git(git_repo, "worktree", "list").splitlines()) == 1
+    (change,) = record.audit
+    assert change["path"] == "model.py" and change["symbol"] == "CausalSelfAttention.forward"
+    assert change["lines_added"] > 0 and change["lines_removed"] > 0
+    assert change["blob_before"] == _git(git_repo, "rev-parse", "main:model.py").strip()
+    assert change["blob_after"] == _git(git_repo, "rev-parse", f"{branch}:model.py").strip()
+    assert stored[0].audit == record.audit
+
+
+REJECTIONS = {
+    "locked file": (_replacement("edit-harness", "harness.py::run", "def run(args, model, optimizer, step):\n"
+                                 "    pass\n"), "harness.py"),
+    "symbol outside editable": (_replacement("edit-parse-args", "train.py::parse_args",
+                                             "def parse_args(argv=None):\n    return None\n"),
+                                "train.py::parse_args"),
+    "does not parse": (_replacement("broken", "model.py::gelu_tanh", "def gelu_tanh(x):\n    return (x\n"),
+                       "failed"),
+    "no such symbol": (_replacement("ghost", "model.py::Ghost.forward", "def forward(self, x):\n    return x\n"),
+                       "Ghost.forward"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REJECTIONS))
+def test_rejected_candidates_launch_nothing_and_name_the_offender(git_repo: Path, case: str) -> None:
+    spec, offender = REJECTIONS[case]
+    executor = MustNotLaunch()
+    record, stored = _run(git_repo, Candidate.of({}, [spec.id]), {spec.id: spec}, executor)
+    assert record.outcome is Outcome.REJECTED
+    assert offender in record.reason
+    assert record.cost_s == 0.0 and executor.calls == []
+    assert stored[0].outcome is Outcome.REJECTED
+    # No branch is left for a candidate that never became a commit.
+    assert trial_branch("t", 1) not in _git(git_repo, "branch", "--list")
+
+
+def test_module_level_import_and_new_file_are_rejected(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bot.candidate_trial as ct
+
+    real = ct.apply_patches
+
+    def sneaky(root: Path, specs):  # the patch machinery applied, then something else wrote files
+        results = real(root, specs)
+        (root / "model.py").write_text("import os\n" + (root / "model.py").read_text())
+        (root / "extra.py").write_text("X = 1\n")
+        return results
+
+    monkeypatch.setattr(ct, "apply_patches", sneaky)
+    spec = _replacement("noop", "model.py::gelu_tanh",
+                        'def gelu_tanh(x):\n    return F.gelu(x, approximate="tanh")\n')
+    executor = MustNotLaunch()
+    record, _ = _run(git_repo, Candidate.of({}, ["noop"]), {"noop": spec}, executor)
+    assert record.outcome is Outcome.REJECTED and executor.calls == []
+    assert "extra.py" in record.reason
+    assert "model.py" in record.reason and "import" in record.reason
+
+
+def test_a_stale_branch_is_refused_and_gc_cleans_it(git_repo: Path) -> None:
+    head = _git(git_repo, "rev-parse", "HEAD").strip()
+    _git(git_repo, "branch", trial_branch("t", 1), head)  # left behind by a killed run
+    with pytest.raises(StaleBranchError):
+        _run(git_repo, Candidate.of({}, []), {}, MustNotLaunch())
+    with Journal(git_repo / ".infrarsi" / "journal.sqlite") as journal:
+        assert journal.pending("t") == []  # the reserved number is released
+    result = infrarsi("gc", str(git_repo))
+    assert result.returncode == 0, result.stderr
+    assert trial_branch("t", 1) in result.stdout
+    assert trial_branch("t", 1) not in _git(git_repo, "branch", "--list")
+
+
+def test_cli_trial_with_patch_and_patches_listing(git_repo: Path) -> None:
+    listing = infrarsi("patches", str(git_repo))
+    assert listing.returncode == 0
+    assert "sdpa_causal_attention    applies" in listing.stdout
+    bad = infrarsi("trial", str(git_repo), "--patch", "autocast_bf16")
+    assert bad.returncode == 2 and "not a catalog patch that applies to this repo" in bad.stderr

@@ -162,3 +162,19 @@ def test_cli_trial_with_patch_and_patches_listing(git_repo: Path) -> None:
     assert "sdpa_causal_attention    applies" in listing.stdout
     bad = infrarsi("trial", str(git_repo), "--patch", "autocast_bf16")
     assert bad.returncode == 2 and "not a catalog patch that applies to this repo" in bad.stderr
+
+
+@pytest.mark.slow
+def test_every_catalog_patch_that_applies_keeps_the_loss_within_tolerance(git_repo: Path) -> None:
+    contract = load_contract(git_repo)
+    patches = applicable_patches(contract)
+    assert len(patches) >= 8, sorted(patches)
+    defaults = contract.defaults()
+    baseline, _ = _run(git_repo, Candidate.of(defaults), patches, LocalExecutor())
+    assert baseline.outcome is Outcome.OK, baseline.reason
+    for pid in sorted(patches):
+        record, _ = _run(git_repo, Candidate.of(defaults, [pid]), patches, LocalExecutor())
+        assert record.outcome is Outcome.OK, (pid, record.reason)
+        assert len(record.metrics.loss) == len(baseline.metrics.loss)
+        for step, (a, b) in enumerate(zip(baseline.metrics.loss, record.metrics.loss), start=1):
+            assert abs(b - a) <= contract.loss.rtol * abs(a), (pid, step, a, b)

@@ -10,7 +10,7 @@ launched.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pygit2
@@ -114,3 +114,45 @@ def run_candidate(contract: Contract, lock: Lock, *, repo: Path, base: str, run_
                          audit=records)
     finally:
         remove_trial_worktree(wt, keep_branch=committed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialContext:
+    """Everything the stages share to run candidates of one repo: in worktrees when it is a git repo."""
+
+    contract: Contract
+    lock: Lock
+    repo: Path
+    executor: Executor
+    journal: Journal
+    patches: Mapping[str, PatchSpec]
+    base: str | None = None  # the commit trials start from; None: not a git repo (working tree, no patches)
+    memory_limit_bytes: int | None = None
+    timeout_s: float | None = None
+
+    def run(self, run_id: str, candidate: Candidate) -> TrialRecord:
+        if self.base is not None:
+            return run_candidate(self.contract, self.lock, repo=self.repo, base=self.base, run_id=run_id,
+                                 candidate=candidate, patches=self.patches, executor=self.executor,
+                                 journal=self.journal, memory_limit_bytes=self.memory_limit_bytes,
+                                 timeout_s=self.timeout_s)
+        if candidate.patches:
+            raise UnknownPatchError("code patches need a git repository (each candidate is a commit)")
+        return run_trial(self.contract, self.lock,
+                         TrialRequest(run_id=run_id, candidate=candidate, tree=self.repo,
+                                      memory_limit_bytes=self.memory_limit_bytes, timeout_s=self.timeout_s),
+                         executor=self.executor, journal=self.journal)
+
+
+def trial_context(contract: Contract, lock: Lock, *, executor: Executor, journal: Journal,
+                  memory_limit_bytes: int | None = None, timeout_s: float | None = None) -> TrialContext:
+    """A context for the contract's repo: HEAD as the base and the applicable catalog when it is a git repo."""
+    from bot.catalog import applicable_patches
+    from bot.git.commits import repo_head_commit
+
+    repo = contract.root
+    in_git = is_git_repo(repo)
+    return TrialContext(contract=contract, lock=lock, repo=repo, executor=executor, journal=journal,
+                        patches=applicable_patches(contract) if in_git else {},
+                        base=repo_head_commit(repo) if in_git else None,
+                        memory_limit_bytes=memory_limit_bytes, timeout_s=timeout_s)

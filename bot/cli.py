@@ -11,10 +11,12 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from bot import __doc__ as _bot_doc
-from bot.candidate_trial import is_git_repo, run_candidate
+from bot.candidate_trial import is_git_repo, run_candidate, trial_context
+from bot.doctor import latest_run, load_doctor, new_run_id, run_dir, run_doctor
+from bot.verify import verify_candidate
 from bot.catalog import applicable_patches, catalog_for_repo
 from bot.draft import DraftError, draft_contract
 from bot.git.commits import is_dirty, repo_head_commit
@@ -28,8 +30,10 @@ from infrarsi.contract import ContractError, load_contract
 from infrarsi.contract.load import CONTRACT_FILE, find_contract, parse_memory
 from infrarsi.contract.lock import LOCK_FILE, read_lock, verify_lock, write_lock
 from infrarsi.journal import Journal
+from infrarsi.doctor import DoctorError
 from infrarsi.patches import PatchSpec
-from infrarsi.trial import Outcome, TrialRecord
+from infrarsi.verify import Verdict
+from infrarsi.trial import Candidate, Outcome, TrialRecord
 
 
 class UsageError(Exception):
@@ -205,6 +209,93 @@ def cmd_journal(args: argparse.Namespace) -> int:
     return 0
 
 
+def _context(args: argparse.Namespace, journal: Journal, *, on_step=None):  # noqa: ANN001, ANN202
+    root = _repo(args.repo)
+    contract = load_contract(root)
+    lock = read_lock(root)
+    return trial_context(contract, lock, executor=LocalExecutor(on_step=on_step), journal=journal)
+
+
+def _say(args: argparse.Namespace) -> Callable[[str], None]:
+    def say(message: str) -> None:
+        if not getattr(args, "json", False):
+            print(f"  {message}", file=sys.stderr, flush=True)
+    return say
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    root = _repo(args.repo)
+    run_id = args.run_id or new_run_id()
+    with Journal(journal_path(root)) as journal:
+        ctx = _context(args, journal)
+        print(f"doctor for run {run_id}: {args.repeats} baseline runs in fresh processes", file=sys.stderr)
+        try:
+            report, out = run_doctor(ctx, run_id=run_id, repeats=args.repeats, progress=_say(args))
+        except DoctorError as e:
+            print(f"doctor failed: {e}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(report.to_json(), end="")
+        return 0
+    mfu = f"{report.mfu:.1%}" if report.mfu is not None else "n/a"
+    print(f"step time {report.median_s * 1000:.1f} ms (cv within {report.cv_within:.1%}, between "
+          f"{report.cv_between:.1%}); verification needs {report.verify_pairs} pairs (MDE {report.mde:.1%}); "
+          f"peak memory {_fmt_bytes(report.peak_mem_bytes)}; MFU {mfu}")
+    print(f"wrote {out / 'doctor.json'} and {out / 'doctor.md'}")
+    return 0
+
+
+def _candidate_from(args: argparse.Namespace, contract) -> Candidate:  # noqa: ANN001
+    knobs = list(args.knob or [])
+    patches = list(args.patch or [])
+    for token in (args.candidate or "").split():
+        (patches if token.startswith("+") else knobs).append(token.lstrip("+"))
+    try:
+        return make_candidate(contract, knobs, tuple(patches))
+    except CandidateError as e:
+        raise UsageError(str(e)) from None
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    root = _repo(args.repo)
+    with Journal(journal_path(root)) as journal:
+        ctx = _context(args, journal)
+        candidate = _candidate_from(args, ctx.contract)
+        unknown = [p for p in candidate.patches if p not in ctx.patches]
+        if unknown:
+            raise UsageError(f"patch {unknown[0]}: not applicable here (applicable: "
+                             f"{', '.join(sorted(ctx.patches)) or 'none; patches need a git repository'})")
+        run_id = args.run_id or latest_run(root) or new_run_id()
+        doctor = load_doctor(root, run_id)
+        if doctor is None:
+            print(f"no doctor report for run {run_id}: running the doctor first", file=sys.stderr)
+            doctor, _ = run_doctor(ctx, run_id=run_id, repeats=args.repeats, progress=_say(args))
+        pairs = args.pairs or doctor.verify_pairs
+        print(f"verifying {candidate.describe()} against the baseline: {pairs} interleaved pairs", file=sys.stderr)
+        verdict = verify_candidate(ctx, run_id=run_id, candidate=candidate, doctor=doctor, pairs=pairs,
+                                   progress=_say(args))
+    out = run_dir(root, run_id) / f"verify-{candidate.digest()}.json"
+    out.write_text(json.dumps(verdict.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if args.json:
+        print(json.dumps(verdict.to_dict(), sort_keys=True))
+    else:
+        print(_verdict_text(verdict))
+        print(f"wrote {out}")
+    return 0 if verdict.promoted else 1
+
+
+def _verdict_text(verdict: Verdict) -> str:
+    lines = [f"verdict: {verdict.kind.value} — {verdict.reason}"]
+    c = verdict.comparison
+    if c is not None:
+        lines.append(f"  speedup {c.speedup:.3f}x, {c.ci_level:.0%} CI [{c.ci_low:.3f}, {c.ci_high:.3f}], "
+                     f"Mann-Whitney p = {c.p_value:.4f} ({c.n_baseline} vs {c.n_candidate} runs)")
+    for check in verdict.invariants:
+        if not check.ok or check.name in ("loss_band", "clock", "project_metadata"):
+            lines.append(f"  {'ok ' if check.ok else 'BROKEN'} {check.name}: {check.detail}")
+    return "\n".join(lines)
+
+
 def cmd_patches(args: argparse.Namespace) -> int:
     root = _repo(args.repo)
     contract = load_contract(root)
@@ -266,6 +357,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", help="journal the trial under this run (default: manual)")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     p.set_defaults(func=cmd_trial)
+
+    p = sub.add_parser("doctor", help="profile the baseline: noise, phases, memory, MFU, fingerprint, loss band")
+    p.add_argument("repo")
+    p.add_argument("--run-id", help="the run this doctor report belongs to (default: a new run id)")
+    p.add_argument("--repeats", type=int, default=5, help="baseline runs in fresh processes (default 5)")
+    p.add_argument("--json", action="store_true", help="print doctor.json instead of a summary")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("verify", help="interleaved A/B verification of one candidate against the baseline")
+    p.add_argument("repo")
+    p.add_argument("--candidate", metavar="SPEC", help='knob settings and +patches, e.g. "dtype=bf16 +fused_gelu"')
+    p.add_argument("--knob", action="append", metavar="NAME=VALUE", help="set a knob (repeatable)")
+    p.add_argument("--patch", action="append", metavar="ID", help="apply a catalog patch (repeatable)")
+    p.add_argument("--run-id", help="use this run's doctor report (default: the latest)")
+    p.add_argument("--pairs", type=int, help="override the number of A/B pairs the doctor chose")
+    p.add_argument("--repeats", type=int, default=5, help="baseline runs if the doctor must run first")
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("patches", help="list the built-in patch catalog and where each patch applies in the repo")
     p.add_argument("repo")

@@ -8,7 +8,7 @@ engine's job (:mod:`infrarsi.measure`), so every executor is judged the same way
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from infrarsi.trial import StepEvent
 
@@ -44,6 +44,8 @@ class Execution:
     device_peak_mem_bytes: int | None = None
     devices: int = 1
     pids: tuple[int, ...] = ()  # every process of the trial the launcher saw
+    phases: tuple[tuple[int, str, float], ...] = ()  # (step, phase name, seconds by the job's clock)
+    info: tuple[tuple[str, Any], ...] = ()  # facts the job reported about itself (e.g. parameter count)
     failed_rank: int | None = None
 
 

@@ -58,7 +58,24 @@ def summarize(execution: Execution, *, warmup: int, measured: int,
         child_step_time_s=statistics.median(child_times) if child_times else None,
         steps_seen=len(steps),
         wall_s=execution.wall_s,
+        phases_s=_phases(execution, first=warmup + 1, last=warmup + measured),
+        parameters=_int_info(execution, "parameters"),
     )
+
+
+def _phases(execution: Execution, *, first: int, last: int) -> tuple[tuple[str, float], ...]:
+    """Mean seconds per measured step of each phase the job marked."""
+    totals: dict[str, float] = {}
+    for step, name, seconds in execution.phases:
+        if first <= step <= last:
+            totals[name] = totals.get(name, 0.0) + seconds
+    n = last - first + 1
+    return tuple((name, total / n) for name, total in totals.items())
+
+
+def _int_info(execution: Execution, key: str) -> int | None:
+    value = dict(execution.info).get(key)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measured: int,

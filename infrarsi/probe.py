@@ -15,6 +15,7 @@ Event kinds (the ``event`` field):
 - ``phase``: a phase of the current step ended (``name``, ``seconds``);
 - ``memory``: a device memory reading (``peak_bytes``, ``device``);
 - ``oom``: the job caught an out-of-memory error (``message``);
+- ``info``: facts about the job, e.g. ``parameters`` (for MFU);
 - anything else passed to :func:`event`.
 """
 
@@ -85,6 +86,11 @@ def step(*, loss: float, tokens: int, step: int | None = None, **extra: Any) -> 
 def memory(*, peak_bytes: int, device: str = "cuda") -> None:
     """Report a device's peak memory (the bot samples host memory itself)."""
     event("memory", peak_bytes=int(peak_bytes), device=device)
+
+
+def info(**facts: Any) -> None:
+    """Report facts about the job (e.g. ``parameters=N`` for the 6·N·tokens FLOP estimate)."""
+    event("info", **facts)
 
 
 def oom(message: str) -> None:

@@ -83,6 +83,8 @@ class TrialMetrics:
     child_step_time_s: float | None = None  # what the candidate's own clock claimed
     steps_seen: int = 0
     wall_s: float = 0.0
+    phases_s: tuple[tuple[str, float], ...] = ()  # mean seconds per measured step, by the job's clock
+    parameters: int | None = None  # as the job reported it (probe.info)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -118,6 +120,7 @@ class TrialRecord:
         metrics = dict(data.get("metrics") or {})
         for key in ("step_times_s", "loss", "warmup_loss"):
             metrics[key] = tuple(metrics.get(key) or ())
+        metrics["phases_s"] = tuple((str(k), float(v)) for k, v in metrics.get("phases_s") or ())
         return TrialRecord(
             **{**data,
                "candidate": Candidate(knobs=tuple((k, v) for k, v in cand["knobs"]), patches=tuple(cand["patches"])),

@@ -32,7 +32,7 @@ CASES = [
      "not valid TOML: Expected ']' at the end of a table declaration (at line 1, column 10)"),
     ("unknown_top_key", BASE + "\n[budgets]\ntrials = 3\n",
      "budgets: unknown key (did you mean 'budget'?); known keys here: approvers, budget, constraints, knobs, "
-     "loss, scope, timing, version, workload"),
+     "loss, scope, timing, verify, version, workload"),
     ("missing_tokens", BASE.replace("tokens_per_step", "tokens_per_stp"),
      "workload.tokens_per_step: missing; expected an integer >= 1"),
     ("typo_key", BASE.replace("[scope]", "[scope]\neditabel = []"),
@@ -78,6 +78,7 @@ CASES = [
      "knobs.dtype.flag: expected a flag that workload.command and workload.args do not already set, got '--dtype'"),
     ("version_unknown", "version = 2\n" + BASE,
      "version: expected 1 (the only version this InfraRSI reads), got 2"),
+    ("verify_alpha", BASE + "\n[verify]\nalpha = 0.7\n", "verify.alpha: expected a number in (0, 0.5), got 0.7"),
     ("table_is_scalar", "loss = 3\n" + BASE,
      "loss: expected a table, got integer 3"),
 ]

@@ -130,4 +130,6 @@ class LocalExecutor:
             probe_oom=collector.oom,
             device_peak_mem_bytes=collector.device_peak,
             pids=tuple(sorted(tree.seen)),
+            phases=tuple(collector.phases),
+            info=tuple(sorted(collector.info.items())),
         )

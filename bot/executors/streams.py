@@ -30,7 +30,8 @@ class StepCollector:
         self.steps: list[StepEvent] = []
         self.oom: str | None = None
         self.device_peak: int | None = None
-        self.phases: list[tuple[str, float]] = []
+        self.phases: list[tuple[int, str, float]] = []  # (step it belongs to, name, seconds)
+        self.info: dict[str, Any] = {}
 
     def add_step(self, event: StepEvent) -> None:
         with self._lock:
@@ -52,8 +53,11 @@ class StepCollector:
         elif kind == "phase":
             seconds = _float(record.get("seconds"))
             if seconds is not None:
-                with self._lock:
-                    self.phases.append((str(record.get("name")), seconds))
+                with self._lock:  # a phase belongs to the step whose event has not arrived yet
+                    self.phases.append((len(self.steps) + 1, str(record.get("name")), seconds))
+        elif kind == "info":
+            with self._lock:
+                self.info.update({k: v for k, v in record.items() if k not in ("event", "t")})
 
 
 def _int(v: Any) -> int | None:

@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Collection, Iterable
 
+import libcst as cst
+
 from bot.patching.codemods import run_codemod
 from bot.patching.replace import replace_definition
 from bot.patching.results import (
@@ -28,7 +30,7 @@ from bot.patching.results import (
     PatchResult,
     Rewritten,
 )
-from bot.patching.symbols import split_target
+from bot.patching.symbols import definitions, split_target
 from infrarsi.patches import PatchSpec
 
 
@@ -162,7 +164,20 @@ def _outcome(spec: PatchSpec, source: str, scope: set[str] | None) -> FileOutcom
         assert spec.replacement is not None and scope is not None and len(scope) == 1
         return replace_definition(source, next(iter(scope)), spec.replacement)
     assert spec.codemod is not None
-    return run_codemod(spec.codemod, source, scope=scope)
+    outcome = run_codemod(spec.codemod, source, scope=scope)
+    if isinstance(outcome, Declined) and scope:
+        missing = _missing_symbols(source, scope)
+        if missing:  # say the likelier reason first: the target itself is not there
+            return Declined(reason=f"no definition named {', '.join(missing)} in this file; {outcome.reason}")
+    return outcome
+
+
+def _missing_symbols(source: str, scope: set[str]) -> list[str]:
+    try:
+        defined = definitions(cst.parse_module(source))
+    except cst.ParserSyntaxError:
+        return []
+    return sorted(repr(symbol) for symbol in scope if symbol not in defined)
 
 
 def _inside(root: Path, path: str) -> Path | None:

@@ -12,13 +12,15 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Applied:
-    """The patch was written. ``added_imports`` lists import statements it had to add
-    (``"import torch"``), so the scope audit can refuse them when the contract does."""
+    """The patch was written. ``added_imports`` lists the import statements it had to add,
+    per file (``"train.py: import torch"``), so the scope audit can refuse them when the
+    contract does; ``symbols`` are the definitions it edited (``"model.py::GPT.forward"``,
+    ``"train.py::<module>"`` for module-level code)."""
 
     patch_id: str
     changed_files: tuple[str, ...]
     added_imports: tuple[str, ...] = ()
-    symbols: tuple[str, ...] = ()  # qualified symbols edited, ``path.py::Qual.name``
+    symbols: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

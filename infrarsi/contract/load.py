@@ -24,6 +24,7 @@ from infrarsi.contract.model import (
     LossSpec,
     Scope,
     Timing,
+    VerifySpec,
     Workload,
 )
 from infrarsi.contract.scope import check_scope
@@ -91,6 +92,7 @@ def parse_contract(data: Any, *, source: Path, root: Path, prefix: str = "") -> 
     knobs = _knobs(top.table("knobs"))
     constraints = _constraints(top, knobs)
     budget = _budget(top.table("budget"))
+    verify = _verify(top.table("verify"))
     approvers = _approvers(top.table("approvers"))
     top.finish()
 
@@ -101,7 +103,8 @@ def parse_contract(data: Any, *, source: Path, root: Path, prefix: str = "") -> 
             raise top.error(f"constraints[{i}]", f"the knobs' defaults violate it ({c.describe()})")
     check_scope(scope, root=root, file=file, prefix=prefix)
     return Contract(version=version, source=source, root=root, workload=workload, timing=timing, loss=loss,
-                    scope=scope, knobs=knobs, constraints=constraints, budget=budget, approvers=approvers)
+                    scope=scope, knobs=knobs, constraints=constraints, budget=budget, verify=verify,
+                    approvers=approvers)
 
 
 def _command(t: Table, key: str, *, required: bool) -> tuple[str, ...]:
@@ -285,6 +288,25 @@ def _budget(t: Table) -> Budget:
             raise t.error("memory_limit", f"expected a positive number of bytes or a size like '6GiB', got {describe(raw)}")
     t.finish()
     return Budget(trials=trials, seconds=seconds, trial_timeout_s=timeout, memory_limit_bytes=limit)
+
+
+def _verify(t: Table) -> VerifySpec:
+    d = VerifySpec()
+    spec = VerifySpec(min_effect=t.number("min_effect", d.min_effect, positive=False),
+                      alpha=t.number("alpha", d.alpha), power=t.number("power", d.power),
+                      target_effect=t.number("target_effect", d.target_effect),
+                      max_pairs=t.integer("max_pairs", d.max_pairs, minimum=4),
+                      max_speedup=t.number("max_speedup", d.max_speedup),
+                      top_k=t.integer("top_k", d.top_k, minimum=1))
+    if not 0 < spec.alpha < 0.5:
+        raise t.error("alpha", f"expected a number in (0, 0.5), got {spec.alpha:g}")
+    if not 0 < spec.power < 1:
+        raise t.error("power", f"expected a number in (0, 1), got {spec.power:g}")
+    if not 0 <= spec.min_effect < spec.target_effect:
+        raise t.error("min_effect", f"expected a number in [0, target_effect = {spec.target_effect:g}), "
+                      f"got {spec.min_effect:g}")
+    t.finish()
+    return spec
 
 
 def _approvers(t: Table) -> Approvers:

@@ -157,6 +157,19 @@ class Budget:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class VerifySpec:
+    """What a promotion needs and how much verification may cost."""
+
+    min_effect: float = 0.01  # the CI's lower bound on the speedup must clear 1 + min_effect
+    alpha: float = 0.05
+    power: float = 0.8
+    target_effect: float = 0.05  # the effect verification is sized to detect
+    max_pairs: int = 12  # interleaved A/B pairs at most
+    max_speedup: float = 10.0  # above it a result is quarantined for review
+    top_k: int = 3  # candidates the run stage re-verifies
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Approvers:
     """Who may approve a promotion."""
 
@@ -178,6 +191,7 @@ class Contract:
     knobs: tuple[Knob, ...] = ()
     constraints: tuple[Constraint, ...] = ()
     budget: Budget = field(default_factory=Budget)
+    verify: VerifySpec = field(default_factory=VerifySpec)
     approvers: Approvers = field(default_factory=Approvers)
 
     def knob(self, name: str) -> Knob:

@@ -12,7 +12,10 @@ under ``libcst.codemod.transform_module`` and its added imports go through
   "Declined" is an answer the search can learn from, not an error;
 - *references*: names come from the file's existing imports when possible;
   an import is added only when nothing in the file can reach the name, and it
-  is recorded in ``imports_added`` for the scope audit.
+  is recorded in ``imports_added`` for the scope audit. Which function a call
+  really reaches (``F.softmax`` after ``import torch.nn.functional as F``) is
+  libcst's ``QualifiedNameProvider``, resolved only when a call already looks
+  right by name, since scope analysis is most of the cost of a run.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class PatchCodemod(VisitorBasedCodemodCommand):
         self.bindings = module_bindings(tree)
         self.module_node = tree
         self._qualified = None
+        self.edited, self.declined, self.imports_added = [], [], []
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self.start(tree)

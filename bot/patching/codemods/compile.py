@@ -5,6 +5,8 @@ this inserts ``model.compile()``: ``nn.Module.compile`` compiles the forward in
 place, so unlike ``model = torch.compile(model)`` the object keeps its class,
 its attributes and its ``state_dict`` keys (no ``_orig_mod.`` prefix), and
 checkpoints written by the patched job still load into the unpatched one.
+Only construction counts: a class call or a model builder, possibly followed
+by ``.to(...)``/``.cuda()``/``.train()``; ``model = copy.deepcopy(other)`` does not.
 A file that already calls ``torch.compile`` anywhere (even behind a flag, even
 in a builder whose result is assigned here) is left to the launch knobs, since
 the model might reach the new line compiled already.
@@ -21,6 +23,8 @@ from bot.patching.codemods import exprs as E
 from bot.patching.codemods.base import PatchCodemod
 
 _COMPILE = {"torch.compile"}
+_SETUP = ("to", "cuda", "cpu", "train", "eval", "float", "half", "bfloat16", "double", "requires_grad_", "type")
+_LOADERS = {"from_pretrained", "from_config"}
 _MODEL_NAME = re.compile(r"^(model|net|network|[a-z0-9_]+_model|model_[a-z0-9_]+)$")
 
 
@@ -69,9 +73,18 @@ class CompileModel(PatchCodemod):
         value = E.strip(value)
         if not isinstance(value, cst.Call) or name in E.names_in(value):
             return None  # `model = model.to(device)` is not where the model is built
-        if self.is_call_to(value, _COMPILE):
+        core: cst.BaseExpression = value
+        while (setup := E.method_call(core, *_SETUP)) is not None:
+            core = E.strip(E.receiver(setup))  # GPT(config).to(device).train()
+        if not isinstance(core, cst.Call) or self.is_call_to(core, _COMPILE):
             return None
-        return name
+        func = core.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        # A class (`GPT(config)`, `nn.Sequential(...)`) or a model builder (`build_model(args)`,
+        # `AutoModel.from_pretrained(...)`); not `copy.deepcopy(model)` or `symbolic_trace(model)`.
+        if last[:1].isupper() or "model" in last.lower() or last in _LOADERS:
+            return name
+        return None
 
     def _already_compiled(self, module: cst.Module) -> bool:
         """Any ``torch.compile(...)`` or ``<x>.compile()`` in the file: the model may reach this

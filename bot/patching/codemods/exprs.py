@@ -21,7 +21,10 @@ from bot.patching.symbols import code_of
 def strip(node: cst.BaseExpression) -> cst.BaseExpression:
     """The expression without its own parentheses."""
     if getattr(node, "lpar", None) or getattr(node, "rpar", None):
-        return node.with_changes(lpar=(), rpar=())
+        try:
+            return node.with_changes(lpar=(), rpar=())
+        except cst.CSTValidationError:  # `()` needs its parentheses
+            return node
     return node
 
 

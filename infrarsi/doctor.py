@@ -1,0 +1,241 @@
+"""The doctor's report: what the baseline costs, how noisy it is, and what verification will need.
+
+Built from several baseline trials (never one), the device's measured peak
+FLOP/s and its fingerprint. Serialised as ``doctor.json``; rendered for people
+as ``doctor.md`` with two Mermaid charts (the step-time distribution and the
+phase breakdown), which GitHub renders in place.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from infrarsi.contract.model import Contract
+from infrarsi.loss_band import LossBand, calibrate
+from infrarsi.stats import minimum_detectable_effect, noise_profile, repeats_for_effect
+from infrarsi.trial import Outcome, TrialRecord
+
+PHASES = ("data", "forward", "backward", "optimizer", "communication")
+PHASE_TOLERANCE = 0.15  # the phases must account for the step time within this fraction
+DOCTOR_VERSION = 1
+
+
+class DoctorError(RuntimeError):
+    """The baseline cannot be profiled (it does not run, or too few repeats succeeded)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DoctorReport:
+    version: int = DOCTOR_VERSION
+    run_id: str
+    created_at: float
+    trials: tuple[int, ...]
+    step_times_s: tuple[tuple[float, ...], ...]  # per run, the measured intervals
+    median_s: float
+    cv_within: float
+    cv_between: float
+    sigma_log: float
+    verify_pairs: int
+    mde: float  # minimum detectable effect with verify_pairs per arm
+    alpha: float
+    power: float
+    phases_s: dict[str, float]
+    phases_source: str
+    phases_sum_error: float | None
+    peak_mem_bytes: int
+    memory_limit_bytes: int | None
+    peak_flops: dict[str, float]
+    peak_flops_method: str
+    baseline_dtype: str
+    model_flops_per_step: float | None
+    model_flops_source: str
+    mfu: float | None
+    fingerprint: dict[str, Any]
+    loss_band: LossBand
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def headroom_bytes(self) -> int | None:
+        return None if self.memory_limit_bytes is None else self.memory_limit_bytes - self.peak_mem_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version, "run_id": self.run_id, "created_at": self.created_at,
+            "trials": list(self.trials),
+            "step_time_s": {"median": self.median_s, "cv": self.cv_within, "cv_within": self.cv_within,
+                            "cv_between": self.cv_between, "sigma_log": self.sigma_log,
+                            "per_run": [list(r) for r in self.step_times_s]},
+            "mde": {"effect": self.mde, "pairs": self.verify_pairs, "alpha": self.alpha, "power": self.power},
+            "verify_pairs": self.verify_pairs,
+            "phases": {"seconds": self.phases_s, "source": self.phases_source,
+                       "sum_error": self.phases_sum_error, "tolerance": PHASE_TOLERANCE},
+            "peak_mem_bytes": self.peak_mem_bytes, "memory_limit_bytes": self.memory_limit_bytes,
+            "headroom_bytes": self.headroom_bytes,
+            "peak_flops": self.peak_flops, "peak_flops_method": self.peak_flops_method,
+            "baseline_dtype": self.baseline_dtype,
+            "model_flops_per_step": self.model_flops_per_step, "model_flops_source": self.model_flops_source,
+            "mfu": self.mfu, "fingerprint": self.fingerprint, "loss_band": self.loss_band.to_dict(),
+            "notes": list(self.notes),
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> DoctorReport:
+        st, mde, ph = d["step_time_s"], d["mde"], d["phases"]
+        return DoctorReport(
+            version=int(d["version"]), run_id=d["run_id"], created_at=float(d["created_at"]),
+            trials=tuple(d["trials"]), step_times_s=tuple(tuple(r) for r in st["per_run"]), median_s=st["median"],
+            cv_within=st["cv_within"], cv_between=st["cv_between"], sigma_log=st["sigma_log"],
+            verify_pairs=int(mde["pairs"]), mde=float(mde["effect"]), alpha=float(mde["alpha"]),
+            power=float(mde["power"]), phases_s=dict(ph["seconds"]), phases_source=ph["source"],
+            phases_sum_error=ph["sum_error"], peak_mem_bytes=int(d["peak_mem_bytes"]),
+            memory_limit_bytes=d["memory_limit_bytes"], peak_flops=dict(d["peak_flops"]),
+            peak_flops_method=d["peak_flops_method"], baseline_dtype=d["baseline_dtype"],
+            model_flops_per_step=d["model_flops_per_step"], model_flops_source=d["model_flops_source"],
+            mfu=d["mfu"], fingerprint=dict(d["fingerprint"]), loss_band=LossBand.from_dict(d["loss_band"]),
+            notes=tuple(d.get("notes", ())))
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+
+def baseline_dtype(contract: Contract) -> str:
+    """The compute dtype of the baseline, from a knob that looks like one (for the matching peak)."""
+    for knob in contract.knobs:
+        if knob.name in ("dtype", "precision", "amp_dtype", "mixed_precision") and isinstance(knob.default, str):
+            return "bf16" if "bf16" in knob.default or "bfloat16" in knob.default else "fp32"
+    return "fp32"
+
+
+def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: str, created_at: float,
+                 peak_flops: dict[str, float], peak_flops_method: str, fingerprint: dict[str, Any],
+                 profiled_phases: dict[str, float] | None = None) -> DoctorReport:
+    """Aggregate baseline repeats into the report; raises :class:`DoctorError` with fewer than 2 good runs."""
+    good = [r for r in records if r.outcome is Outcome.OK and len(r.metrics.step_times_s) >= 2]
+    if len(good) < 2:
+        reasons = "; ".join(f"trial {r.trial_no}: {r.outcome.value} {r.reason}" for r in records
+                            if r.outcome is not Outcome.OK)
+        raise DoctorError(f"only {len(good)} of {len(records)} baseline runs succeeded ({reasons or 'too few steps'})")
+    notes: list[str] = []
+    runs = [r.metrics.step_times_s for r in good]
+    profile = noise_profile(runs)
+    spec = contract.verify
+    pairs = repeats_for_effect(profile.sigma_log, spec.target_effect, spec.alpha, spec.power,
+                               min_effect=spec.min_effect, n_max=spec.max_pairs)
+    mde = minimum_detectable_effect(profile.sigma_log, pairs, spec.alpha, spec.power, min_effect=spec.min_effect)
+    if not math.isfinite(mde) or mde > spec.target_effect:
+        notes.append(f"the job is noisy: with {pairs} pairs (verify.max_pairs) verification detects only "
+                     f"{mde:.1%} effects, not the {spec.target_effect:.0%} target")
+    median = statistics.median(statistics.median(r) for r in runs)
+
+    phases, source, error = _phases(good, median, profiled_phases)
+    peak_mem = int(statistics.median(r.metrics.peak_mem_bytes or 0 for r in good))
+    dtype = baseline_dtype(contract)
+    model_flops, flops_source = _model_flops(contract, good)
+    peak = peak_flops.get(dtype)
+    mfu = model_flops / median / peak if model_flops and peak else None
+    band = calibrate([r.metrics.loss for r in good], rtol=contract.loss.rtol, final_rtol=contract.loss.final_rtol)
+    if len(good) < len(records):
+        notes.append(f"{len(records) - len(good)} of {len(records)} baseline runs failed and were left out")
+    return DoctorReport(
+        run_id=run_id, created_at=created_at, trials=tuple(r.trial_no for r in good), step_times_s=tuple(runs),
+        median_s=median, cv_within=profile.within_cv, cv_between=profile.between_cv, sigma_log=profile.sigma_log,
+        verify_pairs=pairs, mde=mde, alpha=spec.alpha, power=spec.power, phases_s=phases, phases_source=source,
+        phases_sum_error=error, peak_mem_bytes=peak_mem, memory_limit_bytes=contract.budget.memory_limit_bytes,
+        peak_flops=peak_flops, peak_flops_method=peak_flops_method, baseline_dtype=dtype,
+        model_flops_per_step=model_flops, model_flops_source=flops_source, mfu=mfu, fingerprint=fingerprint,
+        loss_band=band, notes=tuple(notes))
+
+
+def _phases(good: Sequence[TrialRecord], median: float,
+            profiled: dict[str, float] | None) -> tuple[dict[str, float], str, float | None]:
+    marked = [dict(r.metrics.phases_s) for r in good if r.metrics.phases_s]
+    if marked:
+        names = sorted({n for m in marked for n in m})
+        phases = {n: statistics.median(m.get(n, 0.0) for m in marked) for n in names}
+        source = "probe phase markers emitted by the locked harness (the job's clock)"
+    elif profiled:
+        total = sum(profiled.values()) or 1.0
+        phases = {n: median * v / total for n, v in profiled.items()}
+        return phases, "torch.profiler pass: shares of operator time, scaled to the bot-measured step time", 0.0
+    else:
+        return {}, "none (no phase markers and no profiler pass)", None
+    covered = sum(phases.values())
+    return phases, source, (covered - median) / median if median else None
+
+
+def _model_flops(contract: Contract, good: Sequence[TrialRecord]) -> tuple[float | None, str]:
+    if contract.workload.model_flops_per_step:
+        return contract.workload.model_flops_per_step, "the contract (workload.model_flops_per_step)"
+    params = next((r.metrics.parameters for r in good if r.metrics.parameters), None)
+    if params:
+        return 6.0 * params * contract.workload.tokens_per_step, (
+            f"6·N·tokens with N = {params:,} parameters counted by the probe")
+    return None, "unknown (set workload.model_flops_per_step or report parameters with probe.info)"
+
+
+def _mib(n: float | None) -> str:
+    return "-" if n is None else f"{n / 2**20:,.0f} MiB"
+
+
+def render_markdown(report: DoctorReport) -> str:
+    """doctor.md: the figures a person needs, with the two pictures."""
+    r = report
+    lines = [f"# Doctor report — run `{r.run_id}`", "",
+             f"Baseline measured **{len(r.trials)} times** in fresh processes (trials {', '.join(map(str, r.trials))}).",
+             "", "## Step time", "",
+             f"- median **{r.median_s * 1000:.1f} ms** per step (bot-measured, warm-up excluded)",
+             f"- coefficient of variation within runs {r.cv_within:.1%}, between runs {r.cv_between:.1%} "
+             f"(noise σ of log run medians {r.sigma_log:.3f})",
+             f"- verification will interleave **{r.verify_pairs} pairs**; minimum detectable effect "
+             f"{r.mde:.1%} at α = {r.alpha:g}, power {r.power:.0%}", "",
+             "```mermaid", "xychart-beta", '    title "Measured step times per baseline run (ms)"',
+             "    x-axis [" + ", ".join(f'"run {i + 1}"' for i in range(len(r.step_times_s))) + "]",
+             '    y-axis "ms"']
+    medians = [statistics.median(run) * 1000 for run in r.step_times_s]
+    lows = [min(run) * 1000 for run in r.step_times_s]
+    highs = [max(run) * 1000 for run in r.step_times_s]
+    lines += ["    bar [" + ", ".join(f"{m:.1f}" for m in medians) + "]",
+              "    line [" + ", ".join(f"{v:.1f}" for v in lows) + "]",
+              "    line [" + ", ".join(f"{v:.1f}" for v in highs) + "]", "```", "",
+              "Bars: median per run; lines: fastest and slowest measured step of each run.", "",
+              "## Where the time goes", ""]
+    if r.phases_s:
+        lines += ["```mermaid", f'pie showData title "Phases of one step ({r.median_s * 1000:.0f} ms)"']
+        lines += [f'    "{name}" : {seconds * 1000:.1f}' for name, seconds in sorted(r.phases_s.items())]
+        lines += ["```", "", "| phase | ms per step | share |", "|---|---:|---:|"]
+        total = sum(r.phases_s.values()) or 1.0
+        lines += [f"| {n} | {s * 1000:.1f} | {s / total:.0%} |" for n, s in sorted(r.phases_s.items())]
+        err = f"{r.phases_sum_error:+.1%}" if r.phases_sum_error is not None else "n/a"
+        ok = r.phases_sum_error is not None and abs(r.phases_sum_error) <= PHASE_TOLERANCE
+        lines += ["", f"Source: {r.phases_source}. The phases sum to the step time within {err} "
+                  f"(tolerance ±{PHASE_TOLERANCE:.0%}: {'ok' if ok else 'outside'})."]
+    else:
+        lines += [f"No phase breakdown: {r.phases_source}."]
+    head = r.headroom_bytes
+    lines += ["", "## Memory", "", f"- peak resident memory {_mib(r.peak_mem_bytes)}",
+              f"- limit {_mib(r.memory_limit_bytes)}" + (f", headroom {_mib(head)}" if head is not None else
+                                                         " (no budget.memory_limit in the contract)"),
+              "", "## Compute efficiency", ""]
+    lines += [f"- measured peak: " + ", ".join(f"{k} {v / 1e9:,.0f} GFLOP/s" for k, v in r.peak_flops.items())
+              + f" ({r.peak_flops_method})",
+              f"- model FLOPs per step: " + (f"{r.model_flops_per_step:.3g}" if r.model_flops_per_step else "unknown")
+              + f" — from {r.model_flops_source}",
+              f"- MFU against the {r.baseline_dtype} peak: " + (f"**{r.mfu:.1%}**" if r.mfu is not None else "n/a"),
+              "", "## Loss band", "",
+              f"Calibrated from {r.loss_band.runs} runs: per step, mean ± max(4 σ, {r.loss_band.rtol:g} × |mean|); "
+              f"the final loss may be at most {r.loss_band.final_rtol:.1%} worse.", "",
+              "| measured step | mean | band |", "|---:|---:|---|"]
+    lines += [f"| {i} | {m:.4f} | [{lo:.4f}, {hi:.4f}] |" for i, (m, lo, hi) in
+              enumerate(zip(r.loss_band.mean, r.loss_band.lower, r.loss_band.upper), start=1)]
+    lines += ["", "## Fingerprint", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in sorted(r.fingerprint.items()) if not isinstance(v, dict)]
+    for k, v in sorted(r.fingerprint.items()):
+        if isinstance(v, dict):
+            lines += [f"| {k} | " + ", ".join(f"{a}={b}" for a, b in v.items() if b not in (None, [], "")) + " |"]
+    if r.notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in r.notes]
+    return "\n".join(lines) + "\n"

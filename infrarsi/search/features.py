@@ -1,0 +1,194 @@
+"""Model features (main effects, curvature, pairwise interactions) and their priors.
+
+Every model of the search regresses on the same design: the space's main
+features, a square term for each ordered knob with three or more levels (step
+time against micro-batch is a curve, not a line, in log-log), and products of
+pairs of main features (torch.compile and bf16 do not simply add up). Pairs
+that can never both be non-zero are left out: two levels of one knob, two
+conflicting patches; so is a patch paired with one it requires (the product
+equals the patch's own feature). With more than ``ALL_PAIRS_MAX`` main features
+only pairs among the ``ALL_PAIRS_MAX`` with the largest prior effects are kept,
+so parameters grow linearly, not quadratically, with the number of patches:
+the strong effects are the ones whose interactions are large enough to matter.
+
+Priors are Gaussian per coefficient. A patch's main effect takes its
+:class:`~infrarsi.patches.Effect` (``log(time_ratio)``, ``time_sigma``; likewise
+for memory); knob features take what the caller's :class:`Priors` says, by
+feature name, else mean 0 and a default spread; curvature and interactions are
+centred on 0 with a small spread ("probably additive, unless the data insist").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+import numpy as np
+
+from infrarsi.search.space import SearchSpace
+
+#: Up to this many main features, every eligible pair gets an interaction term.
+ALL_PAIRS_MAX: int = 12
+
+#: Smallest prior sd on any coefficient: an Effect with sigma 0 would otherwise
+#: be a certainty no measurement could move.
+MIN_PRIOR_SD: float = 0.01
+
+INTERCEPT = "(intercept)"
+
+Target = Literal["time", "memory", "crash"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Priors:
+    """Gaussian priors on model coefficients, by feature name (:attr:`SearchSpace.feature_names`).
+
+    Units: log of the ratio to the baseline, per unit of the feature. A one-hot
+    or bool feature ``knob=value`` and a patch ``patch:<id>`` are 0/1, so the
+    mean is ``log(ratio)``; a log2-encoded knob (``micro_batch``) is per
+    doubling; a linear knob per its whole range. ``time`` and ``memory`` map a
+    name to ``(mean, sd)``; an entry for ``patch:<id>`` overrides the patch's
+    own Effect. Intercepts are ``(mean, sd)`` of log seconds and log bytes; None
+    means broad (time) or centred on the memory limit (memory). Noise priors are
+    ``(median sigma, sd of log sigma)``.
+    """
+
+    time: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    memory: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    knob_time_sd: float = 0.2
+    knob_memory_sd: float = 0.3
+    square_sd: float = 0.05
+    interaction_sd: float = 0.1
+    crash_sd: float = 1.0
+    crash_interaction_sd: float = 0.5
+    crash_base_rate: float = 0.1
+    time_intercept: tuple[float, float] | None = None
+    memory_intercept: tuple[float, float] | None = None
+    time_noise: tuple[float, float] = (0.05, 1.0)
+    memory_noise: tuple[float, float] = (0.05, 1.0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "time", MappingProxyType(dict(self.time)))
+        object.__setattr__(self, "memory", MappingProxyType(dict(self.memory)))
+
+    def unknown_names(self, space: SearchSpace) -> list[str]:
+        """Names in ``time``/``memory`` that are not features of ``space`` (likely typos)."""
+        known = set(space.feature_names)
+        return sorted((set(self.time) | set(self.memory)) - known)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EffectRow:
+    """One coefficient, before and after the data: what a report shows as prior vs posterior."""
+
+    feature: str
+    prior_mean: float
+    prior_sd: float
+    post_mean: float
+    post_sd: float
+
+    @property
+    def ratio(self) -> float:
+        """The posterior multiplicative effect, ``exp(post_mean)``."""
+        return math.exp(self.post_mean)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FeatureMap:
+    """Main features, squares and pairs: the columns of every model's design matrix."""
+
+    main_names: tuple[str, ...]
+    squares: tuple[int, ...]
+    pairs: tuple[tuple[int, int], ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        m = self.main_names
+        return m + tuple(f"{m[i]}^2" for i in self.squares) + tuple(f"{m[i]}*{m[j]}" for i, j in self.pairs)
+
+    @property
+    def n_main(self) -> int:
+        return len(self.main_names)
+
+    def expand(self, z: np.ndarray) -> np.ndarray:
+        """Design rows (without intercept) from main-feature rows ``z`` of shape (n, n_main)."""
+        z = np.atleast_2d(np.asarray(z, dtype=float))
+        parts = [z]
+        if self.squares:
+            parts.append(z[:, list(self.squares)] ** 2)
+        if self.pairs:
+            i = [p[0] for p in self.pairs]
+            j = [p[1] for p in self.pairs]
+            parts.append(z[:, i] * z[:, j])
+        return np.hstack(parts)
+
+    def main_prior(self, space: SearchSpace, priors: Priors, target: Target) -> tuple[np.ndarray, np.ndarray]:
+        """Prior mean and sd of each main-effect coefficient for ``target``."""
+        means, sds = [], []
+        for name in self.main_names:
+            m, s = _main_prior(space, priors, name, target)
+            means.append(m)
+            sds.append(max(s, MIN_PRIOR_SD))
+        return np.asarray(means), np.asarray(sds)
+
+    def prior(self, space: SearchSpace, priors: Priors, target: Target) -> tuple[np.ndarray, np.ndarray]:
+        """Prior mean and sd of every coefficient (main, squares, pairs; no intercept)."""
+        m, s = self.main_prior(space, priors, target)
+        n_extra = len(self.squares) + len(self.pairs)
+        if target == "crash":
+            extra_sd = np.full(n_extra, priors.crash_interaction_sd)
+        else:
+            extra_sd = np.concatenate([np.full(len(self.squares), priors.square_sd),
+                                       np.full(len(self.pairs), priors.interaction_sd)])
+        return np.concatenate([m, np.zeros(n_extra)]), np.concatenate([s, np.maximum(extra_sd, MIN_PRIOR_SD)])
+
+
+def _main_prior(space: SearchSpace, priors: Priors, name: str, target: Target) -> tuple[float, float]:
+    if target == "crash":
+        return 0.0, priors.crash_sd
+    given = priors.time if target == "time" else priors.memory
+    if name in given:
+        mean, sd = given[name]
+        return float(mean), float(sd)
+    if name.startswith("patch:") and name[6:] in space.patches:
+        eff = space.patches[name[6:]].effect
+        return (eff.log_time, eff.time_sigma) if target == "time" else (eff.log_mem, eff.mem_sigma)
+    return 0.0, priors.knob_time_sd if target == "time" else priors.knob_memory_sd
+
+
+def build_features(space: SearchSpace, priors: Priors) -> FeatureMap:
+    """The design for ``space``: main effects, squares of ordered knobs, eligible pairs."""
+    names = space.feature_names
+    squares = tuple(i for i, (kind, group) in enumerate(zip(space.feature_kinds, space.feature_groups))
+                    if kind in ("log2", "linear") and _levels(space, group) >= 3)
+    eligible = [i for i in range(len(names))]
+    if len(names) > ALL_PAIRS_MAX:
+        fmap = FeatureMap(main_names=names, squares=(), pairs=())
+        mt, st = fmap.main_prior(space, priors, "time")
+        mm, sm = fmap.main_prior(space, priors, "memory")
+        # Prior magnitude: how far the effect could plausibly reach, time and memory together.
+        strength = np.abs(mt) + st + np.abs(mm) + sm
+        order = sorted(range(len(names)), key=lambda k: (-strength[k], names[k]))
+        eligible = sorted(order[:ALL_PAIRS_MAX])
+    pairs = tuple((i, j) for a, i in enumerate(eligible) for j in eligible[a + 1:]
+                  if _may_interact(space, names[i], names[j], space.feature_groups[i], space.feature_groups[j]))
+    return FeatureMap(main_names=names, squares=squares, pairs=pairs)
+
+
+def _levels(space: SearchSpace, group: str) -> int:
+    return next(len(a.levels) for a in space.axes if a.name == group)
+
+
+def _may_interact(space: SearchSpace, a: str, b: str, group_a: str, group_b: str) -> bool:
+    if group_a == group_b:
+        return False  # two levels of one knob are never both on
+    if a.startswith("patch:") and b.startswith("patch:"):
+        pa, pb = space.patches[a[6:]], space.patches[b[6:]]
+        if pb.id in pa.conflicts_with or pa.id in pb.conflicts_with:
+            return False
+        if pb.id in pa.requires or pa.id in pb.requires:
+            return False  # the product equals the dependent patch's own feature
+    return True

@@ -1,0 +1,161 @@
+"""The verdict on a candidate: interleaved A/B runs, a rank test, a bootstrap interval, every invariant.
+
+A faster number that is noise, or that came from computing something else, is
+what this module exists to refuse. The verdict is a value with every
+measurement kept: ``promoted``, ``not_significant``, ``invalid`` (an invariant
+broke) or ``quarantined`` (a result too good to believe without a human).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Sequence
+
+from infrarsi.loss_band import LossBand, final_loss_worse, first_step_outside
+from infrarsi.stats import Comparison, compare
+from infrarsi.trial import Candidate, Outcome, TrialRecord
+
+# A job whose own clock claims steps this much shorter than the bot saw is lying or broken.
+CLOCK_DISAGREEMENT = 0.5
+
+
+class VerdictKind(StrEnum):
+    PROMOTED = "promoted"
+    NOT_SIGNIFICANT = "not_significant"
+    INVALID = "invalid"
+    QUARANTINED = "quarantined"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InvariantCheck:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VerifyPolicy:
+    """What a promotion needs; defaults match the contract's [verify] table."""
+
+    min_effect: float = 0.01
+    alpha: float = 0.05
+    max_speedup: float = 10.0  # above this a result is quarantined for a human to look at
+    n_boot: int = 2000
+    seed: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Verdict:
+    kind: VerdictKind
+    reason: str
+    candidate: Candidate
+    baseline_trials: tuple[int, ...]
+    candidate_trials: tuple[int, ...]
+    baseline_step_s: tuple[float, ...]
+    candidate_step_s: tuple[float, ...]
+    comparison: Comparison | None
+    invariants: tuple[InvariantCheck, ...]
+
+    @property
+    def promoted(self) -> bool:
+        return self.kind is VerdictKind.PROMOTED
+
+    @property
+    def speedup(self) -> float | None:
+        return self.comparison.speedup if self.comparison else None
+
+    def to_dict(self) -> dict[str, object]:
+        c = self.comparison
+        return {
+            "verdict": self.kind.value, "reason": self.reason, "candidate": self.candidate.describe(),
+            "candidate_digest": self.candidate.digest(),
+            "baseline_trials": list(self.baseline_trials), "candidate_trials": list(self.candidate_trials),
+            "baseline_step_s": list(self.baseline_step_s), "candidate_step_s": list(self.candidate_step_s),
+            "speedup": c.speedup if c else None, "ci": [c.ci_low, c.ci_high] if c else None,
+            "ci_level": c.ci_level if c else None, "p_value": c.p_value if c else None,
+            "test": "one-sided Mann-Whitney U + percentile bootstrap of the ratio of medians",
+            "invariants": [{"name": i.name, "ok": i.ok, "detail": i.detail} for i in self.invariants],
+        }
+
+
+def trial_invariants(record: TrialRecord, band: LossBand | None) -> list[InvariantCheck]:
+    """The invariants one candidate trial must hold (its outcome already covers tokens and the lock)."""
+    m = record.metrics
+    checks = [InvariantCheck(name="outcome", ok=record.outcome is Outcome.OK,
+                             detail=f"trial {record.trial_no}: {record.outcome.value}"
+                             + (f" ({record.reason})" if record.reason else ""))]
+    if record.outcome is not Outcome.OK:
+        return checks
+    checks.append(InvariantCheck(name="tokens_per_step", ok=True,
+                                 detail=f"trial {record.trial_no}: {m.tokens_per_step} tokens every step"))
+    checks.append(InvariantCheck(name="lock", ok=True, detail=f"trial {record.trial_no}: locked files unchanged "
+                                 "before and after"))
+    if band is not None:
+        step = first_step_outside(band, m.loss)
+        if step is None:
+            checks.append(InvariantCheck(name="loss_band", ok=True,
+                                         detail=f"trial {record.trial_no}: every measured step inside the band"))
+        else:
+            got = m.loss[step - 1] if step <= len(m.loss) else float("nan")
+            checks.append(InvariantCheck(
+                name="loss_band", ok=False,
+                detail=f"trial {record.trial_no}: measured step {step} left the baseline loss band "
+                       f"(loss {got:.5f}, band [{band.lower[step - 1]:.5f}, {band.upper[step - 1]:.5f}])"
+                if step <= len(band.lower) else f"trial {record.trial_no}: fewer loss values than the baseline"))
+        worse = final_loss_worse(band, m.loss)
+        checks.append(InvariantCheck(name="final_loss", ok=worse is None,
+                                     detail=f"trial {record.trial_no}: final loss "
+                                     + ("within tolerance" if worse is None else f"{worse:.2%} worse than baseline")))
+    measured = sum(m.step_times_s)
+    consistent = measured <= m.wall_s * 1.001
+    claimed = m.child_step_time_s
+    if claimed is not None and m.step_time_s:
+        consistent = consistent and claimed / m.step_time_s >= CLOCK_DISAGREEMENT
+    checks.append(InvariantCheck(
+        name="clock", ok=consistent,
+        detail=f"trial {record.trial_no}: bot measured {m.step_time_s or 0:.4f} s/step within {m.wall_s:.1f} s of "
+               f"process wall time" + (f"; the job's own clock claims {claimed:.4f} s/step" if claimed else "")))
+    return checks
+
+
+def judge(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord], *, band: LossBand | None,
+          policy: VerifyPolicy = VerifyPolicy(), peak_flops: float | None = None,
+          model_flops_per_step: float | None = None) -> Verdict:
+    """The verdict from interleaved baseline and candidate trials."""
+    cand = candidate[0].candidate if candidate else Candidate()
+    base_ok = [r for r in baseline if r.outcome is Outcome.OK and r.metrics.step_time_s]
+    checks: list[InvariantCheck] = []
+    for r in candidate:
+        checks += trial_invariants(r, band)
+    common = dict(candidate=cand, baseline_trials=tuple(r.trial_no for r in baseline),
+                  candidate_trials=tuple(r.trial_no for r in candidate),
+                  baseline_step_s=tuple(r.metrics.step_time_s or 0.0 for r in base_ok),
+                  candidate_step_s=tuple(r.metrics.step_time_s or 0.0 for r in candidate
+                                         if r.outcome is Outcome.OK))
+    broken = [c for c in checks if not c.ok]
+    if broken:
+        return Verdict(kind=VerdictKind.INVALID, reason=f"{broken[0].name}: {broken[0].detail}", comparison=None,
+                       invariants=tuple(checks), **common)
+    if len(base_ok) < 2 or len(candidate) < 2:
+        return Verdict(kind=VerdictKind.NOT_SIGNIFICANT, reason="fewer than two good runs in an arm",
+                       comparison=None, invariants=tuple(checks), **common)
+    comparison = compare(common["baseline_step_s"], common["candidate_step_s"], min_effect=policy.min_effect,
+                         alpha=policy.alpha, n_boot=policy.n_boot, seed=policy.seed)
+    if not comparison.significant:
+        return Verdict(kind=VerdictKind.NOT_SIGNIFICANT, reason=comparison.reason, comparison=comparison,
+                       invariants=tuple(checks), **common)
+    if comparison.speedup > policy.max_speedup:
+        return Verdict(kind=VerdictKind.QUARANTINED,
+                       reason=f"speedup {comparison.speedup:.2f}x is above the plausibility limit "
+                              f"{policy.max_speedup:g}x; a human should look before it is promoted",
+                       comparison=comparison, invariants=tuple(checks), **common)
+    if peak_flops and model_flops_per_step:
+        achieved = model_flops_per_step / comparison.median_candidate
+        if achieved > peak_flops:
+            return Verdict(kind=VerdictKind.QUARANTINED,
+                           reason=f"the candidate would compute {achieved:.3g} FLOP/s, above this device's measured "
+                                  f"peak {peak_flops:.3g}; it cannot be doing the same work",
+                           comparison=comparison, invariants=tuple(checks), **common)
+    return Verdict(kind=VerdictKind.PROMOTED, reason=comparison.reason, comparison=comparison,
+                   invariants=tuple(checks), **common)

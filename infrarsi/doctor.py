@@ -163,8 +163,10 @@ def _phases(good: Sequence[TrialRecord], median: float,
         return phases, "torch.profiler pass: shares of operator time, scaled to the bot-measured step time", 0.0
     else:
         return {}, "none (no phase markers and no profiler pass)", None
-    covered = sum(phases.values())
-    return phases, source, (covered - median) / median if median else None
+    # Per run, the job's phases against the bot's mean interval of the same steps.
+    errors = [(sum(dict(r.metrics.phases_s).values()) - statistics.fmean(r.metrics.step_times_s))
+              / statistics.fmean(r.metrics.step_times_s) for r in good if r.metrics.phases_s]
+    return phases, source, statistics.median(errors) if errors else None
 
 
 def _model_flops(contract: Contract, good: Sequence[TrialRecord]) -> tuple[float | None, str]:

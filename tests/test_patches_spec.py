@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infrarsi.patches import Effect, PatchSpec
@@ -112,6 +112,7 @@ _ratio = st.floats(min_value=1e-3, max_value=1e3, allow_nan=False, allow_infinit
 _sigma = st.floats(min_value=0.0, max_value=5.0, allow_nan=False, allow_infinity=False)
 
 
+@settings(max_examples=40, deadline=None)
 @given(
     ident=_text.filter(str.strip), targets=st.lists(_text, min_size=1, max_size=3),
     time_ratio=_ratio, time_sigma=_sigma, mem_ratio=_ratio, mem_sigma=_sigma, source=st.text(max_size=20),

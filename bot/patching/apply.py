@@ -149,8 +149,7 @@ def _apply(root: Path, spec: PatchSpec, applied: frozenset[str]) -> PatchResult:
     if not rewritten:
         reasons = [f"{path}: {o.reason}" for path, (_, o) in outcomes.items() if isinstance(o, Declined)]
         return NotApplicable(patch_id=spec.id, reason="; ".join(reasons))
-    for path, outcome in sorted(rewritten.items()):
-        _write(_inside(root, path), outcome.code)  # type: ignore[arg-type]
+    _write_all({_inside(root, path): outcome.code for path, outcome in sorted(rewritten.items())})  # type: ignore[misc]
     return Applied(
         patch_id=spec.id,
         changed_files=tuple(sorted(rewritten)),
@@ -181,23 +180,31 @@ def _missing_symbols(source: str, scope: set[str]) -> list[str]:
 
 
 def _inside(root: Path, path: str) -> Path | None:
-    """``root / path`` when ``path`` is a relative POSIX path that stays inside ``root``."""
+    """``root / path`` when ``path`` is a relative POSIX path that stays inside ``root``
+    (symbolic links included: a link pointing out of the repository is refused)."""
     pure = PurePosixPath(path)
     if not path or pure.is_absolute() or ".." in pure.parts or "\\" in path:
         return None
-    return root.joinpath(*pure.parts)
+    file = root.joinpath(*pure.parts)
+    if not file.resolve().is_relative_to(root.resolve()):
+        return None
+    return file
 
 
-def _write(file: Path, code: str) -> None:
-    """Replace the file's content atomically, keeping its permissions."""
-    mode = file.stat().st_mode
-    fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.", suffix=".tmp")
+def _write_all(files: dict[Path, str]) -> None:
+    """Replace every file's content, keeping permissions: all new contents are written
+    to temporary files first, then renamed into place, so a failed write leaves no file half done."""
+    staged: list[tuple[str, Path]] = []
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(code.encode("utf-8"))
-        os.chmod(tmp, mode & 0o7777)
-        os.replace(tmp, file)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        for file, code in files.items():
+            fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.", suffix=".tmp")
+            staged.append((tmp, file))
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(code.encode("utf-8"))
+            os.chmod(tmp, file.stat().st_mode & 0o7777)
+        for tmp, file in staged:
+            os.replace(tmp, file)
+    finally:
+        for tmp, _ in staged:
+            if os.path.exists(tmp):
+                os.unlink(tmp)

@@ -27,8 +27,9 @@ from bot.patching.symbols import code_of
 
 _AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast",
              "torch.amp.autocast_mode.autocast"}
-_MODEL_NAME = re.compile(r"^(?!(build|make|create|get|load|init|setup)_)"
-                         r"(model|net|network|module|[a-z0-9_]+_model|model_[a-z0-9_]+)$")
+# The model object, not anything model-ish: `raw_model(x)` yes, `model_fn(x)` / `build_model(a)` /
+# a loop's `module(x)` no.
+_MODEL_NAME = re.compile(r"^(?!(build|make|create|get|load|init|setup)_)(model|net|network|[a-z0-9_]+_(model|net))$")
 _STOPPERS = {"backward", "step", "zero_grad", "item", "synchronize"}
 
 

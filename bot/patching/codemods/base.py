@@ -4,8 +4,8 @@ A codemod here is an ordinary libcst ``VisitorBasedCodemodCommand`` (so it runs
 under ``libcst.codemod.transform_module`` and its added imports go through
 ``AddImportsVisitor``) with three additions the bot needs:
 
-- a *scope*: the qualified symbols it may edit (``None`` is the whole file).
-  Sites outside the scope are left alone and reported, so a patch can never
+- a *scope*: the qualified symbols it may edit (``None`` is the whole file,
+  ``<module>`` its module-level statements). Sites outside the scope are left alone and reported, so a patch can never
   edit what its targets do not name;
 - *reasons*: when nothing was rewritten the codemod raises ``SkipFile`` with a
   sentence saying what it looked for and why each candidate site did not fit.
@@ -14,8 +14,9 @@ under ``libcst.codemod.transform_module`` and its added imports go through
   an import is added only when nothing in the file can reach the name, and it
   is recorded in ``imports_added`` for the scope audit. Which function a call
   really reaches (``F.softmax`` after ``import torch.nn.functional as F``) is
-  libcst's ``QualifiedNameProvider``, resolved only when a call already looks
-  right by name, since scope analysis is most of the cost of a run.
+  answered from the imports when the name is bound by nothing else in the file,
+  and by libcst's ``QualifiedNameProvider`` (scope analysis, most of the cost of
+  a run) only when it is, and only for a call that already looks right by name.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider
 
-from bot.patching.codemods.imports import Bindings, module_bindings, reference
+from bot.patching.codemods.imports import Bindings, NameUse, module_bindings, name_use, reference
 from bot.patching.symbols import MODULE, covers
 
 
@@ -56,6 +57,7 @@ class PatchCodemod(VisitorBasedCodemodCommand):
         self.bindings: Bindings = {}
         self.module_node: cst.Module = cst.Module(body=[])
         self._qualified: Mapping[cst.CSTNode, Any] | None = None
+        self._use: NameUse | None = None
         self._names: list[str] = []
         self._nodes: list[cst.FunctionDef | cst.ClassDef] = []
 
@@ -66,6 +68,7 @@ class PatchCodemod(VisitorBasedCodemodCommand):
         self.bindings = module_bindings(tree)
         self.module_node = tree
         self._qualified = None
+        self._use = None
         self.edited, self.declined, self.imports_added = [], [], []
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
@@ -132,10 +135,12 @@ class PatchCodemod(VisitorBasedCodemodCommand):
         return bool(self._nodes) and isinstance(self._nodes[-1], cst.ClassDef)
 
     def in_scope(self) -> bool:
+        """Whether the current position may be edited. ``<module>`` in the scope (as
+        ``Rewritten.symbols`` reports module-level edits) covers module-level code only."""
         if self.scope is None:
             return True
         if not self._names:
-            return False
+            return MODULE in self.scope
         return any(covers(entry, self.where) for entry in self.scope)
 
     def site_allowed(self, what: str) -> bool:
@@ -166,6 +171,9 @@ class PatchCodemod(VisitorBasedCodemodCommand):
 
         Resolved on first use rather than for every file: scope analysis is most of
         the cost of a run, and most files never get this far."""
+        fast = self._by_import(node)
+        if fast is not None:
+            return fast
         if self._qualified is None:
             wrapper = MetadataWrapper(self.module_node, unsafe_skip_copy=True)
             self._qualified = wrapper.resolve(QualifiedNameProvider)
@@ -173,6 +181,28 @@ class PatchCodemod(VisitorBasedCodemodCommand):
         if callable(value):  # libcst hands some values over lazily
             value = value()
         return {q.name for q in value}
+
+    def _by_import(self, node: cst.CSTNode) -> set[str] | None:
+        """The qualified names of ``a.b.c`` decided from the imports alone, or None when only
+        scope analysis can tell: ``a`` bound by one module-level import and nothing else
+        resolves through it; ``a`` never imported anywhere is a local or builtin, never
+        torch's. Same answer as ``QualifiedNameProvider`` would give for what we ask."""
+        parts: list[str] = []
+        while isinstance(node, cst.Attribute):
+            parts.append(node.attr.value)
+            node = node.value
+        if not isinstance(node, cst.Name):
+            return None
+        if self._use is None:
+            self._use = name_use(self.module_node)
+        root = node.value
+        if self._use.star or root in self._use.nested:
+            return None
+        if root not in self.bindings:
+            return set()
+        if root in self._use.rebound:
+            return None
+        return {".".join([self.bindings[root], *reversed(parts)])}
 
     def is_call_to(self, node: cst.CSTNode, names: Collection[str]) -> bool:
         """Whether ``node`` calls one of the dotted ``names`` (however it was imported)."""

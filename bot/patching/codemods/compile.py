@@ -25,7 +25,8 @@ from bot.patching.codemods.base import PatchCodemod
 _COMPILE = {"torch.compile"}
 _SETUP = ("to", "cuda", "cpu", "train", "eval", "float", "half", "bfloat16", "double", "requires_grad_", "type")
 _LOADERS = {"from_pretrained", "from_config"}
-_MODEL_NAME = re.compile(r"^(model|net|network|[a-z0-9_]+_model|model_[a-z0-9_]+)$")
+# `model`, `net`, `raw_model`, `student_net`; not `model_state_dict` or `model_config`.
+_MODEL_NAME = re.compile(r"^(model|net|network|[a-z0-9_]+_(model|net))$")
 
 
 class CompileModel(PatchCodemod):

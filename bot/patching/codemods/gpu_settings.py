@@ -130,7 +130,7 @@ class CudaBackendFlags(PatchCodemod):
         return updated_node.with_changes(body=body.with_changes(body=statements))
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        if self.scope is not None or not self._missing_or_decline():
+        if not self.in_scope() or not self._missing_or_decline():
             return updated_node
         if not _is_entry_point(original_node):
             self.decline("not an entry-point script (no `if __name__ == \"__main__\":`); process-wide "

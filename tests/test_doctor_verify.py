@@ -1,0 +1,179 @@
+"""Doctor and verification on the real fixture: the report, A/A, and candidates that must be invalid."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from bot.candidate_trial import TrialContext, trial_context
+from bot.doctor import run_doctor
+from bot.executors.local import LocalExecutor
+from bot.verify import verify_candidate
+from infrarsi.contract import load_contract
+from infrarsi.contract.lock import read_lock
+from infrarsi.journal import Journal
+from infrarsi.patches import Effect, PatchSpec
+from infrarsi.trial import Candidate
+from infrarsi.verify import VerdictKind
+from tests.conftest import infrarsi
+
+pytestmark = pytest.mark.slow
+EFFECT = Effect(time_ratio=1.0, time_sigma=0.1, mem_ratio=1.0, mem_sigma=0.1, source="test")
+
+
+def _commit(repo: Path) -> None:
+    git = pygit2.init_repository(str(repo), initial_head="main") if not (repo / ".git").exists() \
+        else pygit2.Repository(str(repo))
+    git.index.add_all()
+    git.index.write()
+    sig = pygit2.Signature("dev", "dev@example.com")
+    parents = [] if git.head_is_unborn else [git.head.target]
+    git.create_commit("HEAD", sig, sig, "fixture", git.index.write_tree(), parents)
+
+
+@pytest.fixture
+def git_repo(tiny_repo: Path) -> Path:
+    _commit(tiny_repo)
+    return tiny_repo
+
+
+@pytest.fixture
+def doctored(git_repo: Path) -> Path:
+    result = infrarsi("doctor", str(git_repo), "--repeats", "3", "--run-id", "d")
+    assert result.returncode == 0, result.stderr
+    return git_repo
+
+
+def test_doctor_writes_the_report_with_its_pictures(doctored: Path) -> None:
+    out = doctored / ".infrarsi" / "runs" / "d"
+    report = json.loads((out / "doctor.json").read_text())
+    assert report["step_time_s"]["median"] > 0 and report["step_time_s"]["cv"] >= 0
+    assert report["mde"]["effect"] > 0 and report["verify_pairs"] >= 4
+    assert set(report["phases"]["seconds"]) == {"data", "forward", "backward", "optimizer"}
+    assert report["peak_mem_bytes"] > 0
+    assert set(report["peak_flops"]) == {"fp32", "bf16"} and all(v > 1e8 for v in report["peak_flops"].values())
+    assert 0 < report["mfu"] < 1
+    assert report["model_flops_source"].startswith("6·N·tokens")
+    assert report["fingerprint"]["cpu_count"] >= 1 and report["fingerprint"]["torch"].startswith("2.")
+    assert len(report["loss_band"]["mean"]) == 6 and report["loss_band"]["runs"] == 3
+    assert len(report["trials"]) == 3
+    markdown = (out / "doctor.md").read_text()
+    assert markdown.count("```mermaid") == 2
+    assert "xychart-beta" in markdown and "pie showData" in markdown
+
+
+def _ctx(repo: Path, journal: Journal, extra: dict[str, PatchSpec]) -> TrialContext:
+    contract = load_contract(repo)
+    base = trial_context(contract, read_lock(repo), executor=LocalExecutor(), journal=journal)
+    return TrialContext(**{**{f: getattr(base, f) for f in ("contract", "lock", "repo", "executor", "journal",
+                                                            "base")}, "patches": {**base.patches, **extra}})
+
+
+def _verify(repo: Path, candidate: Candidate, extra: dict[str, PatchSpec], pairs: int = 4):  # noqa: ANN202
+    from bot.doctor import load_doctor
+
+    with Journal(repo / ".infrarsi" / "journal.sqlite") as journal:
+        ctx = _ctx(repo, journal, extra)
+        doctor = load_doctor(repo, "d")
+        assert doctor is not None
+        return verify_candidate(ctx, run_id="d", candidate=candidate, doctor=doctor, pairs=pairs)
+
+
+def test_the_baseline_verified_against_itself_is_not_promoted(doctored: Path) -> None:
+    result = infrarsi("verify", str(doctored), "--run-id", "d", "--pairs", "4", "--json")
+    verdict = json.loads(result.stdout)
+    assert result.returncode == 1
+    assert verdict["verdict"] == "not_significant", verdict
+    assert len(verdict["baseline_trials"]) == 4 and len(verdict["candidate_trials"]) == 4
+
+
+def _replacement(pid: str, target: str, source: str) -> PatchSpec:
+    return PatchSpec(id=pid, title=pid, rationale="test", targets=(target,), effect=EFFECT, kind="replacement",
+                     replacement=source)
+
+
+SCALED_LOSS = _replacement("scale-loss", "model.py::GPT.forward", '''
+def forward(self, idx, targets=None):
+    x = self.hidden(idx)
+    logits = self.lm_head(x)
+    if targets is None:
+        return logits
+    return 0.8 * F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+''')
+
+SKIP_MICRO_BATCHES = _replacement("skip-half", "train.py::train_step", '''
+def train_step(model, optimizer, micro_batches, args):
+    device_type = torch.device(args.device).type
+    kept = micro_batches[::2]
+    total = 0.0
+    for x, y in kept:
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=args.dtype == "bf16"):
+            loss = model(x, y)
+        (loss / len(kept)).backward()
+        total += loss.item()
+    optimizer.step()
+    optimizer.zero_grad()
+    return total / len(kept)
+''')
+
+HIGHER_LR = _replacement("lr-x10", "train.py::train_step", '''
+def train_step(model, optimizer, micro_batches, args):
+    device_type = torch.device(args.device).type
+    n_micro = len(micro_batches)
+    total = 0.0
+    for x, y in micro_batches:
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=args.dtype == "bf16"):
+            loss = model(x, y)
+        (loss / n_micro).backward()
+        total += loss.item()
+    for group in optimizer.param_groups:
+        group["lr"] *= 10  # the harness sets the schedule; this quietly changes it
+    optimizer.step()
+    optimizer.zero_grad()
+    return total / n_micro
+''')
+
+FAKE_CLOCK = _replacement("fake-clock", "train.py::build_model", '''
+def build_model(args):
+    real = harness.time.perf_counter
+    harness.time.perf_counter = lambda: real() / 10.0  # the time module itself: every clock reader is fooled
+    if harness.probe is not None:
+        harness.probe._clock = harness.time.perf_counter
+    config = GPTConfig(vocab_size=args.vocab_size, seq_len=args.seq_len, n_layer=args.n_layer,
+                       n_head=args.n_head, d_model=args.d_model, grad_ckpt=bool(args.grad_ckpt))
+    model = GPT(config).to(args.device)
+    if args.compile:
+        model = torch.compile(model)
+    return model
+''')
+
+
+@pytest.mark.parametrize("patch,expected", [
+    (SCALED_LOSS, "loss_band"),
+    (SKIP_MICRO_BATCHES, "processed 64 tokens"),
+    (HIGHER_LR, "loss_band"),
+    (FAKE_CLOCK, "clock"),
+], ids=["scaled-loss", "skipped-micro-batches", "changed-lr", "fake-clock"])
+def test_candidates_that_compute_something_else_are_invalid(doctored: Path, patch: PatchSpec, expected: str) -> None:
+    contract = load_contract(doctored)
+    verdict = verify_candidate_once(doctored, Candidate.of(contract.defaults(), [patch.id]), {patch.id: patch})
+    assert verdict.kind is VerdictKind.INVALID, (verdict.kind, verdict.reason)
+    assert expected in verdict.reason
+    assert len(verdict.candidate_trials) == 1  # verification stops at the first broken invariant
+
+
+def verify_candidate_once(repo: Path, candidate: Candidate, extra: dict[str, PatchSpec]):  # noqa: ANN201
+    return _verify(repo, candidate, extra, pairs=4)
+
+
+def test_a_locked_file_edited_after_the_lock_makes_trials_invalid(doctored: Path) -> None:
+    harness = doctored / "harness.py"
+    harness.write_text(harness.read_text() + "\n# edited after the lock\n")
+    _commit(doctored)
+    contract = load_contract(doctored)
+    verdict = verify_candidate_once(doctored, Candidate.of(contract.defaults(), ["fused_gelu"]), {})
+    assert verdict.kind is VerdictKind.INVALID
+    assert "lock broken before launch: harness.py: locked file changed" in verdict.reason

@@ -9,8 +9,8 @@ way the bot does: create the trial worktree, patch ``model.py``, commit with
 trailers, remove the worktree. Prints mean/median/p95 milliseconds per phase
 and the total bot overhead per trial.
 
-To measure real candidates, replace :data:`patch_fn` (see ``PATCH HOOK`` below)
-with libcst patch application.
+On the fixture the patch step is real: one of its applicable catalog patches
+(libcst), cycled, followed by the scope audit of the changed files.
 """
 
 from __future__ import annotations
@@ -36,17 +36,39 @@ DEFAULT_FIXTURE = REPO_ROOT / "fixtures" / "tinygpt"
 _SKIP = shutil.ignore_patterns(".git", ".infrarsi", "__pycache__", ".venv", "*.pyc")
 
 
-# ---------------------------------------------------------------- PATCH HOOK
-def default_patch(worktree: Path, trial_no: int) -> None:
-    """A small textual change to model.py (stand-in for a real candidate patch)."""
+# ---------------------------------------------------------------- PATCH STEP
+def textual_patch(worktree: Path, trial_no: int) -> None:
+    """Fallback for a generated repo: a small textual change to model.py."""
     model = worktree / "model.py"
-    text = model.read_text()
-    model.write_text(text + f"\n# InfraRSI benchmark trial {trial_no}\n")
+    model.write_text(model.read_text() + f"\n# InfraRSI benchmark trial {trial_no}\n")
 
 
-#: ``patch_fn(worktree_path, trial_no)`` edits files in the trial worktree.
-#: Plug real libcst patch application in here to benchmark actual candidates.
-patch_fn: Callable[[Path, int], None] = default_patch
+def catalog_patcher(repo: Path) -> Callable[[Path, int], None]:
+    """Real candidates: the fixture's applicable catalog patches (libcst), cycled, each followed by the audit."""
+    from bot.candidate_trial import changed_files
+    from bot.catalog import applicable_patches
+    from bot.draft import draft_contract
+    from bot.patching.apply import apply_patches
+    from bot.patching.audit import audit_tree
+    from bot.scan import scan_repo
+    from bot.toml_writer import render_contract
+    from infrarsi.contract import load_contract
+
+    (repo / "infrarsi.toml").write_text(render_contract(draft_contract("python train.py", scan_repo(repo, "train.py"))))
+    contract = load_contract(repo)
+    specs = sorted(applicable_patches(contract).values(), key=lambda s: s.id)
+    (repo / "infrarsi.toml").unlink()
+
+    def patch(worktree: Path, trial_no: int) -> None:
+        spec = specs[trial_no % len(specs)]
+        results = apply_patches(worktree, [spec])
+        before, after = changed_files(worktree, "HEAD")
+        audit = audit_tree(before, after, editable=contract.scope.editable, locked=contract.scope.locked,
+                           allow_imports=contract.scope.allow_imports)
+        if type(results[0]).__name__ != "Applied" or not audit.ok:
+            raise RuntimeError(f"{spec.id}: {results[0]} / {audit.violations}")
+
+    return patch
 # ---------------------------------------------------------------------------
 
 
@@ -100,6 +122,9 @@ def run(n: int, source: Path | None, keep: bool) -> dict[str, list[float]]:
         repo, origin = prepare_repo(source, workdir)
         files = sum(1 for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts)
         print(f"repo: {origin} -> {repo} ({files} files), {n} trials, pygit2 {pygit2.__version__} / libgit2 {pygit2.LIBGIT2_VERSION}")
+        patch_fn = catalog_patcher(repo) if (repo / "train.py").is_file() and origin != "generated (fixture missing)" \
+            else textual_patch
+        print(f"patch step: {'libcst catalog patches + scope audit' if patch_fn is not textual_patch else 'textual edit'}")
         phases: dict[str, list[float]] = {"create": [], "patch": [], "commit": [], "remove": [], "total": []}
         for trial_no in range(n):
             t0 = time.perf_counter()

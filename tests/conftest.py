@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
+import os
+
+# Small matrix products in the engine's models crawl when multi-threaded OpenBLAS
+# competes with trials for two cores; set before numpy is imported anywhere.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
 import sys
 from pathlib import Path
 

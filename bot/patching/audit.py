@@ -24,6 +24,8 @@ of the file before and after, so the record can be checked against history.
 
 from __future__ import annotations
 
+import ast
+
 import difflib
 import fnmatch
 import hashlib
@@ -31,7 +33,6 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from bot.patching.symbols import FILE, MODULE, covers, def_sites, split_target
 
@@ -184,8 +185,8 @@ def _audit_python(path: str, old: bytes, new: bytes, blobs: tuple[str, str],
             message = " ".join(str(e).split())
             return [change], [Violation(path=path, symbol=MODULE,
                                         reason=f"cannot be parsed {side} the change: {message}")]
-    before_units, before_imports = _units(trees[0])
-    after_units, after_imports = _units(trees[1])
+    before_units, before_imports = _units(trees[0], old.decode("utf-8"))
+    after_units, after_imports = _units(trees[1], new.decode("utf-8"))
     after_lines = _lines(new)
     added_imports = sorted(set(after_imports) - set(before_imports))
     removed_imports = sorted(set(before_imports) - set(after_imports))
@@ -245,22 +246,49 @@ def _why(was: _Unit | None, now: _Unit | None, editable: frozenset[str] | None) 
     return f"changed outside the editable scope (editable here: {scope}){detail}"
 
 
-def _units(module: cst.Module) -> tuple[dict[str, _Unit], list[tuple[str, str]]]:
+def _ast_spans(text: str) -> list[tuple[int, int]]:
+    """(first line incl. decorators, last line) of every definition in source order, via the C parser.
+
+    The order is the same pre-order walk as :func:`def_sites`, so the two zip together;
+    libcst's PositionProvider gives the same lines at several times the cost.
+    """
+    spans: list[tuple[int, int]] = []
+
+    def walk(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                start = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                spans.append((start, child.end_lineno or child.lineno))
+            walk(child)
+
+    walk(ast.parse(text))
+    return spans
+
+
+def _units(module: cst.Module, text: str) -> tuple[dict[str, _Unit], list[tuple[str, str]]]:
     """Every unit of a module by qualified name, and its imports as (statement, where) pairs."""
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
+    spans = _ast_spans(text)
     units: dict[str, _Unit] = {}
     counts: dict[str, int] = {}
-    for site in def_sites(module):
+    sites = def_sites(module)
+    parents = {site.qualname.rsplit(".", 1)[0] for site in sites if "." in site.qualname}
+    if len(spans) != len(sites):  # the two parsers disagree on what a definition is: say nothing wrong
+        spans = [(0, 0)] * len(sites)
+    for site, span in zip(sites, spans):
         node = site.node
         name = site.qualname
         counts[name] = counts.get(name, 0) + 1
         if counts[name] > 1:
             name = f"{name}#{counts[name]}"  # redefinitions, overloads, property setters
-        start = positions[node.decorators[0]].start.line if node.decorators else positions[node].start.line
-        stubbed = node.visit(_Stub(node))
-        units[name] = _Unit(code=module.code_for_node(stubbed), children=_child_names(node),
-                            span=(start, positions[node].end.line))
+        if site.qualname in parents or _has_nested_def(node):
+            unit = _Unit(code=module.code_for_node(node.visit(_Stub(node))), children=_child_names(node),
+                         span=span)
+        else:
+            # A leaf definition is its own code: no transform over its body (the audit's hot path).
+            unit = _Unit(code=module.code_for_node(node.with_changes(
+                leading_lines=[line for line in node.leading_lines if line.comment])), children=(),
+                span=span)
+        units[name] = unit
     units[MODULE] = _Unit(code=module.visit(_Stub(module)).code, children=_child_names(module), span=None)
     return units, _imports(module)
 
@@ -283,6 +311,12 @@ class _Stub(cst.CSTTransformer):
             kind = "class" if isinstance(original_node, cst.ClassDef) else "def"
             return cst.SimpleStatementLine(body=[cst.Expr(cst.Name(f"__{kind}_{original_node.name.value}__"))])
         return updated_node
+
+
+def _has_nested_def(node: cst.FunctionDef | cst.ClassDef) -> bool:
+    """Whether a definition holds another one directly in its body (cheap: top-level statements only)."""
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    return any(isinstance(stmt, cst.FunctionDef | cst.ClassDef) for stmt in body)
 
 
 def _child_names(root: cst.CSTNode) -> tuple[str, ...]:

@@ -15,7 +15,11 @@ Priors are Gaussian per coefficient. A patch's main effect takes its
 :class:`~infrarsi.patches.Effect` (``log(time_ratio)``, ``time_sigma``; likewise
 for memory); knob features take what the caller's :class:`Priors` says, by
 feature name, else mean 0 and a default spread; curvature and interactions are
-centred on 0 with a small spread ("probably additive, unless the data insist").
+centred on 0 with a small spread ("probably additive, unless the data insist"),
+stated for the term's largest value: a square or product involving a log2 knob
+that spans four doublings has its sd divided by that span (squared for a
+square), so an interaction cannot swing an extreme configuration by more than
+the intended amount a priori.
 """
 
 from __future__ import annotations
@@ -52,23 +56,25 @@ class Priors:
     doubling; a linear knob per its whole range. ``time`` and ``memory`` map a
     name to ``(mean, sd)``; an entry for ``patch:<id>`` overrides the patch's
     own Effect. Intercepts are ``(mean, sd)`` of log seconds and log bytes; None
-    means broad (time) or centred on the memory limit (memory). Noise priors are
-    ``(median sigma, sd of log sigma)``.
+    means broad (time) or anchored on the memory limit (memory). Noise priors are
+    ``(scale, dof)`` of a scaled inverse-chi-square prior on the residual
+    variance: "as if ``dof`` earlier observations had shown residuals of sd
+    ``scale``" (see :func:`noise_log_prior`).
     """
 
     time: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     memory: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     knob_time_sd: float = 0.2
     knob_memory_sd: float = 0.3
-    square_sd: float = 0.05
+    square_sd: float = 0.1
     interaction_sd: float = 0.1
-    crash_sd: float = 1.0
-    crash_interaction_sd: float = 0.5
+    crash_sd: float = 1.5
+    crash_interaction_sd: float = 1.5
     crash_base_rate: float = 0.1
     time_intercept: tuple[float, float] | None = None
     memory_intercept: tuple[float, float] | None = None
-    time_noise: tuple[float, float] = (0.05, 1.0)
-    memory_noise: tuple[float, float] = (0.05, 1.0)
+    time_noise: tuple[float, float] = (0.05, 2.0)
+    memory_noise: tuple[float, float] = (0.03, 4.0)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "time", MappingProxyType(dict(self.time)))
@@ -138,12 +144,28 @@ class FeatureMap:
         """Prior mean and sd of every coefficient (main, squares, pairs; no intercept)."""
         m, s = self.main_prior(space, priors, target)
         n_extra = len(self.squares) + len(self.pairs)
-        if target == "crash":
-            extra_sd = np.full(n_extra, priors.crash_interaction_sd)
-        else:
-            extra_sd = np.concatenate([np.full(len(self.squares), priors.square_sd),
-                                       np.full(len(self.pairs), priors.interaction_sd)])
+        span = np.asarray(space.feature_spans)
+        square_sd = priors.crash_interaction_sd if target == "crash" else priors.square_sd
+        pair_sd = priors.crash_interaction_sd if target == "crash" else priors.interaction_sd
+        # Per unit of the largest product a term can take: a log2 knob spans several
+        # doublings, and "sd 0.1" should bound the term where it is largest, not per doubling squared.
+        extra_sd = np.concatenate([square_sd / span[list(self.squares)] ** 2,
+                                   np.asarray([pair_sd / (span[i] * span[j]) for i, j in self.pairs])])
         return np.concatenate([m, np.zeros(n_extra)]), np.concatenate([s, np.maximum(extra_sd, MIN_PRIOR_SD)])
+
+
+def noise_log_prior(tau: float, scale: float, dof: float) -> tuple[float, float, float]:
+    """Log density of ``tau = log sigma`` under ``sigma^2 ~ scaled-Inv-chi2(dof, scale^2)``,
+    with its first and second derivatives in ``tau``.
+
+    Why this family: as ``sigma -> 0`` its ``-dof scale^2 / (2 sigma^2)`` term
+    falls faster than any likelihood can rise (``-n log sigma``), so a model with
+    nearly as many coefficients as trials cannot explain the data exactly and
+    declare itself certain; a log-normal prior on sigma does not prevent that.
+    ``log p(tau) = -dof tau - dof scale^2 exp(-2 tau) / 2 + const``.
+    """
+    k = dof * scale * scale * math.exp(-2.0 * tau)
+    return -dof * tau - 0.5 * k, -dof + k, -2.0 * k
 
 
 def _main_prior(space: SearchSpace, priors: Priors, name: str, target: Target) -> tuple[float, float]:

@@ -38,6 +38,9 @@ GRID_POINTS: int = 8
 #: An int range at most this wide is searched at every integer.
 INT_FULL_RANGE: int = 16
 
+#: Encodings memoised per space before the memo is cleared.
+ENCODE_CACHE: int = 200_000
+
 Encoding = Literal["onehot", "log2", "linear"]
 
 
@@ -156,6 +159,13 @@ class SearchSpace:
         self.feature_groups: tuple[str, ...] = tuple(groups)
         #: For each feature, ``onehot``, ``log2``, ``linear`` or ``patch``.
         self.feature_kinds: tuple[str, ...] = tuple(kinds)
+        #: For each feature, the largest ``|value|`` it takes over the levels (1 for 0/1 features).
+        self.feature_spans: tuple[float, ...] = tuple(
+            max((abs(a.features(v)[0]) for a in self.axes if a.name == g for v in a.levels), default=1.0) or 1.0
+            if k in ("log2", "linear") else 1.0 for g, k in zip(groups, kinds))
+        # Encodings are pure functions of the (frozen, hashable) candidate; scoring
+        # re-encodes the same pool every batch.
+        self._encoded: dict[Candidate, np.ndarray] = {}
         self._conflicts: dict[str, set[str]] = {pid: set() for pid in self.patch_ids}
         for p in self.patches.values():
             for other in p.conflicts_with:
@@ -189,9 +199,8 @@ class SearchSpace:
         makes it unusable here.
         """
         values = {k: v for k, v in candidate.knob_dict().items() if k in self._axis}
-        patches = [p for p in candidate.patches if p in self.patches]
-        patches = [p for p in patches if all(r in patches for r in self.patches[p].requires)]
-        point = self.complete(Candidate.of(values, patches))
+        patches = self._closed({p for p in candidate.patches if p in self.patches})
+        point = self.complete(Candidate.of(values, sorted(patches)))
         return point if self.contains(point) else None
 
     def violations(self, candidate: Candidate) -> list[str]:
@@ -355,13 +364,20 @@ class SearchSpace:
 
     def encode(self, candidate: Candidate) -> np.ndarray:
         """Main-effect features of ``candidate``; the baseline is all zeros."""
+        cached = self._encoded.get(candidate)
+        if cached is not None:
+            return cached.copy()
+        if len(self._encoded) >= ENCODE_CACHE:
+            self._encoded.clear()
         values = candidate.knob_dict()
         row: list[float] = []
         for a in self.axes:
             row += a.features(values.get(a.name, a.knob.default))
         chosen = set(candidate.patches)
         row += [1.0 if pid in chosen else 0.0 for pid in self.patch_ids]
-        return np.asarray(row, dtype=float)
+        out = np.asarray(row, dtype=float)
+        self._encoded[candidate] = out
+        return out.copy()
 
     def encode_many(self, candidates: Sequence[Candidate]) -> np.ndarray:
         if not candidates:

@@ -8,8 +8,9 @@ prior by the noise, ``b | sigma^2 ~ N(m0, sigma^2 V0)``, but our priors are
 written in absolute log-ratio units ("compile: 0.8x, give or take 30%") and
 have nothing to do with run-to-run noise (about 1-3%). Instead ``sigma`` is set
 by type-II maximum likelihood (empirical Bayes: the marginal likelihood of the
-observed log times with the coefficients integrated out) with a weak log-normal
-prior on sigma, so a handful of trials cannot drive it to zero. Given sigma the
+observed log times with the coefficients integrated out) times a weak scaled
+inverse-chi-square prior on sigma^2 (:func:`~infrarsi.search.features.noise_log_prior`),
+so a handful of trials cannot drive it to zero. Given sigma the
 posterior is Gaussian and exact. ``sigma`` absorbs measurement noise *and* what
 the linear-plus-pairs model cannot express, which is why it is estimated rather
 than taken from the noise profile.
@@ -23,7 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import linalg, optimize
 
-from infrarsi.search.features import INTERCEPT, EffectRow
+from infrarsi.search.features import INTERCEPT, EffectRow, noise_log_prior
 
 #: Bounds on the noise sd of log step time searched by empirical Bayes.
 SIGMA_BOUNDS: tuple[float, float] = (1e-3, 2.0)
@@ -48,8 +49,18 @@ class TimePosterior:
         """Mean and variance of the *latent* log step time (no run noise) at design rows ``x``."""
         xt = _with_intercept(x)
         mu = xt @ self.mean
-        var = np.einsum("ij,jk,ik->i", xt, self.cov, xt)
+        var = _quad(xt, self.cov)
         return mu, np.maximum(var, 0.0)
+
+    def predict_difference(self, x: np.ndarray, x_ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance of ``f(x) - f(x_ref)``: the intercept and every shared feature cancel.
+
+        Used before any trial has run: the absolute level is unknown (broad
+        intercept) but the priors already say which changes should be faster.
+        """
+        d = np.atleast_2d(np.asarray(x, dtype=float)) - np.asarray(x_ref, dtype=float).reshape(1, -1)
+        cov = self.cov[1:, 1:]
+        return d @ self.mean[1:], np.maximum(_quad(d, cov), 0.0)
 
     def believe(self, x: np.ndarray) -> TimePosterior:
         """The posterior after a fantasy observation at ``x`` equal to its own predicted mean.
@@ -68,15 +79,23 @@ class TimePosterior:
         return [EffectRow(feature=n, prior_mean=float(pm), prior_sd=float(ps), post_mean=float(m), post_sd=float(s))
                 for n, pm, ps, m, s in zip(self.names, self.prior_mean, self.prior_sd, self.mean, sd)]
 
+    #: Prior vs posterior per coefficient, for reports (same as :meth:`effects`).
+    posterior_effects = effects
+
+
+def _quad(x: np.ndarray, cov: np.ndarray) -> np.ndarray:
+    """Row-wise ``x_i' cov x_i`` (one matrix product; einsum's three-operand path is far slower)."""
+    return np.sum((x @ cov) * x, axis=1)
+
 
 def _with_intercept(x: np.ndarray) -> np.ndarray:
     x = np.atleast_2d(np.asarray(x, dtype=float))
     return np.hstack([np.ones((x.shape[0], 1)), x])
 
 
-def _posterior(xt: np.ndarray, y: np.ndarray, m0: np.ndarray, s0: np.ndarray,
-               sigma: float) -> tuple[np.ndarray, np.ndarray, float]:
-    """Posterior mean, covariance and log marginal likelihood for a fixed sigma."""
+def _posterior(xt: np.ndarray, y: np.ndarray, m0: np.ndarray, s0: np.ndarray, sigma: float,
+               with_cov: bool = True) -> tuple[np.ndarray, np.ndarray | None, float]:
+    """Posterior mean, covariance (if asked) and log marginal likelihood for a fixed sigma."""
     n = len(y)
     p0 = 1.0 / s0 ** 2
     s2 = sigma ** 2
@@ -85,7 +104,7 @@ def _posterior(xt: np.ndarray, y: np.ndarray, m0: np.ndarray, s0: np.ndarray,
     xr = xt.T @ (y - xt @ m0) / s2
     shift = linalg.cho_solve(chol, xr)
     mean = m0 + shift
-    cov = linalg.cho_solve(chol, np.eye(len(m0)))
+    cov = linalg.cho_solve(chol, np.eye(len(m0))) if with_cov else None
     r = y - xt @ m0
     logdet_a = 2.0 * float(np.sum(np.log(np.diag(chol[0]))))
     logdet_c = n * math.log(s2) + float(np.sum(np.log(s0 ** 2))) + logdet_a
@@ -96,10 +115,10 @@ def _posterior(xt: np.ndarray, y: np.ndarray, m0: np.ndarray, s0: np.ndarray,
 
 def fit_time(x: np.ndarray, y: np.ndarray, *, names: tuple[str, ...], prior_mean: np.ndarray,
              prior_sd: np.ndarray, intercept: tuple[float, float] | None = None,
-             noise: tuple[float, float] = (0.05, 1.0)) -> TimePosterior:
+             noise: tuple[float, float] = (0.05, 2.0)) -> TimePosterior:
     """Posterior of log step time given design rows ``x`` (no intercept column) and log times ``y``.
 
-    With no data it is the prior (sigma at the noise prior's median).
+    With no data it is the prior (sigma at the noise prior's scale).
     """
     x = np.asarray(x, dtype=float).reshape(-1, len(prior_mean))
     y = np.asarray(y, dtype=float).reshape(-1)
@@ -107,14 +126,13 @@ def fit_time(x: np.ndarray, y: np.ndarray, *, names: tuple[str, ...], prior_mean
     m0 = np.concatenate([[b0[0]], prior_mean])
     s0 = np.concatenate([[b0[1]], prior_sd])
     xt = _with_intercept(x)
-    median, spread = noise
     if len(y) == 0:
         return TimePosterior(names=(INTERCEPT, *names), prior_mean=m0, prior_sd=s0, mean=m0.copy(),
-                             cov=np.diag(s0 ** 2), sigma=median, n=0)
+                             cov=np.diag(s0 ** 2), sigma=noise[0], n=0)
 
     def objective(log_sigma: float) -> float:
-        _, _, logml = _posterior(xt, y, m0, s0, math.exp(log_sigma))
-        return -logml + 0.5 * ((log_sigma - math.log(median)) / spread) ** 2
+        _, _, logml = _posterior(xt, y, m0, s0, math.exp(log_sigma), with_cov=False)
+        return -logml - noise_log_prior(log_sigma, *noise)[0]
 
     # A coarse grid first: the marginal likelihood in sigma can have two modes
     # (a wrong prior explained as noise, or as a large effect), and a bounded
@@ -126,5 +144,6 @@ def fit_time(x: np.ndarray, y: np.ndarray, *, names: tuple[str, ...], prior_mean
     res = optimize.minimize_scalar(objective, bounds=(lo, hi), method="bounded", options={"xatol": 1e-4})
     sigma = math.exp(float(res.x))
     mean, cov, _ = _posterior(xt, y, m0, s0, sigma)
+    assert cov is not None
     return TimePosterior(names=(INTERCEPT, *names), prior_mean=m0, prior_sd=s0, mean=mean, cov=cov,
                          sigma=sigma, n=len(y))

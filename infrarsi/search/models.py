@@ -1,0 +1,133 @@
+"""From trial records to the three fitted models the acquisition reads.
+
+Which record feeds which model:
+
+* time (log step time): ``ok`` trials with a step time;
+* memory (log peak, Tobit): ``ok`` trials with a measured peak are exact; an
+  ``oom``, or any trial whose peak is flagged censored, is right-censored at the
+  largest lower bound known (the peak seen before the kill, the limit it ran under);
+* feasibility: ``ok``/``oom`` ran, ``crash``/``timeout``/``invalid`` failed;
+* ``rejected`` (never launched) and ``interrupted`` (the bot died) feed nothing:
+  they only mark the candidate as tried.
+
+A record whose candidate is not a point of this space's domains (an unknown
+patch, a knob value outside its domain) is ignored: it cannot be encoded
+faithfully. Records are sorted by trial identity first, so refitting from the
+same journal gives the same numbers whatever order they arrived in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from infrarsi.search.feasibility import FeasibilityPosterior, fit_feasibility
+from infrarsi.search.features import FeatureMap, Priors
+from infrarsi.search.memory_model import MemoryPosterior, fit_memory
+from infrarsi.search.space import SearchSpace
+from infrarsi.search.time_model import TimePosterior, fit_time
+from infrarsi.trial import Candidate, Outcome, TrialRecord
+
+FAILED: frozenset[Outcome] = frozenset({Outcome.CRASH, Outcome.TIMEOUT, Outcome.INVALID})
+RAN: frozenset[Outcome] = frozenset({Outcome.OK, Outcome.OOM})
+
+#: Memory intercept prior when the caller gives none: the baseline is a job its
+#: owner runs, so it probably fits: centred on half the limit, sd 1.5 in log
+#: bytes (a factor 4.5), which gives the baseline P(fit) of about 0.68.
+MEMORY_INTERCEPT_SD: float = 1.5
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Models:
+    """The fitted models, with the space and design they share."""
+
+    space: SearchSpace
+    features: FeatureMap
+    time: TimePosterior
+    memory: MemoryPosterior
+    feasibility: FeasibilityPosterior
+    memory_limit: float | None
+
+    def design(self, candidates: Sequence[Candidate]) -> np.ndarray:
+        return self.features.expand(self.space.encode_many(candidates)) if candidates else \
+            np.zeros((0, len(self.features.names)))
+
+    def predict_time(self, candidates: Sequence[Candidate]) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and sd of latent log step time."""
+        mu, var = self.time.predict(self.design(candidates))
+        return mu, np.sqrt(var)
+
+    def prob_fits(self, candidates: Sequence[Candidate], limit: float | None = None) -> np.ndarray:
+        """P(peak < limit), the engine's memory limit unless another is given."""
+        return self.memory.prob_fits(self.design(candidates), limit if limit is not None else self.memory_limit)
+
+    def prob_ok(self, candidates: Sequence[Candidate]) -> np.ndarray:
+        return self.feasibility.prob_ok(self.design(candidates))
+
+
+def in_domain(space: SearchSpace, candidate: Candidate) -> bool:
+    """Every knob known and inside its domain, every patch known (constraints aside)."""
+    values = candidate.knob_dict()
+    axes = {a.name: a for a in space.axes}
+    return (all(k in axes and axes[k].knob.contains(v) for k, v in values.items())
+            and all(p in space.patches for p in candidate.patches))
+
+
+def censor_point(record: TrialRecord, memory_limit: float | None) -> float | None:
+    """The least peak a censored trial is known to reach, in bytes, or None if unknown."""
+    bounds = [b for b in (record.metrics.peak_mem_bytes, record.memory_limit_bytes) if b]
+    if record.outcome == Outcome.OOM and not record.memory_limit_bytes and memory_limit:
+        bounds.append(memory_limit)
+    return float(max(bounds)) if bounds else None
+
+
+def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records: Sequence[TrialRecord],
+               memory_limit: float | None) -> Models:
+    """Fit all three models on ``records`` (any order; sorted by trial identity here)."""
+    names = features.names
+    t_x, t_y, m_x, m_y, m_c, f_x, f_y = [], [], [], [], [], [], []
+    for r in sorted(records, key=lambda r: (r.run_id, r.trial_no)):
+        cand = space.complete(r.candidate)
+        if r.outcome in (Outcome.REJECTED, Outcome.INTERRUPTED) or not in_domain(space, cand):
+            continue
+        z = space.encode(cand)
+        step = r.metrics.step_time_s
+        if r.outcome == Outcome.OK and step is not None and step > 0:
+            t_x.append(z)
+            t_y.append(math.log(step))
+        peak = r.metrics.peak_mem_bytes
+        if r.outcome == Outcome.OOM or r.metrics.peak_mem_censored:
+            c = censor_point(r, memory_limit)
+            if c is not None:
+                m_x.append(z)
+                m_y.append(math.log(c))
+                m_c.append(True)
+        elif r.outcome == Outcome.OK and peak:
+            m_x.append(z)
+            m_y.append(math.log(peak))
+            m_c.append(False)
+        if r.outcome in RAN or r.outcome in FAILED:
+            f_x.append(z)
+            f_y.append(1.0 if r.outcome in FAILED else 0.0)
+
+    def design(rows: list[np.ndarray]) -> np.ndarray:
+        return features.expand(np.vstack(rows)) if rows else np.zeros((0, len(names)))
+
+    tm, ts = features.prior(space, priors, "time")
+    time = fit_time(design(t_x), np.asarray(t_y), names=names, prior_mean=tm, prior_sd=ts,
+                    intercept=priors.time_intercept, noise=priors.time_noise)
+    mm, ms = features.prior(space, priors, "memory")
+    intercept = priors.memory_intercept
+    if intercept is None:
+        anchor = memory_limit or max((math.exp(v) for v in m_y), default=2.0 ** 31)
+        intercept = (math.log(anchor / 2), MEMORY_INTERCEPT_SD)
+    memory = fit_memory(design(m_x), np.asarray(m_y), np.asarray(m_c, dtype=bool), names=names, prior_mean=mm,
+                        prior_sd=ms, intercept=intercept, noise=priors.memory_noise)
+    fm, fs = features.prior(space, priors, "crash")
+    feas = fit_feasibility(design(f_x), np.asarray(f_y), names=names, prior_mean=fm, prior_sd=fs,
+                           base_rate=priors.crash_base_rate)
+    return Models(space=space, features=features, time=time, memory=memory, feasibility=feas,
+                  memory_limit=memory_limit)

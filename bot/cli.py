@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from bot import __doc__ as _bot_doc
+from bot.bank_cli import add_bank_parser
 from bot.candidate_trial import is_git_repo, run_candidate, trial_context
 from bot.doctor import latest_run, load_doctor, new_run_id, run_dir, run_doctor
+from bot.run import RunOptions, run_search
 from bot.verify import verify_candidate
 from bot.catalog import applicable_patches, catalog_for_repo
 from bot.draft import DraftError, draft_contract
@@ -296,6 +298,50 @@ def _verdict_text(verdict: Verdict) -> str:
     return "\n".join(lines)
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    root = _repo(args.repo)
+    if args.resume and not args.run_id:
+        args.run_id = latest_run(root)
+        if args.run_id is None:
+            raise UsageError("--resume: no earlier run in this repo")
+    run_id = args.run_id or new_run_id()
+    contract = load_contract(root)
+    options = RunOptions(budget_trials=args.budget_trials or contract.budget.trials,
+                         budget_seconds=args.budget_seconds or contract.budget.seconds,
+                         parallel=args.parallel, initial=args.initial, seed=args.seed, repeats=args.repeats)
+
+    def progress(event: dict) -> None:
+        if args.json:
+            print(json.dumps(event, sort_keys=True, default=str), flush=True)
+            return
+        if event["event"] == "trial":
+            best = f"best {event['best_speedup']:.2f}x" if event.get("best_speedup") else "best -"
+            step = f"{event['step_time_s'] * 1000:.1f} ms" if event.get("step_time_s") else event["reason"][:60]
+            print(f"  trial {event['n']}/{event['total']} [{event['origin']}] {event['outcome']}: {step} — "
+                  f"{event['candidate']} | {best}, {event['failures']} failed ({event['failed_cost_s']:.0f} s), "
+                  f"ETA {event['eta_s'] / 60:.1f} min", file=sys.stderr, flush=True)
+        elif event["event"] == "verdict":
+            sp = f" {event['speedup']:.2f}x" if event.get("speedup") else ""
+            print(f"  verdict: {event['verdict']}{sp} — {event['candidate']}", file=sys.stderr, flush=True)
+        else:
+            print(f"  {event.get('message', event)}", file=sys.stderr, flush=True)
+
+    with Journal(journal_path(root)) as journal:
+        ctx = _context(args, journal)
+        print(f"run {run_id}" + (" (resumed)" if args.resume else ""), file=sys.stderr)
+        result = run_search(ctx, run_id=run_id, options=options, progress=progress)
+    best = result.best
+    if not args.json:
+        if best is not None and best.comparison is not None:
+            c = best.comparison
+            print(f"verified speedup {c.speedup:.2f}x ({c.ci_level:.0%} CI [{c.ci_low:.2f}, {c.ci_high:.2f}]) "
+                  f"with {best.candidate.describe()}")
+        else:
+            print("no candidate was verified faster than the baseline")
+        print(f"wrote {result.path}")
+    return 0
+
+
 def cmd_patches(args: argparse.Namespace) -> int:
     root = _repo(args.repo)
     contract = load_contract(root)
@@ -376,6 +422,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(func=cmd_verify)
 
+    p = sub.add_parser("run", help="search knobs and patches jointly, then verify the best candidates")
+    p.add_argument("repo")
+    p.add_argument("--budget-trials", type=int, default=None, help="search trials (default: budget.trials)")
+    p.add_argument("--budget-seconds", type=float, default=None, help="wall-clock budget of the search")
+    p.add_argument("--parallel", type=int, default=1, help="trials run at once (default 1: timing is cleanest)")
+    p.add_argument("--initial", type=int, default=8, help="size of the diverse first batch (default 8)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--run-id", help="name of the run (default: a new id)")
+    p.add_argument("--resume", action="store_true", help="continue the latest (or --run-id) run after a kill")
+    p.add_argument("--repeats", type=int, default=5, help="doctor repeats when the run has no doctor report")
+    p.add_argument("--json", action="store_true", help="machine-readable progress: one JSON object per line")
+    p.set_defaults(func=cmd_run)
+
     p = sub.add_parser("patches", help="list the built-in patch catalog and where each patch applies in the repo")
     p.add_argument("repo")
     p.add_argument("--json", action="store_true", help="one JSON object per catalog patch")
@@ -387,6 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a branch never to delete, e.g. the head of an open pull request (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     p.set_defaults(func=cmd_gc)
+
+    add_bank_parser(sub)
 
     p = sub.add_parser("journal", help="list the trials recorded in the repo's journal")
     p.add_argument("repo")

@@ -1,0 +1,43 @@
+"""The built-in proposer's priors on knob values: expected effect on step time and peak memory.
+
+Log-ratio means and standard deviations, keyed by the search space's feature
+names (``dtype=bf16``, ``micro_batch`` per doubling, …). Patches carry their own
+priors (``bot/catalog.py``). Where each figure comes from is in docs/priors.md;
+they are deliberately wide: live trials revise them, and the report shows how.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from infrarsi.search.features import Priors
+from infrarsi.search.space import SearchSpace
+
+# (feature pattern, time ratio, time sd of the log, memory ratio, memory sd of the log)
+KNOB_PRIORS: tuple[tuple[str, float, float, float, float], ...] = (
+    (r"^(dtype|precision|amp_dtype|mixed_precision)=(bf16|bfloat16)$", 0.6, 0.3, 0.85, 0.2),
+    (r"^(dtype|precision|amp_dtype|mixed_precision)=(fp16|float16)$", 0.6, 0.3, 0.85, 0.2),
+    (r"^(compile|torch_compile|use_compile)=True$", 0.85, 0.3, 0.95, 0.2),
+    (r"^(micro_?batch(_size)?|mbs|micro_bs|per_device_(train_)?batch_size)$", 0.92, 0.1, 1.3, 0.2),
+    (r"^(grad_ckpt|gradient_checkpointing|activation_checkpointing|checkpoint_activations|recompute)=True$",
+     1.25, 0.1, 0.7, 0.15),
+    (r"^(optimizer|optim|optimizer_impl)=.*foreach.*$", 0.95, 0.05, 1.02, 0.03),
+    (r"^(optimizer|optim|optimizer_impl)=.*fused.*$", 0.93, 0.06, 1.0, 0.03),
+    (r"^(num_workers|workers|dataloader_workers)$", 0.97, 0.1, 1.05, 0.05),
+)
+
+
+def builtin_priors(space: SearchSpace) -> Priors:
+    """Priors for every knob feature of ``space`` that the table knows; the rest get the engine's default."""
+    time: dict[str, tuple[float, float]] = {}
+    memory: dict[str, tuple[float, float]] = {}
+    for name in space.feature_names:
+        if name.startswith("patch:"):
+            continue
+        for pattern, t, t_sd, m, m_sd in KNOB_PRIORS:
+            if re.match(pattern, name):
+                time[name] = (math.log(t), t_sd)
+                memory[name] = (math.log(m), m_sd)
+                break
+    return Priors(time=time, memory=memory)

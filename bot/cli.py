@@ -32,6 +32,7 @@ from infrarsi.contract import ContractError, load_contract
 from infrarsi.contract.load import CONTRACT_FILE, find_contract, parse_memory
 from infrarsi.contract.lock import LOCK_FILE, read_lock, verify_lock, write_lock
 from infrarsi.journal import Journal
+from infrarsi.bank import open_bank
 from infrarsi.doctor import DoctorError
 from infrarsi.patches import PatchSpec
 from infrarsi.verify import Verdict
@@ -326,10 +327,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             print(f"  {event.get('message', event)}", file=sys.stderr, flush=True)
 
-    with Journal(journal_path(root)) as journal:
-        ctx = _context(args, journal)
-        print(f"run {run_id}" + (" (resumed)" if args.resume else ""), file=sys.stderr)
-        result = run_search(ctx, run_id=run_id, options=options, progress=progress)
+    bank = None if args.no_bank else open_bank(Path(args.bank) if args.bank else None)
+    try:
+        with Journal(journal_path(root)) as journal:
+            ctx = _context(args, journal)
+            print(f"run {run_id}" + (" (resumed)" if args.resume else ""), file=sys.stderr)
+            result = run_search(ctx, run_id=run_id, options=options, progress=progress, bank=bank)
+    finally:
+        if bank is not None:
+            bank.close()
     best = result.best
     if not args.json:
         if best is not None and best.comparison is not None:
@@ -432,6 +438,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", help="name of the run (default: a new id)")
     p.add_argument("--resume", action="store_true", help="continue the latest (or --run-id) run after a kill")
     p.add_argument("--repeats", type=int, default=5, help="doctor repeats when the run has no doctor report")
+    p.add_argument("--bank", metavar="PATH", help="experience bank (default: $INFRARSI_BANK or the user data dir)")
+    p.add_argument("--no-bank", action="store_true", help="neither seed from nor write to the experience bank")
     p.add_argument("--json", action="store_true", help="machine-readable progress: one JSON object per line")
     p.set_defaults(func=cmd_run)
 

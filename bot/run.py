@@ -12,7 +12,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,6 +22,9 @@ from bot.candidate_trial import TrialContext
 from bot.doctor import load_doctor, run_dir, run_doctor
 from bot.priors import builtin_priors
 from bot.verify import verify_candidate
+from infrarsi.bank import Bank, Finding, FindingOutcome, as_pairs, hardware_fingerprint, workload_fingerprint
+from infrarsi.bank import Effect as BankEffect
+from infrarsi.contract.model import Contract
 from infrarsi.doctor import DoctorReport
 from infrarsi.journal import Journal
 from infrarsi.search.engine import SearchEngine
@@ -87,7 +90,7 @@ def _emit(progress: Progress, **event: Any) -> None:
 
 
 def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress: Progress,
-               bank_candidates: list[tuple[Candidate, float]] | None = None) -> RunResult:
+               bank: Bank | None = None) -> RunResult:
     contract = ctx.contract
     journal = ctx.journal
     journal.ensure_run(run_id, kind="run", base_commit=ctx.base)
@@ -96,6 +99,9 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         _emit(progress, event="stage", stage="doctor", message=f"doctor: {options.repeats} baseline runs")
         doctor, _ = run_doctor(ctx, run_id=run_id, repeats=options.repeats,
                                progress=lambda m: _emit(progress, event="doctor", message=m))
+    bank_candidates = bank_seeds(bank, contract, doctor) if bank is not None else []
+    if bank_candidates:
+        _emit(progress, event="bank", message=f"{len(bank_candidates)} configuration(s) from the experience bank")
     space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(ctx.patches.values()))
     baseline = Candidate.of(contract.defaults())
     engine = SearchEngine(space, builtin_priors(space), memory_limit=contract.budget.memory_limit_bytes,
@@ -126,7 +132,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         first = not any(r.candidate.digest() != baseline.digest() for r in search)
         if first:
             proposals = engine.initial_batch(min(options.initial, options.budget_trials - len(search)),
-                                             bank_candidates or [], include_baseline=False)
+                                             bank_candidates, include_baseline=False)
         else:
             if options.stop_early and len(search) >= options.initial:
                 advice = engine.stop_advice(min_effect=contract.verify.min_effect)
@@ -159,6 +165,9 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
                        path=run_dir(contract.root, run_id) / "run.json")
     result.path.write_text(json.dumps(run_summary(result, engine), indent=2, sort_keys=True, default=str) + "\n",
                            encoding="utf-8")
+    if bank is not None:
+        added = remember(bank, result, contract)
+        _emit(progress, event="bank", message=f"{added} new finding(s) stored in the experience bank")
     return result
 
 
@@ -222,3 +231,36 @@ def _run_batch(ctx: TrialContext, run_id: str, candidates: list[Candidate], para
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         return list(pool.map(isolated, candidates))
+
+
+def fingerprints(contract: Contract, doctor: DoctorReport) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """(hardware, workload) fingerprints of this run, as the bank compares them."""
+    parameters = doctor.model_flops_per_step / 6 / contract.workload.tokens_per_step \
+        if doctor.model_flops_per_step else None
+    hardware = hardware_fingerprint(doctor.fingerprint, world_size=int(doctor.fingerprint.get("world_size") or 1))
+    workload = workload_fingerprint(family=contract.workload.family,
+                                    parameters=int(parameters) if parameters else None,
+                                    global_batch=contract.workload.tokens_per_step,
+                                    world_size=int(doctor.fingerprint.get("world_size") or 1))
+    return hardware, workload
+
+
+def bank_seeds(bank: Bank, contract: Contract, doctor: DoctorReport, top: int = 4) -> list[tuple[Candidate, float]]:
+    hardware, workload = fingerprints(contract, doctor)
+    return as_pairs(bank.similar(hardware, workload, top=top))
+
+
+def remember(bank: Bank, result: RunResult, contract: Contract) -> int:
+    """Store the run's verdicts and failed trials as findings; returns how many were new."""
+    hardware, workload = fingerprints(contract, result.doctor)
+    repo = contract.root.name
+    findings = [Finding(hardware=hardware, workload=workload, candidate=v.candidate,
+                        effect=BankEffect.from_speedup(v.speedup, v.comparison.ci_low if v.comparison else None,
+                                                       v.comparison.ci_high if v.comparison else None),
+                        outcome=FindingOutcome(v.kind.value), run_id=result.run_id, repo=repo)
+                for v in result.verdicts]
+    for r in result.search:
+        if r.outcome in (Outcome.OOM, Outcome.CRASH, Outcome.TIMEOUT, Outcome.INVALID):
+            findings.append(Finding(hardware=hardware, workload=workload, candidate=r.candidate,
+                                    outcome=FindingOutcome(r.outcome.value), run_id=result.run_id, repo=repo))
+    return bank.add_many(findings)

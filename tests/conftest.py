@@ -7,6 +7,9 @@ import os
 # Small matrix products in the engine's models crawl when multi-threaded OpenBLAS
 # competes with trials for two cores; set before numpy is imported anywhere.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# Runs started by tests write their findings here, never to the user's own bank.
+os.environ.setdefault("INFRARSI_BANK", os.path.join(__import__("tempfile").mkdtemp(prefix="infrarsi-test-bank-"),
+                                                    "bank.sqlite"))
 
 import shutil  # noqa: E402
 import subprocess  # noqa: E402

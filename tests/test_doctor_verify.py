@@ -177,3 +177,21 @@ def test_a_locked_file_edited_after_the_lock_makes_trials_invalid(doctored: Path
     verdict = verify_candidate_once(doctored, Candidate.of(contract.defaults(), ["fused_gelu"]), {})
     assert verdict.kind is VerdictKind.INVALID
     assert "lock broken before launch: harness.py: locked file changed" in verdict.reason
+
+
+MID_ARGS = "--n-layer 2 --n-head 4 --d-model 256 --vocab-size 2048 --seq-len 128 --global-batch 8 --steps 8"
+
+
+def test_a_real_speedup_is_promoted(tmp_path: Path) -> None:
+    """bf16 autocast on a config where matmuls dominate: AMX makes it several times faster here."""
+    from tests.conftest import copy_fixture
+
+    repo = copy_fixture(tmp_path / "mid")
+    assert infrarsi("init", str(repo), "--command", f"python train.py {MID_ARGS}").returncode == 0
+    assert infrarsi("doctor", str(repo), "--repeats", "2", "--run-id", "m").returncode == 0
+    result = infrarsi("verify", str(repo), "--run-id", "m", "--knob", "dtype=bf16", "--pairs", "5", "--json")
+    verdict = json.loads(result.stdout)
+    assert verdict["verdict"] == "promoted", verdict
+    assert result.returncode == 0
+    assert verdict["ci"][0] > 1.01 and verdict["p_value"] < 0.05
+    assert all(i["ok"] for i in verdict["invariants"])

@@ -1,0 +1,79 @@
+"""The run stage end to end on the tiny fixture, including a SIGKILL mid-trial and --resume."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from infrarsi.journal import Journal
+from infrarsi.trial import Outcome
+from tests.conftest import infrarsi
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def small_run_repo(tiny_repo: Path) -> Path:
+    contract = tiny_repo / "infrarsi.toml"
+    contract.write_text(contract.read_text() + "\n[verify]\ntop_k = 1\nmax_pairs = 4\n")
+    assert infrarsi("lock", str(tiny_repo)).returncode == 0
+    git = pygit2.init_repository(str(tiny_repo), initial_head="main")
+    git.index.add_all()
+    git.index.write()
+    sig = pygit2.Signature("dev", "dev@example.com")
+    git.create_commit("HEAD", sig, sig, "fixture", git.index.write_tree(), [])
+    return tiny_repo
+
+
+def _records(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT COUNT(*) FROM trials WHERE record IS NOT NULL").fetchone()[0]
+
+
+def test_a_killed_run_resumes_without_repeating_finished_trials(small_run_repo: Path) -> None:
+    repo = small_run_repo
+    db = repo / ".infrarsi" / "journal.sqlite"
+    args = [sys.executable, "-m", "bot", "run", str(repo), "--run-id", "k", "--budget-trials", "5",
+            "--initial", "4", "--repeats", "2", "--json"]
+    bot = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    # Wait for the doctor's two baselines and two search trials, then for the next trial to start.
+    while time.monotonic() < deadline and (not db.exists() or _records(db) < 4):
+        time.sleep(0.2)
+    while time.monotonic() < deadline:
+        with sqlite3.connect(db) as conn:
+            if conn.execute("SELECT COUNT(*) FROM trials WHERE record IS NULL").fetchone()[0]:
+                break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    bot.send_signal(signal.SIGKILL)
+    bot.wait(timeout=60)
+    with Journal(db) as journal:
+        before = {r.trial_no: r for r in journal.trials("k")}
+        (killed,) = journal.pending("k")
+    assert len(before) >= 4
+
+    result = subprocess.run(args[:-1] + ["--resume", "--json"], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert any(e["event"] == "resume" for e in events)
+    with Journal(db) as journal:
+        after = {r.trial_no: r for r in journal.trials("k")}
+        assert journal.pending("k") == []
+    for no, record in before.items():  # finished trials are untouched, none ran again under its number
+        assert after[no].to_dict() == record.to_dict()
+    assert after[killed.trial_no].outcome is Outcome.INTERRUPTED and after[killed.trial_no].cost_s > 0
+    search_trials = [e for e in events if e["event"] == "trial"]
+    assert search_trials and search_trials[0]["n"] == len([r for r in before.values()
+                                                          if r.trial_no > 2]) + 2  # counting the interrupted one
+    summary = json.loads((repo / ".infrarsi" / "runs" / "k" / "run.json").read_text())
+    assert summary["verdicts"], "the resumed run still verifies its best candidate"
+    assert len({t["trial_no"] for t in summary["trials"]}) == len(summary["trials"])

@@ -222,9 +222,9 @@ def render_markdown(report: DoctorReport) -> str:
               f"- limit {_mib(r.memory_limit_bytes)}" + (f", headroom {_mib(head)}" if head is not None else
                                                          " (no budget.memory_limit in the contract)"),
               "", "## Compute efficiency", ""]
-    lines += [f"- measured peak: " + ", ".join(f"{k} {v / 1e9:,.0f} GFLOP/s" for k, v in r.peak_flops.items())
+    lines += ["- measured peak: " + ", ".join(f"{k} {v / 1e9:,.0f} GFLOP/s" for k, v in r.peak_flops.items())
               + f" ({r.peak_flops_method})",
-              f"- model FLOPs per step: " + (f"{r.model_flops_per_step:.3g}" if r.model_flops_per_step else "unknown")
+              "- model FLOPs per step: " + (f"{r.model_flops_per_step:.3g}" if r.model_flops_per_step else "unknown")
               + f" — from {r.model_flops_source}",
               f"- MFU against the {r.baseline_dtype} peak: " + (f"**{r.mfu:.1%}**" if r.mfu is not None else "n/a"),
               "", "## Loss band", "",

@@ -8,15 +8,16 @@ record; a ``running`` row whose bot is gone reads back as ``interrupted``.
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from infrarsi.sqlite_wal import open_wal, write_transaction
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 
 JOURNAL_SCHEMA = 1
@@ -71,11 +72,7 @@ class Journal:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=30000")
+        self._db = open_wal(path)
         with self._write() as db:
             for statement in filter(str.strip, _SCHEMA.split(";")):
                 db.execute(statement)
@@ -90,15 +87,8 @@ class Journal:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _write(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return write_transaction(self._db)
 
     def ensure_run(self, run_id: str, *, kind: str, base_commit: str | None = None, info: dict | None = None) -> None:
         with self._write() as db:

@@ -9,7 +9,7 @@ import pygit2
 import pytest
 
 from bot.candidate_trial import TrialContext, trial_context
-from bot.doctor import run_doctor
+
 from bot.executors.local import LocalExecutor
 from bot.verify import verify_candidate
 from infrarsi.contract import load_contract

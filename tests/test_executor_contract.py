@@ -7,7 +7,6 @@ leak secrets, eat memory); the real training job is exercised in test_trial_cli.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import textwrap
 import time

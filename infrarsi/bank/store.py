@@ -11,14 +11,16 @@ upgraded when read; ``INSERT OR IGNORE`` on the id makes adding idempotent.
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import platformdirs
 
+from infrarsi.sqlite_wal import open_wal, write_transaction
 from infrarsi.bank.records import Finding, Scalar, normalize_workload
 from infrarsi.bank.similarity import MIN_WEIGHT, Transfer, transfer
 
@@ -62,11 +64,7 @@ class SqliteBank:
 
     def __init__(self, path: Path | str, *, timeout_s: float = 30.0) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
+        self._db = open_wal(self.path, timeout_s=timeout_s)
         with self._write() as db:
             for statement in filter(str.strip, _SCHEMA.split(";")):
                 db.execute(statement)
@@ -88,15 +86,8 @@ class SqliteBank:
     def __repr__(self) -> str:
         return f"SqliteBank({str(self.path)!r})"
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _write(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return write_transaction(self._db)
 
     @staticmethod
     def _row(finding: Finding) -> tuple[object, ...]:

@@ -19,7 +19,8 @@ from bot.executors.local import LocalExecutor
 from bot.git.commits import BOT_IDENTITY
 from bot.scan import scan_repo
 from bot.toml_writer import render_contract
-from bot.trials import TrialRequest, journal_path, make_candidate, run_trial, state_dir
+from bot.candidate_trial import trial_context
+from bot.trials import journal_path, make_candidate, state_dir
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock, write_lock
 from infrarsi.journal import Journal
@@ -33,15 +34,22 @@ CANDIDATES: tuple[tuple[str, list[str]], ...] = (
 )
 
 
+def commit_all(repo: Path, message: str) -> None:
+    """Commit every file of the demo repo (the demo plays the user here, so the bot identity signs)."""
+    git = pygit2.Repository(str(repo))
+    git.index.add_all()
+    git.index.write()
+    sig = pygit2.Signature(BOT_IDENTITY.name, BOT_IDENTITY.email)
+    parents = [] if git.head_is_unborn else [git.head.target]
+    git.create_commit("HEAD", sig, sig, message, git.index.write_tree(), parents)
+
+
 def prepare_repo(workdir: Path) -> Path:
     """Copy the fixture into ``workdir/tinygpt`` as its own git repository with one commit."""
     repo = workdir / "tinygpt"
     shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
-    git = pygit2.init_repository(str(repo), initial_head="main")
-    git.index.add_all()
-    git.index.write()
-    sig = pygit2.Signature(BOT_IDENTITY.name, BOT_IDENTITY.email)
-    git.create_commit("HEAD", sig, sig, "tinygpt fixture", git.index.write_tree(), [])
+    pygit2.init_repository(str(repo), initial_head="main")
+    commit_all(repo, "tinygpt fixture")
     return repo
 
 
@@ -72,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     write_lock(contract)
     lock = read_lock(repo)
     state_dir(repo)
+    commit_all(repo, "infrarsi: contract and lock")
     print(f"      {len(contract.knobs)} knobs ({', '.join(k.name for k in contract.knobs)}), "
           f"{len(contract.scope.editable)} editable symbols, locked: {', '.join(contract.scope.locked)}")
 
@@ -80,11 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     records: list[tuple[str, TrialRecord]] = []
     with Journal(journal_path(repo)) as journal:
         journal.ensure_run("demo", kind="demo")
+        ctx = trial_context(contract, lock, executor=LocalExecutor(), journal=journal)
         for label, knobs in CANDIDATES:
             candidate = make_candidate(contract, knobs)
             print(f"      running {label}: {candidate.describe()}", flush=True)
-            record = run_trial(contract, lock, TrialRequest(run_id="demo", candidate=candidate, tree=repo),
-                               executor=LocalExecutor(), journal=journal)
+            record = ctx.run("demo", candidate)
+            print(f"      … {record.outcome.value}, commit {(record.commit or '')[:10]} on "
+                  f"infrarsi/demo/{record.trial_no}", flush=True)
             records.append((label, record))
 
     print("[3/3] what the bot measured")

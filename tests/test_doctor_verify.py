@@ -182,6 +182,7 @@ def test_a_locked_file_edited_after_the_lock_makes_trials_invalid(doctored: Path
 MID_ARGS = "--n-layer 2 --n-head 4 --d-model 256 --vocab-size 2048 --seq-len 128 --global-batch 8 --steps 8"
 
 
+@pytest.mark.timing
 def test_a_real_speedup_is_promoted(tmp_path: Path) -> None:
     """bf16 autocast on a config where matmuls dominate: AMX makes it several times faster here."""
     from tests.conftest import copy_fixture

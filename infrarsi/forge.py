@@ -1,0 +1,104 @@
+"""The forge seam: where promotion branches are pushed and pull requests live.
+
+Every verb is idempotent, so a bot that is killed and rerun converges on the
+same state instead of doubling it: ``ensure_pr`` finds the pull request of a
+head branch before it opens one, ``ensure_comment`` edits the comment carrying
+its marker instead of posting another. Two implementations pass one contract
+test suite (``tests/forge_contract.py``): the local forge (a bare git remote
+plus pull-request records on disk, the offline default) and the GitHub forge
+(github3.py plus pygit2 pushes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+PRState = Literal["open", "closed", "merged"]
+ReviewState = Literal["APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED", "PENDING"]
+StatusState = Literal["pending", "success", "failure", "error"]
+EnsureAction = Literal["created", "updated", "unchanged", "closed"]
+
+
+class ForgeError(Exception):
+    """A forge refused or failed a request; the message says what and why."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PullRequest:
+    number: int
+    head: str  # branch name, without refs/heads/
+    base: str
+    title: str
+    body: str
+    state: PRState
+    head_sha: str
+    url: str
+    draft: bool = False
+    labels: tuple[str, ...] = ()
+    requested_reviewers: tuple[str, ...] = ()  # logins, and teams as "org/team-slug"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PullRequestDraft:
+    """What the bot wants a pull request to be; ``ensure_pr`` makes it so."""
+
+    head: str
+    base: str
+    title: str
+    body: str
+    labels: tuple[str, ...] = ()
+    draft: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Review:
+    login: str
+    state: ReviewState
+    commit_sha: str  # the head the review was given on: an approval of an older head is stale
+    submitted_at: float  # unix seconds
+
+
+class Forge(Protocol):
+    name: str
+
+    def push(self, repo: Path, branch: str, *, force: bool = False) -> str:
+        """Push ``refs/heads/<branch>`` of the local repo to the forge; returns the pushed commit id.
+        A ref the server rejected raises :class:`ForgeError` naming the ref and the server's reason."""
+        ...
+
+    def find_pr(self, head: str) -> PullRequest | None:
+        """The pull request whose head is ``head`` (newest first: open, then closed or merged), or None."""
+        ...
+
+    def ensure_pr(self, draft: PullRequestDraft, *, reopen: bool = False) -> tuple[PullRequest, EnsureAction]:
+        """Exactly one pull request for ``draft.head``: opened if none, updated if title, body or labels
+        differ, left alone if equal. A closed one stays closed (action ``closed``) unless ``reopen``."""
+        ...
+
+    def ensure_comment(self, number: int, marker: str, body: str) -> None:
+        """One comment containing ``marker`` on the pull request, with this body."""
+        ...
+
+    def request_review(self, number: int, users: tuple[str, ...], teams: tuple[str, ...] = ()) -> None: ...
+
+    def reviews(self, number: int) -> tuple[Review, ...]:
+        """Every review of the pull request, oldest first."""
+        ...
+
+    def merge(self, number: int, *, expected_head_sha: str, message: str) -> str:
+        """Merge if the head is still ``expected_head_sha``; returns the merge commit id."""
+        ...
+
+    def set_status(self, sha: str, *, context: str, state: StatusState, description: str) -> None: ...
+
+
+def approvals(reviews: tuple[Review, ...], head_sha: str, approvers: frozenset[str]) -> tuple[Review, ...]:
+    """The approvals that count: the latest review of each listed approver, if it approves ``head_sha``."""
+    latest: dict[str, Review] = {}
+    for review in sorted(reviews, key=lambda r: r.submitted_at):
+        if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
+            latest[review.login.lower()] = review
+    return tuple(r for login, r in latest.items()
+                 if login in {a.lower() for a in approvers} and r.state == "APPROVED" and r.commit_sha == head_sha)

@@ -74,7 +74,9 @@ class Forge(Protocol):
 
     def ensure_pr(self, draft: PullRequestDraft, *, reopen: bool = False) -> tuple[PullRequest, EnsureAction]:
         """Exactly one pull request for ``draft.head``: opened if none, updated if title, body or labels
-        differ, left alone if equal. A closed one stays closed (action ``closed``) unless ``reopen``."""
+        differ, left alone if equal. A closed one stays closed (action ``closed``) unless ``reopen``
+        (then reopened and updated: action ``updated``); a merged one is never edited (``closed``).
+        Labels are added, never removed. A head branch that is not on the forge raises ForgeError."""
         ...
 
     def ensure_comment(self, number: int, marker: str, body: str) -> None:

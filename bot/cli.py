@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 from bot import __doc__ as _bot_doc
 from bot.bank_cli import add_bank_parser
+from bot.stage5_cli import add_stage5_parsers
 from bot.candidate_trial import is_git_repo, run_candidate, trial_context
 from bot.doctor import latest_run, load_doctor, new_run_id, run_dir, run_doctor
 from bot.run import RunOptions, run_search
@@ -456,6 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_gc)
 
     add_bank_parser(sub)
+    add_stage5_parsers(sub)
 
     p = sub.add_parser("journal", help="list the trials recorded in the repo's journal")
     p.add_argument("repo")

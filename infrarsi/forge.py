@@ -72,6 +72,10 @@ class Forge(Protocol):
         """The pull request whose head is ``head`` (newest first: open, then closed or merged), or None."""
         ...
 
+    def get_pr(self, number: int) -> PullRequest:
+        """Pull request ``number``; ForgeError if there is none."""
+        ...
+
     def ensure_pr(self, draft: PullRequestDraft, *, reopen: bool = False) -> tuple[PullRequest, EnsureAction]:
         """Exactly one pull request for ``draft.head``: opened if none, updated if title, body or labels
         differ, left alone if equal. A closed one stays closed (action ``closed``) unless ``reopen``

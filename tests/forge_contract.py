@@ -32,6 +32,7 @@ __all__ = [
     "test_push_returns_the_commit_and_is_idempotent",
     "test_push_refuses_a_non_fast_forward_unless_forced",
     "test_find_pr_of_an_unknown_branch_is_none",
+    "test_get_pr_by_number",
     "test_ensure_pr_opens_once_then_updates_then_leaves_alone",
     "test_ensure_pr_needs_a_pushed_head",
     "test_a_closed_pr_stays_closed_unless_reopen",
@@ -126,6 +127,16 @@ def test_push_refuses_a_non_fast_forward_unless_forced(forge_harness: ForgeHarne
 
 def test_find_pr_of_an_unknown_branch_is_none(forge_harness: ForgeHarness) -> None:
     assert forge_harness.forge.find_pr("infrarsi/promote/nothing") is None
+
+
+def test_get_pr_by_number(forge_harness: ForgeHarness) -> None:
+    h = forge_harness
+    sha = _pushed(h, "infrarsi/promote/r1")
+    pr, _ = h.forge.ensure_pr(_draft("infrarsi/promote/r1"))
+    got = h.forge.get_pr(pr.number)
+    assert (got.number, got.head, got.head_sha, got.state) == (pr.number, "infrarsi/promote/r1", sha, "open")
+    with pytest.raises(ForgeError):
+        h.forge.get_pr(pr.number + 1000)
 
 
 def test_ensure_pr_opens_once_then_updates_then_leaves_alone(forge_harness: ForgeHarness) -> None:

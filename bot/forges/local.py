@@ -158,6 +158,9 @@ class LocalForge:
         found.sort(key=lambda r: (r["state"] == "open", r["number"]), reverse=True)
         return self._pr(found[0])
 
+    def get_pr(self, number: int) -> PullRequest:
+        return self._pr(self._load(number))
+
     def ensure_pr(self, draft: PullRequestDraft, *, reopen: bool = False) -> tuple[PullRequest, EnsureAction]:
         with self._locked():
             existing = self.find_pr(draft.head)

@@ -1,0 +1,325 @@
+"""The report as one record built from the journal: the verified winner, every trial, what failure cost.
+
+Pure: the bot gathers the inputs (run summary, doctor report, the run's trial
+records, the contract's knobs, a few facts from git) and this module turns them
+into a :class:`Report`. ``report.md``, ``report.json`` and the pull-request body
+are all renderings of the same record, so they cannot disagree. A speedup is
+only ever taken from a ``promoted`` verdict: the report never claims what
+verification did not confirm.
+"""
+
+from __future__ import annotations
+
+import shlex
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from infrarsi.contract.model import Knob, KnobValue
+from infrarsi.doctor import DoctorReport
+from infrarsi.trial import Candidate, Outcome, TrialRecord
+
+REPORT_VERSION = 1
+# Effects shown under "Model calibration": the winner's, then the largest revisions, at most this many.
+CALIBRATION_ROWS = 8
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class KnobChange:
+    name: str
+    old: KnobValue
+    new: KnobValue
+    where: str  # how the job receives it: "--dtype flag of train.py", "env INFRARSI_X"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceChange:
+    """One audited definition a code patch changed."""
+
+    path: str
+    symbol: str
+    line_start: int | None
+    line_end: int | None
+    lines_added: int
+    lines_removed: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PatchChange:
+    patch_id: str
+    sources: tuple[SourceChange, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrialRow:
+    trial_no: int
+    candidate: str
+    outcome: str
+    reason: str
+    step_time_s: float | None
+    peak_mem_bytes: int | None
+    cost_s: float
+    stage: str  # doctor, search, verify
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CalibrationRow:
+    effect: str
+    prior_ratio: float  # exp(prior mean): the multiplicative effect on step time believed before the run
+    prior_sd: float
+    posterior_ratio: float
+    posterior_sd: float
+    in_winner: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Invariant:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Verification:
+    verdict: str
+    reason: str
+    candidate: str
+    baseline_step_s: tuple[float, ...]
+    candidate_step_s: tuple[float, ...]
+    baseline_trials: tuple[int, ...]
+    candidate_trials: tuple[int, ...]
+    p_value: float | None
+    ci: tuple[float, float] | None
+    ci_level: float | None
+    test: str
+    speedup: float | None
+    invariants: tuple[Invariant, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RepoFacts:
+    """What the bot read from git and the contract for the report (the engine never opens a repo)."""
+
+    repo: str  # a name for humans
+    base_commit: str | None = None
+    winner_commit: str | None = None
+    winner_branch: str | None = None
+    diff_link: str | None = None  # where a reader sees the winner's diff (a file, a compare URL)
+    entry: str = "train.py"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Report:
+    version: int = REPORT_VERSION
+    run_id: str
+    repo: str
+    created_at: float
+    base_commit: str | None
+    hardware: dict[str, Any]
+    promoted: bool  # a verified winner exists
+    speedup: float | None
+    speedup_ci: tuple[float, float] | None
+    ci_level: float | None
+    p_value: float | None
+    step_time_before_s: float
+    step_time_after_s: float | None
+    mfu_before: float | None
+    mfu_after: float | None
+    peak_mem_before_bytes: int | None
+    peak_mem_after_bytes: int | None
+    winner: str | None  # the candidate, described
+    winner_digest: str | None
+    winner_knobs: dict[str, KnobValue] = field(default_factory=dict)
+    winner_patches: tuple[str, ...] = ()
+    winner_commit: str | None = None
+    winner_branch: str | None = None
+    diff_link: str | None = None
+    knob_changes: tuple[KnobChange, ...] = ()
+    patches: tuple[PatchChange, ...] = ()
+    verification: Verification | None = None
+    other_verdicts: tuple[Verification, ...] = ()
+    trials: tuple[TrialRow, ...] = ()
+    failed_cost_s: float = 0.0
+    total_cost_s: float = 0.0
+    oom: tuple[TrialRow, ...] = ()
+    calibration: tuple[CalibrationRow, ...] = ()
+    reproduce: dict[str, str] = field(default_factory=dict)
+    llm: dict[str, Any] | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def failed(self) -> tuple[TrialRow, ...]:
+        return tuple(t for t in self.trials if t.outcome != Outcome.OK.value)
+
+    @property
+    def audit(self) -> tuple[SourceChange, ...]:
+        return tuple(s for p in self.patches for s in p.sources)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["failed_trials"] = [asdict(t) for t in self.failed]
+        data["audit"] = [asdict(s) | {"patch": p.patch_id} for p in self.patches for s in p.sources]
+        return data
+
+
+def where_set(knob: Knob, entry: str) -> str:
+    if knob.env is not None:
+        return f"environment variable {knob.env}"
+    if knob.flag is not None:
+        return f"{knob.flag} {'switch' if knob.switch else 'flag'} of {entry}"
+    return "the contract"
+
+
+def command_line(command: Sequence[str], args: Sequence[str], knobs: Sequence[Knob],
+                 values: Mapping[str, KnobValue]) -> str:
+    """The shell command that launches the job with ``values`` (every knob explicit, as a trial does)."""
+    env: list[str] = []
+    argv = list(command) + list(args)
+    for knob in knobs:
+        value = values.get(knob.name, knob.default)
+        if knob.env is not None:
+            env.append(f"{knob.env}={shlex.quote(knob.format(value))}")
+        elif knob.switch:
+            if value and knob.flag:
+                argv.append(knob.flag)
+        elif knob.flag:
+            argv += [knob.flag, knob.format(value)]
+    return " ".join(env + [shlex.quote(a) for a in argv])
+
+
+def _row(r: TrialRecord, stage: str) -> TrialRow:
+    return TrialRow(trial_no=r.trial_no, candidate=r.candidate.describe(), outcome=r.outcome.value, reason=r.reason,
+                    step_time_s=r.metrics.step_time_s, peak_mem_bytes=r.metrics.peak_mem_bytes, cost_s=r.cost_s,
+                    stage=stage)
+
+
+def _verification(v: Mapping[str, Any]) -> Verification:
+    ci = v.get("ci")
+    return Verification(verdict=v["verdict"], reason=v.get("reason", ""), candidate=v["candidate"],
+                        baseline_step_s=tuple(v.get("baseline_step_s") or ()),
+                        candidate_step_s=tuple(v.get("candidate_step_s") or ()),
+                        baseline_trials=tuple(v.get("baseline_trials") or ()),
+                        candidate_trials=tuple(v.get("candidate_trials") or ()),
+                        p_value=v.get("p_value"), ci=(float(ci[0]), float(ci[1])) if ci else None,
+                        ci_level=v.get("ci_level"), test=v.get("test", ""), speedup=v.get("speedup"),
+                        invariants=tuple(Invariant(name=i["name"], ok=bool(i["ok"]), detail=i["detail"])
+                                         for i in v.get("invariants") or ()))
+
+
+def _median_peak(records: Sequence[TrialRecord]) -> int | None:
+    peaks = [r.metrics.peak_mem_bytes for r in records if r.outcome is Outcome.OK and r.metrics.peak_mem_bytes]
+    return int(statistics.median(peaks)) if peaks else None
+
+
+def _sources(records: Sequence[TrialRecord]) -> tuple[SourceChange, ...]:
+    for r in records:
+        if r.audit:
+            return tuple(SourceChange(path=a["path"], symbol=a["symbol"], line_start=a.get("line_start"),
+                                      line_end=a.get("line_end"), lines_added=int(a.get("lines_added", 0)),
+                                      lines_removed=int(a.get("lines_removed", 0))) for a in r.audit)
+    return ()
+
+
+def _patch_changes(patches: Sequence[str], sources: tuple[SourceChange, ...],
+                   targets: Mapping[str, Sequence[str]]) -> tuple[PatchChange, ...]:
+    """Attribute each audited change to the patch whose targets name it (one patch: all of them)."""
+    if len(patches) == 1:
+        return (PatchChange(patch_id=patches[0], sources=sources),)
+    out = []
+    claimed: set[int] = set()
+    for pid in patches:
+        mine = []
+        for i, s in enumerate(sources):
+            if any(t == s.path or t == f"{s.path}::{s.symbol}" or f"{s.path}::{s.symbol}".startswith(f"{t}.")
+                   for t in targets.get(pid, ())):
+                mine.append(s)
+                claimed.add(i)
+        out.append(PatchChange(patch_id=pid, sources=tuple(mine)))
+    rest = tuple(s for i, s in enumerate(sources) if i not in claimed)
+    if rest and out:
+        out[-1] = PatchChange(patch_id=out[-1].patch_id, sources=out[-1].sources + rest)
+    return tuple(out)
+
+
+def _calibration(posterior: Mapping[str, Any] | None, winner: Candidate | None) -> tuple[CalibrationRow, ...]:
+    import math
+
+    rows = list((posterior or {}).get("time_effects") or ())
+    if not rows:
+        return ()
+    tags = set()
+    if winner is not None:
+        tags = {f"{k}={v}" for k, v in winner.knobs} | set(winner.patches) | {k for k, _ in winner.knobs}
+
+    def mine(feature: str) -> bool:
+        return any(t == feature or t in feature for t in tags)
+
+    def shift(r: Mapping[str, Any]) -> float:
+        return abs(float(r["post_mean"]) - float(r["prior_mean"]))
+
+    ranked = sorted(rows, key=lambda r: (not mine(r["feature"]), -shift(r)))
+    return tuple(CalibrationRow(effect=r["feature"], prior_ratio=math.exp(r["prior_mean"]), prior_sd=r["prior_sd"],
+                                posterior_ratio=math.exp(r["post_mean"]), posterior_sd=r["post_sd"],
+                                in_winner=mine(r["feature"]))
+                 for r in ranked[:CALIBRATION_ROWS])
+
+
+def build_report(*, run: Mapping[str, Any], doctor: DoctorReport, records: Sequence[TrialRecord],
+                 knobs: Sequence[Knob], command: Sequence[str], args: Sequence[str], facts: RepoFacts,
+                 created_at: float, patch_targets: Mapping[str, Sequence[str]] | None = None) -> Report:
+    """The report of one run. ``records`` are every trial of the run in the journal (doctor, search, verify)."""
+    by_no = {r.trial_no: r for r in records}
+    search_nos = {t["trial_no"] for t in run.get("trials") or ()}
+    doctor_nos = set(doctor.trials)
+
+    def stage(no: int) -> str:
+        return "doctor" if no in doctor_nos else "search" if no in search_nos else "verify"
+
+    rows = tuple(_row(r, stage(r.trial_no)) for r in sorted(records, key=lambda r: r.trial_no))
+    failed = [r for r in rows if r.outcome != Outcome.OK.value]
+    best = run.get("best")
+    verification = _verification(best) if best and best.get("verdict") == "promoted" else None
+    others = tuple(_verification(v) for v in run.get("verdicts") or ()
+                   if not best or v.get("candidate_digest") != best.get("candidate_digest"))
+    defaults = {k.name: k.default for k in knobs}
+    winner: Candidate | None = None
+    if verification is not None:
+        winner = next((r.candidate for r in records if r.candidate.digest() == best["candidate_digest"]), None)
+    promoted = verification is not None and winner is not None and verification.speedup is not None
+    speedup = verification.speedup if promoted and verification else None
+    cand_records = [by_no[n] for n in verification.candidate_trials if n in by_no] if verification else []
+    base_records = [by_no[n] for n in verification.baseline_trials if n in by_no] if verification else []
+    winner_knobs = winner.knob_dict() if winner else {}
+    changes = tuple(KnobChange(name=k.name, old=k.default, new=winner_knobs[k.name], where=where_set(k, facts.entry))
+                    for k in knobs if k.name in winner_knobs and winner_knobs[k.name] != k.default)
+    patches = _patch_changes(winner.patches, _sources(cand_records), patch_targets or {}) if winner else ()
+    after_s = statistics.median(verification.candidate_step_s) if promoted and verification else None
+    mfu_after = doctor.mfu * speedup if doctor.mfu is not None and speedup else None
+    values = {**defaults, **winner_knobs}
+    reproduce = {"baseline": command_line(command, args, knobs, defaults)}
+    if winner is not None:
+        reproduce["candidate"] = command_line(command, args, knobs, values)
+    notes = []
+    if not promoted:
+        notes.append("no candidate was verified faster than the baseline; nothing is proposed")
+    if doctor.mfu is not None:
+        notes.append(f"MFU against this device's measured {doctor.baseline_dtype} peak; after = before × speedup "
+                     "(the same model FLOPs per step)")
+    return Report(
+        run_id=str(run["run_id"]), repo=facts.repo, created_at=created_at, base_commit=facts.base_commit,
+        hardware=dict(doctor.fingerprint), promoted=promoted, speedup=speedup,
+        speedup_ci=verification.ci if promoted and verification else None,
+        ci_level=verification.ci_level if promoted and verification else None,
+        p_value=verification.p_value if promoted and verification else None,
+        step_time_before_s=doctor.median_s, step_time_after_s=after_s, mfu_before=doctor.mfu, mfu_after=mfu_after,
+        peak_mem_before_bytes=_median_peak(base_records) or doctor.peak_mem_bytes,
+        peak_mem_after_bytes=_median_peak(cand_records),
+        winner=winner.describe() if winner else None, winner_digest=winner.digest() if winner else None,
+        winner_knobs=winner_knobs, winner_patches=winner.patches if winner else (),
+        winner_commit=facts.winner_commit, winner_branch=facts.winner_branch, diff_link=facts.diff_link,
+        knob_changes=changes, patches=patches, verification=verification if promoted else None,
+        other_verdicts=others, trials=rows, failed_cost_s=sum(r.cost_s for r in failed),
+        total_cost_s=sum(r.cost_s for r in rows), oom=tuple(r for r in rows if r.outcome == Outcome.OOM.value),
+        calibration=_calibration(run.get("posterior"), winner), reproduce=reproduce,
+        llm=dict(run["llm"]) if run.get("llm") else None, notes=tuple(notes))

@@ -1,0 +1,232 @@
+"""Markdown renderings of a :class:`~infrarsi.report.model.Report`: ``report.md`` and the pull-request body.
+
+Both have the same six sections (Summary, Changes, Verification, Failed
+trials, Model calibration, Reproduce). The body starts with a hidden marker
+carrying the run id and a hash of the rest of the body, so the bot recognises
+its own pull requests and sees whether an update changes anything. A body
+stays under GitHub's 65,536-character limit: long tables are cut to fewer rows
+with a pointer to the full report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+from infrarsi.report.model import Report, TrialRow, Verification
+
+SECTIONS = ("Summary", "Changes", "Verification", "Failed trials", "Model calibration", "Reproduce")
+GITHUB_BODY_LIMIT = 65_536
+MARKER_RE = re.compile(r"<!-- infrarsi:run=(?P<run>[A-Za-z0-9._-]+) hash=(?P<hash>[0-9a-f]{16}) -->")
+
+
+def body_hash(content: str) -> str:
+    return hashlib.sha256(content.encode()).hexdigest()[:16]
+
+
+def marker(run_id: str, content: str) -> str:
+    return f"<!-- infrarsi:run={run_id} hash={body_hash(content)} -->"
+
+
+def parse_marker(body: str) -> tuple[str, str] | None:
+    """``(run_id, hash)`` of a body the bot wrote, or None for anyone else's."""
+    match = MARKER_RE.search(body)
+    return (match["run"], match["hash"]) if match else None
+
+
+def body_changed(old_body: str, new_body: str) -> bool:
+    """Whether ``new_body`` says something ``old_body`` did not (the markers' hashes differ)."""
+    old, new = parse_marker(old_body), parse_marker(new_body)
+    return old is None or new is None or old != new
+
+
+def _ms(s: float | None) -> str:
+    return "-" if s is None else f"{s * 1000:.1f} ms"
+
+
+def _mib(b: int | None) -> str:
+    return "-" if b is None else f"{b / 2**20:,.0f} MiB"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2%}"
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _hardware(report: Report) -> str:
+    hw = report.hardware
+    device = hw.get("gpu_model") or hw.get("cpu_model") or hw.get("device") or "unknown device"
+    parts = [str(device)]
+    for key in ("device", "world_size", "torch", "cuda"):
+        if hw.get(key) and str(hw.get(key)) != str(device):
+            parts.append(f"{key} {hw[key]}")
+    return ", ".join(parts)
+
+
+def _summary(r: Report) -> list[str]:
+    out = ["## Summary", ""]
+    if r.promoted and r.speedup is not None:
+        lo, hi = r.speedup_ci or (float("nan"), float("nan"))
+        out.append(f"**Verified speedup {r.speedup:.2f}x** ({(r.ci_level or 0):.0%} CI [{lo:.2f}, {hi:.2f}], "
+                   f"p = {r.p_value:.3g}) with `{r.winner}`.")
+    else:
+        out.append("**No verified speedup.** " + (r.notes[0] if r.notes else ""))
+    out += ["", "| | before | after |", "|---|---|---|",
+            f"| step time | {_ms(r.step_time_before_s)} | {_ms(r.step_time_after_s)} |",
+            f"| MFU | {_pct(r.mfu_before)} | {_pct(r.mfu_after)} |",
+            f"| peak memory | {_mib(r.peak_mem_before_bytes)} | {_mib(r.peak_mem_after_bytes)} |", "",
+            f"Measured on {_hardware(r)}; run `{r.run_id}`"
+            + (f", base commit `{r.base_commit[:10]}`" if r.base_commit else "") + "."]
+    out += [f"- {n}" for n in r.notes[1 if not r.promoted else 0:]]
+    return out
+
+
+def _changes(r: Report) -> list[str]:
+    out = ["## Changes", ""]
+    if not r.promoted:
+        return out + ["None: nothing was verified."]
+    if r.knob_changes:
+        out += ["| knob | old | new | where it is set |", "|---|---|---|---|"]
+        out += [f"| `{c.name}` | `{c.old}` | `{c.new}` | {_cell(c.where)} |" for c in r.knob_changes]
+    else:
+        out.append("No knob changes.")
+    out.append("")
+    if r.patches:
+        for p in r.patches:
+            out.append(f"- patch `{p.patch_id}`" + (f" ([diff]({r.diff_link}))" if r.diff_link else ""))
+            for s in p.sources:
+                lines = f"lines {s.line_start}–{s.line_end}" if s.line_start else "new"
+                out.append(f"  - `{s.path}` · `{s.symbol}` · {lines} (+{s.lines_added} −{s.lines_removed})")
+    else:
+        out.append("No code patches.")
+    if r.winner_branch:
+        out += ["", f"Trial commit `{(r.winner_commit or '')[:10]}` on `{r.winner_branch}`."]
+    return out
+
+
+def _verif_table(v: Verification) -> list[str]:
+    n = max(len(v.baseline_step_s), len(v.candidate_step_s))
+    out = ["| pair | baseline | candidate |", "|---|---|---|"]
+    for i in range(n):
+        b = _ms(v.baseline_step_s[i]) if i < len(v.baseline_step_s) else "-"
+        c = _ms(v.candidate_step_s[i]) if i < len(v.candidate_step_s) else "-"
+        out.append(f"| {i + 1} | {b} | {c} |")
+    return out
+
+
+def _verification(r: Report) -> list[str]:
+    out = ["## Verification", ""]
+    v = r.verification
+    if v is not None:
+        out.append(f"Interleaved A/B from fresh processes: {len(v.baseline_step_s)} baseline and "
+                   f"{len(v.candidate_step_s)} candidate runs (median step time of each run).")
+        out += [""] + _verif_table(v) + [""]
+        lo, hi = v.ci or (float("nan"), float("nan"))
+        out.append(f"Test: {v.test}; p = {v.p_value:.3g}, speedup {v.speedup:.3f}x, "
+                   f"{(v.ci_level or 0):.0%} CI [{lo:.3f}, {hi:.3f}]. Verdict: **{v.verdict}** — {_cell(v.reason)}")
+        out += ["", "| invariant | result | detail |", "|---|---|---|"]
+        out += [f"| {i.name} | {'✅ ok' if i.ok else '❌ broken'} | {_cell(i.detail)} |" for i in v.invariants]
+    else:
+        out.append("No candidate passed verification.")
+    if r.other_verdicts:
+        out += ["", "Other candidates verified:", "", "| candidate | verdict | speedup | reason |", "|---|---|---|---|"]
+        out += [f"| `{_cell(o.candidate)}` | {o.verdict} | {f'{o.speedup:.2f}x' if o.speedup else '-'} | "
+                f"{_cell(o.reason)} |" for o in r.other_verdicts]
+    return out
+
+
+def _trial_rows(rows: Sequence[TrialRow]) -> list[str]:
+    return [f"| {t.trial_no} | {t.stage} | `{_cell(t.candidate)}` | {t.outcome} | {_cell(t.reason[:200])} | "
+            f"{t.cost_s:.1f} |" for t in rows]
+
+
+def _failed(r: Report, limit: int | None, full: str | None) -> list[str]:
+    failed = r.failed
+    out = ["## Failed trials", ""]
+    if not failed:
+        out.append(f"None: all {len(r.trials)} trials ran ok.")
+    else:
+        shown = failed if limit is None else failed[:limit]
+        out += ["| trial | stage | candidate | outcome | reason | cost (device-s) |", "|---|---|---|---|---|---|"]
+        out += _trial_rows(shown)
+        if len(shown) < len(failed):
+            out.append(f"| … | | {len(failed) - len(shown)} more rows | | see the full report"
+                       + (f": {full}" if full else "") + " | |")
+    out += ["", f"Total cost of failure: **{r.failed_cost_s:.1f} device-seconds** of {r.total_cost_s:.1f} spent "
+                f"on {len(r.trials)} trials."]
+    if r.oom:
+        out.append(f"Out of memory: {len(r.oom)} trial(s), " + ", ".join(
+            f"#{t.trial_no} `{_cell(t.candidate)}` ({t.cost_s:.1f} s, peak ≥ {_mib(t.peak_mem_bytes)})"
+            for t in r.oom) + ".")
+    if r.llm:
+        out.append("LLM proposer: " + ", ".join(f"{k} {v}" for k, v in sorted(r.llm.items())) + ".")
+    return out
+
+
+def _calibration(r: Report) -> list[str]:
+    out = ["## Model calibration", ""]
+    if not r.calibration:
+        return out + ["No effect model was fitted."]
+    out += ["Multiplicative effect on step time (below 1 is faster); prior before the run, posterior after it.", "",
+            "| effect | prior | posterior | in the winner |", "|---|---|---|---|"]
+    out += [f"| `{c.effect}` | {c.prior_ratio:.3f} (sd {c.prior_sd:.2f}) | {c.posterior_ratio:.3f} "
+            f"(sd {c.posterior_sd:.2f}) | {'yes' if c.in_winner else ''} |" for c in r.calibration]
+    return out
+
+
+def _reproduce(r: Report) -> list[str]:
+    out = ["## Reproduce", "", "```bash", f"# baseline", r.reproduce.get("baseline", "")]
+    if "candidate" in r.reproduce:
+        checkout = f"git checkout {r.winner_branch}  # the trial commit\n" if r.winner_branch else ""
+        out += ["# candidate", checkout + r.reproduce["candidate"]]
+    out += [f"infrarsi verify . " + " ".join(f"--knob {k}={v}" for k, v in r.winner_knobs.items())
+            + "".join(f" --patch {p}" for p in r.winner_patches)] if r.promoted else []
+    return out + ["```"]
+
+
+def render_sections(report: Report, *, failed_limit: int | None = None, full_report: str | None = None) -> str:
+    parts = [_summary(report), _changes(report), _verification(report), _failed(report, failed_limit, full_report),
+             _calibration(report), _reproduce(report)]
+    return "\n\n".join("\n".join(p) for p in parts) + "\n"
+
+
+def _all_trials(report: Report) -> list[str]:
+    out = ["## All trials", "", "| trial | stage | candidate | outcome | step time | peak memory | cost (device-s) |",
+           "|---|---|---|---|---|---|---|"]
+    out += [f"| {t.trial_no} | {t.stage} | `{_cell(t.candidate)}` | {t.outcome} | {_ms(t.step_time_s)} | "
+            f"{_mib(t.peak_mem_bytes)} | {t.cost_s:.1f} |" for t in report.trials]
+    return out
+
+
+def render_markdown(report: Report) -> str:
+    """``report.md``: every section in full, then every trial."""
+    title = f"# InfraRSI report — run {report.run_id}\n\n"
+    return title + render_sections(report) + "\n" + "\n".join(_all_trials(report)) + "\n"
+
+
+def pr_title(report: Report) -> str:
+    if report.promoted and report.speedup is not None:
+        return f"InfraRSI: {report.speedup:.2f}x faster training step ({report.winner})"[:250]
+    return f"InfraRSI: run {report.run_id}"
+
+
+def render_pr_body(report: Report, *, full_report: str | None = None, limit: int = GITHUB_BODY_LIMIT) -> str:
+    """The pull-request body: the six sections, a marker first, cut to fit ``limit`` characters."""
+    footer = f"\n---\nFull report: {full_report}\n" if full_report else ""
+    failed_limit: int | None = None
+    while True:
+        content = render_sections(report, failed_limit=failed_limit, full_report=full_report) + footer
+        body = marker(report.run_id, content) + "\n" + content
+        if len(body) <= limit:
+            return body
+        n = len(report.failed) if failed_limit is None else failed_limit
+        if n == 0:
+            break
+        failed_limit = n // 2
+    cut = f"\n\n… cut to fit the forge's limit; see the full report{': ' + full_report if full_report else ''}\n"
+    content = content[: limit - len(cut) - 80] + cut
+    return marker(report.run_id, content) + "\n" + content

@@ -12,7 +12,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -220,17 +220,23 @@ def run_summary(result: RunResult, engine: SearchEngine) -> dict[str, Any]:
     }
 
 
-def _run_batch(ctx: TrialContext, run_id: str, candidates: list[Candidate], parallel: int) -> list[TrialRecord]:
-    """Run a batch: one after another, or ``parallel`` at a time, each thread with its own journal connection."""
+def _run_batch(ctx: TrialContext, run_id: str, candidates: list[Candidate], parallel: int) -> Iterator[TrialRecord]:
+    """Run a batch: one after another, or ``parallel`` at a time, each thread with its own journal connection.
+
+    Records are yielded in the batch's order as soon as each is done, so progress
+    is reported per trial rather than per batch.
+    """
     if parallel <= 1 or len(candidates) <= 1:
-        return [ctx.run(run_id, c) for c in candidates]
+        for c in candidates:
+            yield ctx.run(run_id, c)
+        return
 
     def isolated(candidate: Candidate) -> TrialRecord:
         with Journal(ctx.journal.path) as journal:
             return replace(ctx, journal=journal).run(run_id, candidate)
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        return list(pool.map(isolated, candidates))
+        yield from pool.map(isolated, candidates)
 
 
 def fingerprints(contract: Contract, doctor: DoctorReport) -> tuple[Mapping[str, Any], Mapping[str, Any]]:

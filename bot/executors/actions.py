@@ -1,0 +1,297 @@
+"""The GitHub Actions executor: trials on self-hosted GPU runners.
+
+The bot side (:class:`ActionsExecutor`) pushes the trial branch, dispatches the
+``infrarsi-trial`` workflow with the branch as ``ref`` and the candidate's
+launch as an input, polls the run, downloads the artifact holding the
+execution record and maps runner failures to what :func:`infrarsi.measure.classify`
+reads. The runner side (``python -m bot.executors.actions``, run by the
+workflow) launches the candidate through the local executor — scrubbed
+environment, process group, timeout, memory limit, step events stamped by the
+launcher — and writes that record. Dispatches are queued by the bot itself, at
+most ``max_runners`` in flight, first come first served: Actions concurrency
+groups cancel pending runs, so they cannot be the queue.
+
+Artifact format (``infrarsi-trial-<dispatch_id>``, one zip): ``execution.json``
+(``{"schema_version": 1, "execution": {...}}``, the :class:`Execution` fields)
+plus ``stdout.log`` and ``stderr.log`` when the job wrote them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import threading
+import time
+import uuid
+import zipfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bot.git._repo import open_repository
+from bot.github_api import GitHubAPIError, GitHubClient
+from infrarsi.contract.model import PYTHON_PLACEHOLDER
+from infrarsi.execution import Execution, TrialSpec
+from infrarsi.trial import StepEvent
+
+EXECUTION_SCHEMA_VERSION = 1
+RECORD_FILE = "execution.json"
+ARTIFACT_PREFIX = "infrarsi-trial-"
+TRIAL_WORKFLOW = "infrarsi-trial.yml"
+_FAILED = {"failure", "cancelled", "timed_out", "startup_failure", "action_required", "stale", "skipped",
+           "neutral"}
+
+
+# -- the record the runner uploads ------------------------------------------------------------------------
+def execution_to_dict(execution: Execution) -> dict[str, Any]:
+    return {"schema_version": EXECUTION_SCHEMA_VERSION, "execution": asdict(execution)}
+
+
+def execution_from_dict(data: dict[str, Any]) -> Execution:
+    version = int(data.get("schema_version", 1))
+    if version > EXECUTION_SCHEMA_VERSION:
+        raise ValueError(f"execution record has schema {version}, newer than this InfraRSI "
+                         f"({EXECUTION_SCHEMA_VERSION}); upgrade the bot")
+    ex = dict(data["execution"])
+    return Execution(**{**ex,
+                        "events": tuple(StepEvent(**e) for e in ex.get("events") or ()),
+                        "pids": tuple(ex.get("pids") or ()),
+                        "phases": tuple((int(s), str(n), float(t)) for s, n, t in ex.get("phases") or ()),
+                        "info": tuple((str(k), v) for k, v in ex.get("info") or ())})
+
+
+# -- the launch the workflow receives ---------------------------------------------------------------------
+def spec_to_input(spec: TrialSpec, *, root: Path) -> str:
+    """The candidate's launch as the workflow's ``candidate`` input: paths relative to the checkout."""
+    cwd = Path(spec.cwd).resolve()
+    try:
+        rel = cwd.relative_to(root.resolve())
+    except ValueError:
+        raise ValueError(f"trial directory {cwd} is outside the repository {root}") from None
+    argv = list(spec.argv)
+    if argv and argv[0] == sys.executable:
+        argv[0] = PYTHON_PLACEHOLDER  # the runner's own interpreter
+    payload = {"argv": argv, "cwd": rel.as_posix(), "env": [list(kv) for kv in spec.env],
+               "timeout_s": spec.timeout_s, "memory_limit_bytes": spec.memory_limit_bytes, "source": spec.source,
+               "stdout_regex": spec.stdout_regex, "expected_steps": spec.expected_steps}
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"))
+
+
+def spec_from_input(text: str, *, checkout: Path, log_dir: Path | None = None) -> TrialSpec:
+    data = json.loads(text)
+    argv = [sys.executable if a == PYTHON_PLACEHOLDER and i == 0 else a for i, a in enumerate(data["argv"])]
+    return TrialSpec(argv=tuple(argv), cwd=str(checkout / data["cwd"]), env=tuple((k, v) for k, v in data["env"]),
+                     timeout_s=float(data["timeout_s"]), memory_limit_bytes=data.get("memory_limit_bytes"),
+                     source=data.get("source", "probe"), stdout_regex=data.get("stdout_regex"),
+                     expected_steps=data.get("expected_steps"), log_dir=str(log_dir) if log_dir else None)
+
+
+def trial_ref(cwd: str) -> tuple[Path, str]:
+    """The repository root and the branch checked out at ``cwd`` (the trial's worktree)."""
+    git = open_repository(cwd)
+    if git.head_is_detached or git.head_is_unborn:
+        raise ValueError(f"{cwd}: the Actions executor runs a branch; HEAD is detached or unborn")
+    return Path(git.workdir), git.head.shorthand
+
+
+# -- the queue --------------------------------------------------------------------------------------------
+class FifoSlots:
+    """At most ``n`` holders; waiters are served in arrival order."""
+
+    def __init__(self, n: int) -> None:
+        if n < 1:
+            raise ValueError("max_runners must be at least 1")
+        self.n = n
+        self._cond = threading.Condition()
+        self._busy = 0
+        self._next_ticket = 0
+        self._serving = 0
+
+    def __enter__(self) -> FifoSlots:
+        with self._cond:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            self._cond.wait_for(lambda: ticket == self._serving and self._busy < self.n)
+            self._busy += 1
+            self._serving += 1
+            self._cond.notify_all()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._busy -= 1
+            self._cond.notify_all()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ActionsSettings:
+    workflow: str = TRIAL_WORKFLOW
+    max_runners: int = 1  # dispatches in flight at once (how many GPU runners the bot may occupy)
+    poll_interval_s: float = 15.0
+    queue_timeout_s: float = 6 * 3600.0  # a run no runner picked up by then is cancelled
+    setup_allowance_s: float = 900.0  # checkout and install, on top of the trial's own timeout
+    devices: int = 1  # devices one runner holds: cost = run duration x devices
+
+
+class ActionsExecutor:
+    """An :class:`infrarsi.execution.Executor` whose trials run on self-hosted GitHub Actions runners.
+
+    ``push(repo_root, branch)`` makes the trial branch exist on GitHub (the
+    GitHub forge's push, forced: trial branches belong to the bot).
+    """
+
+    name = "actions"
+
+    def __init__(self, client: GitHubClient, *, push: Callable[[Path, str], object] | None = None,
+                 settings: ActionsSettings | None = None, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.push = push
+        self.settings = settings or ActionsSettings()
+        self.sleep, self.clock = sleep, clock
+        self._slots = FifoSlots(self.settings.max_runners)
+        self._push_lock = threading.Lock()
+
+    def execute(self, spec: TrialSpec) -> Execution:
+        try:
+            root, branch = trial_ref(spec.cwd)
+            candidate = spec_to_input(spec, root=root)
+            if self.push is not None:
+                with self._push_lock:  # one push at a time: two trials of one branch must not race on its ref
+                    self.push(root, branch)
+        except Exception as e:  # noqa: BLE001  (the trial fails on the record, the run goes on)
+            return Execution(events=(), returncode=None, wall_s=0.0, peak_rss_bytes=0,
+                             stderr_tail=f"could not start the trial on GitHub Actions: {e}")
+        dispatch_id = uuid.uuid4().hex[:16]
+        with self._slots:
+            try:
+                run = self._dispatch(branch, candidate, dispatch_id)
+                run = self._wait(run, spec)
+            except GitHubAPIError as e:
+                return Execution(events=(), returncode=None, wall_s=0.0, peak_rss_bytes=0,
+                                 stderr_tail=f"GitHub Actions: {e}")
+        return self._result(run, dispatch_id, spec)
+
+    # -- dispatch and poll ----------------------------------------------------------------------------
+    def _dispatch(self, branch: str, candidate: str, dispatch_id: str) -> dict[str, Any]:
+        workflow = self.settings.workflow
+        body = {"ref": branch, "inputs": {"trial_branch": branch, "candidate": candidate, "dispatch_id": dispatch_id},
+                "return_run_details": True}
+        response = self.client.call("POST", f"/actions/workflows/{workflow}/dispatches", json=body)
+        if response.status_code == 200 and response.content:
+            run_id = response.json().get("workflow_run_id")
+            if run_id:
+                return self.client.json("GET", f"/actions/runs/{run_id}")
+        # GitHub Enterprise Server without run details: find the run by its run-name, which carries the id
+        deadline = self.clock() + 120.0
+        while True:
+            runs = self.client.json("GET", f"/actions/workflows/{workflow}/runs",
+                                    params={"branch": branch, "event": "workflow_dispatch", "per_page": 20})
+            for run in runs.get("workflow_runs", []):
+                if dispatch_id in (run.get("display_title") or run.get("name") or ""):
+                    return run
+            if self.clock() > deadline:
+                raise GitHubAPIError("GET", workflow, 404, f"no run of {workflow} for dispatch {dispatch_id}")
+            self.sleep(min(self.settings.poll_interval_s, 5.0))
+
+    def _wait(self, run: dict[str, Any], spec: TrialSpec) -> dict[str, Any]:
+        s = self.settings
+        queued_deadline = self.clock() + s.queue_timeout_s
+        running_deadline: float | None = None
+        while run.get("status") != "completed":
+            now = self.clock()
+            if run.get("status") == "in_progress" and running_deadline is None:
+                running_deadline = now + spec.timeout_s + s.setup_allowance_s
+            late = running_deadline is not None and now > running_deadline
+            if late or (running_deadline is None and now > queued_deadline):
+                self.client.call("POST", f"/actions/runs/{run['id']}/cancel", ok=(202, 409))
+                return {**run, "status": "completed", "conclusion": "timed_out",
+                        "infrarsi_reason": "no runner picked it up" if running_deadline is None else
+                        "the bot stopped waiting for it"}
+            self.sleep(s.poll_interval_s)
+            run = self.client.json("GET", f"/actions/runs/{run['id']}")
+        return run
+
+    # -- read back --------------------------------------------------------------------------------------
+    def _result(self, run: dict[str, Any], dispatch_id: str, spec: TrialSpec) -> Execution:
+        duration = _duration(run)
+        conclusion = run.get("conclusion") or "unknown"
+        where = f"workflow run {run['id']} ({run.get('html_url', '')})"
+        info = (("actions_run_id", run["id"]), ("actions_run_url", run.get("html_url", "")),
+                ("actions_conclusion", conclusion), ("actions_run_s", duration))
+        recorded = self._download(run, dispatch_id, spec) if run.get("infrarsi_reason") is None else None
+        if recorded is not None and conclusion != "timed_out":
+            ex = recorded
+            return replace(ex, wall_s=max(ex.wall_s, duration), info=ex.info + info + (("runner_wall_s", ex.wall_s),))
+        devices = self.settings.devices
+        if conclusion == "timed_out":
+            why = run.get("infrarsi_reason") or "it ran past the workflow's timeout-minutes"
+            return Execution(events=recorded.events if recorded else (), returncode=None, wall_s=duration,
+                             peak_rss_bytes=recorded.peak_rss_bytes if recorded else 0, killed_for="timeout",
+                             stderr_tail=f"{where} timed out: {why}", devices=devices, info=info)
+        what = "succeeded but uploaded no trial record" if conclusion == "success" else f"concluded {conclusion}"
+        return Execution(events=(), returncode=None, wall_s=duration, peak_rss_bytes=0, devices=devices,
+                         stderr_tail=f"{where} {what} before a trial record was uploaded", info=info)
+
+    def _download(self, run: dict[str, Any], dispatch_id: str, spec: TrialSpec) -> Execution | None:
+        listing = self.client.json("GET", f"/actions/runs/{run['id']}/artifacts")
+        wanted = ARTIFACT_PREFIX + dispatch_id
+        arts = [a for a in listing.get("artifacts", []) if a["name"] == wanted and not a.get("expired")]
+        if not arts:
+            return None
+        blob = self.client.download(arts[0]["archive_download_url"])
+        with zipfile.ZipFile(io.BytesIO(blob)) as z:
+            names = set(z.namelist())
+            if RECORD_FILE not in names:
+                return None
+            record = execution_from_dict(json.loads(z.read(RECORD_FILE)))
+            if spec.log_dir:
+                log_dir = Path(spec.log_dir)
+                log_dir.mkdir(parents=True, exist_ok=True)
+                for log in ("stdout.log", "stderr.log"):
+                    if log in names:
+                        (log_dir / log).write_bytes(z.read(log))
+        return record
+
+
+def _duration(run: dict[str, Any]) -> float:
+    """Device-seconds the runner was held: ``run_started_at`` to ``updated_at``."""
+    try:
+        start = datetime.fromisoformat(run["run_started_at"].replace("Z", "+00:00"))
+        end = datetime.fromisoformat(run["updated_at"].replace("Z", "+00:00"))
+    except (KeyError, AttributeError, ValueError):
+        return 0.0
+    return max(0.0, (end - start).total_seconds())
+
+
+# -- the runner side --------------------------------------------------------------------------------------
+def run_on_runner(candidate: str, *, checkout: Path, out: Path) -> Execution:
+    """Launch the candidate in ``checkout`` with the local executor and write the record into ``out``."""
+    from bot.executors.local import LocalExecutor
+
+    out.mkdir(parents=True, exist_ok=True)
+    spec = spec_from_input(candidate, checkout=checkout, log_dir=out)
+    execution = LocalExecutor().execute(spec)
+    (out / RECORD_FILE).write_text(json.dumps(execution_to_dict(execution), sort_keys=True) + "\n")
+    return execution
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bot.executors.actions",
+                                     description="run one InfraRSI trial on this runner and write its record")
+    parser.add_argument("--candidate", required=True, help="the workflow's candidate input (JSON)")
+    parser.add_argument("--checkout", default=".", help="the checked-out trial branch")
+    parser.add_argument("--out", required=True, help="directory to upload as the trial artifact")
+    args = parser.parse_args(argv)
+    execution = run_on_runner(args.candidate, checkout=Path(args.checkout).resolve(), out=Path(args.out))
+    print(json.dumps({"returncode": execution.returncode, "killed_for": execution.killed_for,
+                      "steps": len(execution.events), "wall_s": round(execution.wall_s, 3)}))
+    return 0  # the trial's own failure is data in the record, not a failed job
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

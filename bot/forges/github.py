@@ -1,0 +1,305 @@
+"""The GitHub forge: pull requests through github3.py, pushes through pygit2 with the token.
+
+Works against github.com and GitHub Enterprise Server (``base_url``). Every verb
+is idempotent (see :mod:`infrarsi.forge`): ``ensure_pr`` looks the head branch
+up before it opens anything and only sends the fields that differ. What
+github3.py lacks — opening a draft, a merge that returns its commit — goes
+through the same rate-limited session (:mod:`bot.github_api`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import github3
+import github3.exceptions
+import pygit2
+
+from bot.git._repo import open_repository
+from bot.github_api import (
+    BASE_URL_ENV,
+    TOKEN_ENV,
+    GitHubAPIError,
+    GitHubClient,
+    GitHubTarget,
+    RateLimitPolicy,
+    token_from_env,
+)
+from infrarsi.forge import EnsureAction, ForgeError, PullRequest, PullRequestDraft, Review, StatusState
+
+__all__ = ["GitHubForge", "PushCallbacks", "forge_for_repo", "target_from_remote_url"]
+
+MAX_AUTH_ATTEMPTS = 2  # libgit2 asks again after a 401; a bad token must fail, not loop
+
+
+class PushCallbacks(pygit2.RemoteCallbacks):
+    """Token credentials with a bound on retries, and the server's verdict on each ref."""
+
+    def __init__(self, token: str, *, username: str = "x-access-token",
+                 max_attempts: int = MAX_AUTH_ATTEMPTS) -> None:
+        super().__init__()
+        self.token, self.username, self.max_attempts = token, username, max_attempts
+        self.attempts = 0
+        self.rejected: dict[str, str] = {}
+        self.accepted: list[str] = []
+
+    def credentials(self, url: str, username_from_url: str | None, allowed_types: Any) -> Any:
+        self.attempts += 1
+        if self.attempts > self.max_attempts:
+            raise ForgeError(f"authentication to {_strip_auth(url)} failed {self.max_attempts} times: the token "
+                             "is wrong or lacks contents:write on the repository")
+        if not allowed_types & pygit2.enums.CredentialType.USERPASS_PLAINTEXT:
+            raise ForgeError(f"{_strip_auth(url)} does not accept token (user/password) authentication")
+        return pygit2.UserPass(self.username, self.token)
+
+    def push_update_reference(self, refname: str, message: str | None) -> None:
+        if message is None:
+            self.accepted.append(refname)
+        else:
+            self.rejected[refname] = message
+
+
+def _strip_auth(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    return scheme + sep + rest.split("@", 1)[-1] if sep else url
+
+
+class GitHubForge:
+    """A :class:`infrarsi.forge.Forge` on one GitHub repository.
+
+    ``push_url`` overrides the clone URL the API reports (a mirror, or a test
+    server); teams are named ``org/team-slug`` and must belong to the repository's owner.
+    """
+
+    name = "github"
+
+    def __init__(self, target: GitHubTarget, token: str, *, policy: RateLimitPolicy | None = None,
+                 push_url: str | None = None) -> None:
+        self.target = target
+        self.client = GitHubClient(target, token, policy=policy)
+        self._push_url = push_url
+        self._repo: Any = None
+
+    # -- plumbing ------------------------------------------------------------------------------------------
+    @property
+    def repo(self) -> Any:
+        """The github3 repository (fetched once)."""
+        if self._repo is None:
+            self._repo = self._call(self.client.gh.repository, self.target.owner, self.target.repo)
+            if self._repo is None:
+                raise ForgeError(f"{self.target.owner}/{self.target.repo}: repository not found, or the token "
+                                 "cannot see it")
+        return self._repo
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """github3 and raw-session failures as ForgeError, with GitHub's message."""
+        try:
+            return fn(*args, **kwargs)
+        except github3.exceptions.GitHubError as e:
+            detail = f" {e.errors}" if getattr(e, "errors", None) else ""
+            raise ForgeError(f"GitHub: {e.code} {e.msg}{detail} ({getattr(fn, '__name__', fn)})") from e
+        except GitHubAPIError as e:
+            raise ForgeError(str(e)) from e
+
+    def _raw(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._call(self.client.json, method, path, **kwargs)
+
+    def _team_slug(self, team: str) -> str:
+        org, sep, slug = team.partition("/")
+        if not sep:
+            return team
+        if org.lower() != self.target.owner.lower():
+            raise ForgeError(f"team {team!r}: reviews can only be requested from teams of {self.target.owner}")
+        return slug
+
+    def _to_pr(self, data: dict[str, Any]) -> PullRequest:
+        state = "merged" if data.get("merged_at") else data["state"]
+        reviewers = tuple(u["login"] for u in data.get("requested_reviewers") or ()) + tuple(
+            f"{self.target.owner}/{t['slug']}" for t in data.get("requested_teams") or ())
+        return PullRequest(number=data["number"], head=data["head"]["ref"], base=data["base"]["ref"],
+                           title=data["title"], body=data.get("body") or "", state=state,
+                           head_sha=data["head"]["sha"], url=data["html_url"], draft=bool(data.get("draft")),
+                           labels=tuple(label["name"] for label in data.get("labels") or ()),
+                           requested_reviewers=reviewers)
+
+    def _pull_data(self, number: int) -> dict[str, Any]:
+        return self._raw("GET", f"/pulls/{number}")
+
+    # -- Forge verbs ---------------------------------------------------------------------------------------
+    def push(self, repo: Path, branch: str, *, force: bool = False) -> str:
+        git = open_repository(repo)
+        ref = git.references.get(f"refs/heads/{branch}")
+        if ref is None:
+            raise ForgeError(f"{repo}: no local branch {branch!r} to push")
+        sha = str(ref.resolve().target)
+        url = self._push_url or self.repo.clone_url
+        remote = git.remotes.create_anonymous(url)
+        callbacks = PushCallbacks(self.client.token)
+        refname = f"refs/heads/{branch}"
+        try:
+            remote.push([f"{'+' if force else ''}{refname}:{refname}"], callbacks=callbacks)
+        except ForgeError:
+            raise
+        except (pygit2.GitError, OSError) as e:
+            if callbacks.attempts > callbacks.max_attempts:
+                raise ForgeError(f"push of {branch} to {_strip_auth(url)}: authentication failed") from e
+            raise ForgeError(f"push of {refname} to {_strip_auth(url)} failed: {e}") from e
+        if refname in callbacks.rejected:
+            raise ForgeError(f"{_strip_auth(url)} rejected {refname}: {callbacks.rejected[refname]}")
+        return sha
+
+    def find_pr(self, head: str) -> PullRequest | None:
+        found = self._call(lambda: [p.as_dict() for p in self.repo.pull_requests(
+            state="all", head=f"{self.target.owner}:{head}", sort="created", direction="desc")])
+        found = [p for p in found if p["head"]["ref"] == head]
+        if not found:
+            return None
+        found.sort(key=lambda p: (p["state"] != "open", -p["number"]))
+        return self._to_pr(found[0])
+
+    def get_pr(self, number: int) -> PullRequest:
+        return self._to_pr(self._pull_data(number))
+
+    def ensure_pr(self, draft: PullRequestDraft, *, reopen: bool = False) -> tuple[PullRequest, EnsureAction]:
+        existing = self.find_pr(draft.head)
+        if existing is None:
+            return self._open(draft), "created"
+        if existing.state != "open" and not (reopen and existing.state == "closed"):
+            return existing, "closed"
+        changes: dict[str, Any] = {}
+        if existing.title != draft.title:
+            changes["title"] = draft.title
+        if existing.body != draft.body:
+            changes["body"] = draft.body
+        if existing.state == "closed":
+            changes["state"] = "open"
+        if existing.base != draft.base:
+            changes["base"] = draft.base
+        missing_labels = [label for label in draft.labels if label not in existing.labels]  # never removed
+        if not changes and not missing_labels:
+            return existing, "unchanged"
+        if changes:
+            pull = self._call(self.repo.pull_request, existing.number)
+            if not self._call(pull.update, **changes):
+                raise ForgeError(f"GitHub refused to update pull request #{existing.number}")
+        if missing_labels:
+            issue = self._call(self.repo.issue, existing.number)
+            self._call(issue.add_labels, *missing_labels)
+        return self._to_pr(self._pull_data(existing.number)), "updated"
+
+    def _open(self, draft: PullRequestDraft) -> PullRequest:
+        if draft.draft:  # github3.py's create_pull has no draft flag
+            data = self._raw("POST", "/pulls", json={"title": draft.title, "head": draft.head, "base": draft.base,
+                                                     "body": draft.body, "draft": True})
+            number = data["number"]
+        else:
+            pull = self._call(self.repo.create_pull, draft.title, draft.base, draft.head, draft.body)
+            if pull is None:
+                raise ForgeError(f"GitHub did not open a pull request for {draft.head}")
+            number = pull.number
+        if draft.labels:
+            issue = self._call(self.repo.issue, number)
+            self._call(issue.add_labels, *draft.labels)
+        return self._to_pr(self._pull_data(number))
+
+    def ensure_comment(self, number: int, marker: str, body: str) -> None:
+        if marker not in body:
+            raise ValueError("the comment body must contain its marker, or the next call cannot find it")
+        issue = self._call(self.repo.issue, number)
+        for comment in self._call(lambda: list(issue.comments())):
+            if marker in (comment.body or ""):
+                if comment.body != body:
+                    self._call(comment.edit, body)
+                return
+        self._call(issue.create_comment, body)
+
+    def request_review(self, number: int, users: tuple[str, ...], teams: tuple[str, ...] = ()) -> None:
+        current = self._to_pr(self._pull_data(number))
+        wanted_users = [u for u in users if u not in current.requested_reviewers]
+        wanted_teams = [self._team_slug(t) for t in teams if t not in current.requested_reviewers]
+        if not wanted_users and not wanted_teams:
+            return
+        pull = self._call(self.repo.pull_request, number)
+        self._call(pull.create_review_requests, reviewers=wanted_users or None,
+                   team_reviewers=wanted_teams or None)
+
+    def reviews(self, number: int) -> tuple[Review, ...]:
+        pull = self._call(self.repo.pull_request, number)
+        out = []
+        for r in self._call(lambda: list(pull.reviews())):
+            submitted: datetime | None = r.submitted_at
+            out.append(Review(login=r.user.login, state=r.state, commit_sha=r.commit_id or "",
+                              submitted_at=submitted.timestamp() if submitted else 0.0))
+        return tuple(sorted(out, key=lambda r: r.submitted_at))
+
+    def merge(self, number: int, *, expected_head_sha: str, message: str) -> str:
+        title, _, rest = message.partition("\n")
+        data = self._raw("PUT", f"/pulls/{number}/merge",
+                         json={"sha": expected_head_sha, "merge_method": "merge", "commit_title": title,
+                               "commit_message": rest.strip()})
+        if not data or not data.get("merged"):
+            raise ForgeError(f"pull request #{number} was not merged: {data}")
+        return str(data["sha"])
+
+    def set_status(self, sha: str, *, context: str, state: StatusState, description: str) -> None:
+        self._call(self.repo.create_status, sha, state, description=description[:140], context=context)
+
+
+REPOSITORY_ENV = "INFRARSI_GITHUB_REPOSITORY"  # OWNER/REPO, when the remote's URL does not say it
+_SCP = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>[^/].*)$")  # git@host:owner/repo.git
+
+
+def target_from_remote_url(url: str, *, base_url: str | None = None) -> tuple[GitHubTarget, str | None]:
+    """The repository a git remote URL names, and the https URL to push to (None for ssh remotes).
+
+    ``github.com`` means the public API; any other host is GitHub Enterprise Server at
+    ``<scheme>://<host>`` unless ``base_url`` says otherwise.
+    """
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        hostpart, _, path = rest.partition("/")
+        host = hostpart.rsplit("@", 1)[-1]
+        push_url = f"{scheme}://{host}/{path}" if scheme in ("http", "https") else None
+    else:
+        m = _SCP.match(url)
+        if not m:
+            raise ForgeError(f"cannot tell the GitHub repository from the remote URL {url!r}; set {REPOSITORY_ENV}")
+        scheme, host, path, push_url = "https", m["host"], m["path"], None
+    parts = [p for p in path.removesuffix("/").removesuffix(".git").split("/") if p]
+    if len(parts) < 2:
+        raise ForgeError(f"cannot tell OWNER/REPO from the remote URL {url!r}; set {REPOSITORY_ENV}")
+    if base_url is None and host.lower() not in ("github.com", "www.github.com"):
+        base_url = f"{'https' if scheme not in ('http', 'https') else scheme}://{host}"
+    return GitHubTarget(owner=parts[-2], repo=parts[-1], base_url=base_url), push_url
+
+
+def forge_for_repo(repo: Path, remote: str = "origin", *, environ: dict[str, str] | None = None,
+                   policy: RateLimitPolicy | None = None) -> GitHubForge:
+    """The registry's factory: the GitHub repository behind ``repo``'s ``remote``, the token from the environment.
+
+    Token: the first of ``INFRARSI_GITHUB_TOKEN``, ``GITHUB_TOKEN``, ``GH_TOKEN``. Enterprise: the remote's host,
+    or ``INFRARSI_GITHUB_URL`` (the web root, e.g. https://github.example.com). ``INFRARSI_GITHUB_REPOSITORY``
+    (OWNER/REPO) overrides what the remote URL says.
+    """
+    env = dict(os.environ if environ is None else environ)
+    token = token_from_env(env)
+    if not token:
+        raise ForgeError(f"the GitHub forge needs a token in one of {', '.join(TOKEN_ENV)}")
+    base_url = env.get(BASE_URL_ENV) or None
+    git = open_repository(repo)
+    try:
+        url = git.remotes[remote].url
+    except (KeyError, IndexError):
+        url = None
+    if env.get(REPOSITORY_ENV):
+        target = GitHubTarget.parse(env[REPOSITORY_ENV], base_url)
+        push_url = target_from_remote_url(url, base_url=base_url)[1] if url else None
+    elif url:
+        target, push_url = target_from_remote_url(url, base_url=base_url)
+    else:
+        raise ForgeError(f"{repo}: no git remote {remote!r}; add one or set {REPOSITORY_ENV}")
+    return GitHubForge(target, token, policy=policy, push_url=push_url)

@@ -1,0 +1,219 @@
+"""The GitHub Actions executor against the local GitHub API server.
+
+The fake's "runner" runs the real runner side (``run_on_runner``: the local
+executor) on the dispatched candidate and uploads its record, so the read-back
+path is the one a self-hosted runner produces.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import pytest
+
+from bot.executors.actions import (
+    ActionsExecutor,
+    ActionsSettings,
+    FifoSlots,
+    execution_from_dict,
+    execution_to_dict,
+    run_on_runner,
+    spec_to_input,
+)
+from bot.forges.github import GitHubForge
+from bot.git.testing import init_repo
+from bot.github_api import GitHubTarget, RateLimitPolicy
+from infrarsi.execution import Executor, TrialSpec
+from infrarsi.measure import classify, summarize
+from infrarsi.trial import Outcome
+from tests.fake_github import TOKEN, FakeGitHub, RunPlan
+from tests.test_executor_contract import (  # the parts of the executor contract a remote executor can honour
+    PROBE,
+    test_a_command_that_cannot_start_is_a_crash,
+    test_crash_reports_the_stderr_tail,
+    test_fewer_tokens_is_invalid,
+    test_hang_with_a_forked_grandchild_times_out_and_leaves_nothing,
+    test_secrets_never_reach_the_job,
+    test_stdout_regex_source,
+    test_steps_are_stamped_by_the_executor,
+    test_too_few_steps_is_invalid,
+)
+
+__all__ = [  # re-exported so pytest collects them here, over the Actions executor
+    "test_a_command_that_cannot_start_is_a_crash", "test_crash_reports_the_stderr_tail",
+    "test_fewer_tokens_is_invalid", "test_hang_with_a_forked_grandchild_times_out_and_leaves_nothing",
+    "test_secrets_never_reach_the_job", "test_stdout_regex_source", "test_steps_are_stamped_by_the_executor",
+    "test_too_few_steps_is_invalid",
+]
+TRIAL_BRANCH = "infrarsi/r1/1"
+
+
+def _runner(checkout: Path) -> Callable[[dict[str, Any]], RunPlan]:
+    """A self-hosted runner: runs the candidate for real, uploads what the workflow would."""
+    def plan(inputs: dict[str, Any]) -> RunPlan:
+        out = Path(tempfile.mkdtemp(prefix="runner-"))
+        run_on_runner(inputs["candidate"], checkout=checkout, out=out)
+        return RunPlan(artifact={p.name: p.read_bytes() for p in out.iterdir()})
+    return plan
+
+
+def _trial_repo(path: Path) -> Path:
+    init_repo(path, {"README.md": "trial\n"})
+    git = pygit2.Repository(str(path))
+    git.branches.local.create(TRIAL_BRANCH, git.head.peel(pygit2.Commit))
+    git.set_head(f"refs/heads/{TRIAL_BRANCH}")
+    return path
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Iterator[FakeGitHub]:
+    server = FakeGitHub(tmp_path / "server").start()
+    yield server
+    server.stop()
+
+
+def make_executor(fake: FakeGitHub, *, max_runners: int = 1, push: bool = True, **settings: Any) -> ActionsExecutor:
+    forge = GitHubForge(GitHubTarget(owner="acme", repo="trainer", base_url=fake.url), TOKEN,
+                        policy=RateLimitPolicy(sleep=lambda s: None))
+    settings = {"poll_interval_s": 0.0, **settings}
+    return ActionsExecutor(forge.client, push=(lambda root, branch: forge.push(root, branch, force=True))
+                           if push else None, settings=ActionsSettings(max_runners=max_runners, **settings))
+
+
+@pytest.fixture
+def executor(fake: FakeGitHub, tmp_path: Path) -> Executor:
+    """For the imported contract tests: the job's directory is the trial branch's checkout."""
+    _trial_repo(tmp_path)
+    fake.plan_for = _runner(tmp_path)
+    return make_executor(fake)
+
+
+def _job(repo: Path, body: str) -> TrialSpec:
+    (repo / "job.py").write_text(PROBE + body)
+    return TrialSpec(argv=(sys.executable, "job.py"), cwd=str(repo), env=(("OMP_NUM_THREADS", "1"),), timeout_s=60)
+
+
+def test_dispatch_poll_and_read_back_the_record(fake: FakeGitHub, tmp_path: Path) -> None:
+    repo = _trial_repo(tmp_path / "repo")
+    fake.plan_for = _runner(repo)
+    spec = _job(repo, "for i in range(1, 5):\n    step(i, loss=1.0 / i, tokens=16)\n")
+    spec = replace(spec, log_dir=str(tmp_path / "logs"))
+    ex = make_executor(fake).execute(spec)
+
+    (dispatch,) = fake.calls("POST", "/repos/acme/trainer/actions/workflows/infrarsi-trial.yml/dispatches")
+    inputs = dispatch.body["inputs"]
+    assert dispatch.body["ref"] == TRIAL_BRANCH and dispatch.body["return_run_details"] is True
+    assert inputs["trial_branch"] == TRIAL_BRANCH and len(inputs["dispatch_id"]) == 16
+    assert json.loads(inputs["candidate"]) == {
+        "argv": ["python", "job.py"], "cwd": ".", "env": [["OMP_NUM_THREADS", "1"]], "timeout_s": 60.0,
+        "memory_limit_bytes": None, "source": "probe", "stdout_regex": None, "expected_steps": None}
+    assert fake.branch(TRIAL_BRANCH) == str(pygit2.Repository(str(repo)).head.target)  # pushed first
+    assert len(fake.calls("GET", r"/repos/acme/trainer/actions/runs/\d+")) >= 2  # polled until completed
+
+    metrics = summarize(ex, warmup=1, measured=3)
+    assert classify(ex, metrics, warmup=1, measured=3, tokens_per_step=16) == (Outcome.OK, "")
+    assert [e.step for e in ex.events] == [1, 2, 3, 4]
+    info = dict(ex.info)
+    assert info["actions_conclusion"] == "success" and info["actions_run_s"] == pytest.approx(30.0, abs=1)
+    assert ex.wall_s * ex.devices == pytest.approx(30.0, abs=1)  # the cost: the runner held for the whole run
+    assert (tmp_path / "logs" / "stdout.log").exists()
+
+
+@pytest.mark.parametrize(("conclusion", "outcome", "words"), [
+    ("cancelled", Outcome.CRASH, "concluded cancelled"),
+    ("failure", Outcome.CRASH, "concluded failure"),
+    ("timed_out", Outcome.TIMEOUT, "no exit after 42.0 s"),
+])
+def test_a_failed_run_is_a_failed_trial_with_its_cost(fake: FakeGitHub, tmp_path: Path, conclusion: str,
+                                                      outcome: Outcome, words: str) -> None:
+    repo = _trial_repo(tmp_path / "repo")
+    fake.plan_for = lambda inputs: RunPlan(conclusion=conclusion, duration_s=42.0)
+    ex = make_executor(fake).execute(_job(repo, "step(1)\n"))
+    metrics = summarize(ex, warmup=1, measured=2)
+    got, reason = classify(ex, metrics, warmup=1, measured=2, tokens_per_step=1)
+    assert got is outcome and words in reason
+    assert ex.wall_s * ex.devices == pytest.approx(42.0, abs=1)
+    if conclusion != "timed_out":
+        assert "workflow run" in ex.stderr_tail and conclusion in ex.stderr_tail
+
+
+def test_a_run_no_runner_picks_up_is_cancelled_and_times_out(fake: FakeGitHub, tmp_path: Path) -> None:
+    repo = _trial_repo(tmp_path / "repo")
+    fake.plan_for = lambda inputs: RunPlan(queued_polls=10**6)
+    ex = make_executor(fake, queue_timeout_s=0.0).execute(_job(repo, "step(1)\n"))
+    assert ex.killed_for == "timeout" and "no runner picked it up" in ex.stderr_tail
+    assert len(fake.calls("POST", r"/repos/acme/trainer/actions/runs/\d+/cancel")) == 1
+
+
+def test_without_run_details_the_run_is_found_by_its_dispatch_id(fake: FakeGitHub, tmp_path: Path) -> None:
+    repo = _trial_repo(tmp_path / "repo")
+    fake.run_details = False
+    fake.plan_for = _runner(repo)
+    ex = make_executor(fake).execute(_job(repo, "for i in range(1, 4):\n    step(i, tokens=2)\n"))
+    assert [e.step for e in ex.events] == [1, 2, 3]
+    (listing, *_) = fake.calls("GET", "/repos/acme/trainer/actions/workflows/infrarsi-trial.yml/runs")
+    assert listing.query["branch"] == [TRIAL_BRANCH] and listing.query["event"] == ["workflow_dispatch"]
+
+
+def test_fan_out_is_bounded_and_the_queue_is_the_bots(fake: FakeGitHub, tmp_path: Path) -> None:
+    repo = _trial_repo(tmp_path / "repo")
+    fake.plan_for = lambda inputs: RunPlan(queued_polls=2, running_polls=10,
+                                           artifact={"execution.json": json.dumps({"execution": {
+                                               "events": [], "returncode": 0, "wall_s": 1.0,
+                                               "peak_rss_bytes": 1}}).encode()})
+    spec = _job(repo, "step(1)\n")
+    make_executor(fake).push(repo, TRIAL_BRANCH)  # type: ignore[misc]
+    executor = make_executor(fake, max_runners=2, push=False, poll_interval_s=0.02)
+    results: list[Any] = []
+    threads = [threading.Thread(target=lambda: results.append(executor.execute(spec))) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 5 and all(r.returncode == 0 for r in results), [r.stderr_tail for r in results]
+    assert fake.state.max_running == 2  # two runners busy at once, never more
+    assert len(fake.state.runs) == 5  # every trial dispatched once, none dropped
+
+
+def test_fifo_slots_serve_in_arrival_order() -> None:
+    slots, order = FifoSlots(1), []
+    gate = threading.Event()
+
+    def take(i: int) -> None:
+        with slots:
+            order.append(i)
+            gate.wait(5)
+
+    first = threading.Thread(target=take, args=(0,))
+    first.start()
+    while not order:
+        pass
+    rest = []
+    for i in range(1, 4):
+        t = threading.Thread(target=take, args=(i,))
+        t.start()
+        rest.append(t)
+        while slots._next_ticket != i + 1:  # queued in this order
+            pass
+    gate.set()
+    for t in [first, *rest]:
+        t.join(5)
+    assert order == [0, 1, 2, 3]
+
+
+def test_the_record_round_trips(tmp_path: Path) -> None:
+    repo = _trial_repo(tmp_path / "repo")
+    spec = _job(repo, "step(1, loss=0.5, tokens=3)\n")
+    ex = run_on_runner(spec_to_input(spec, root=repo), checkout=repo, out=tmp_path / "out")
+    again = execution_from_dict(json.loads((tmp_path / "out" / "execution.json").read_text()))
+    assert again == ex and again.events[0].loss == 0.5
+    with pytest.raises(ValueError, match="newer"):
+        execution_from_dict({**execution_to_dict(ex), "schema_version": 99})

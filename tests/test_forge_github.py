@@ -1,0 +1,240 @@
+"""The GitHub forge against a local server speaking GitHub's REST API and git smart HTTP.
+
+The contract suite (tests/forge_contract.py) runs here over the GitHub forge;
+the tests below it assert on the exact requests the forge sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+import pytest
+
+from bot.forges import open_forge
+from bot.forges.github import GitHubForge, forge_for_repo, target_from_remote_url
+from bot.git.testing import init_repo
+from bot.github_api import GitHubTarget, RateLimitPolicy
+from infrarsi.forge import Forge, ForgeError, PullRequestDraft, ReviewState, StatusState
+from tests.fake_github import TOKEN, FakeGitHub
+from tests.forge_contract import *  # noqa: F401,F403  (the contract's test functions)
+from tests.forge_contract import commit_on
+
+
+@dataclass
+class GitHubHarness:
+    forge: Forge
+    repo: Path
+    fake: FakeGitHub
+
+    def submit_review(self, number: int, login: str, state: ReviewState, commit_sha: str) -> None:
+        self.fake.add_review(number, login, state, commit_sha)
+
+    def close_pr(self, number: int) -> None:
+        self.fake.handle_api("PATCH", f"/repos/acme/trainer/pulls/{number}", {}, {"state": "closed"})
+
+    def remote_branch(self, branch: str) -> str | None:
+        return self.fake.branch(branch)
+
+    def comments(self, number: int) -> list[str]:
+        return [c["body"] for c in sorted(self.fake.state.comments.values(), key=lambda c: c["id"])
+                if c["issue"] == number]
+
+    def statuses(self, sha: str) -> dict[str, StatusState]:
+        latest: dict[str, StatusState] = {}
+        for s in self.fake.state.statuses.get(sha, []):
+            latest[s["context"]] = s["state"]
+        return latest
+
+
+class Clock:
+    """An injected clock and sleep: waits are recorded, never slept."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+        self.slept: list[float] = []
+
+    def sleep(self, s: float) -> None:
+        self.slept.append(s)
+        self.now += s
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Iterator[FakeGitHub]:
+    server = FakeGitHub(tmp_path / "server").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def make_forge(fake: FakeGitHub, clock: Clock, token: str = TOKEN) -> GitHubForge:
+    return GitHubForge(GitHubTarget(owner="acme", repo="trainer", base_url=fake.url), token,
+                       policy=RateLimitPolicy(sleep=clock.sleep, clock=lambda: clock.now))
+
+
+@pytest.fixture
+def forge_harness(fake: FakeGitHub, clock: Clock, tmp_path: Path) -> GitHubHarness:
+    repo = tmp_path / "local"
+    init_repo(repo, {"train.py": "print('train')\n"})
+    forge = make_forge(fake, clock)
+    forge.push(repo, "main")
+    return GitHubHarness(forge=forge, repo=repo, fake=fake)
+
+
+def _draft(**changes: object) -> PullRequestDraft:
+    fields: dict[str, object] = dict(head="infrarsi/promote/r1", base="main", title="InfraRSI: 1.20x faster step",
+                                     body="<!-- infrarsi:run=r1 -->\nverified 1.20x\n",
+                                     labels=("infrarsi", "performance"))
+    fields.update(changes)
+    return PullRequestDraft(**fields)  # type: ignore[arg-type]
+
+
+def test_ensure_pr_twice_is_one_pr_updated_once_with_exact_payloads(forge_harness: GitHubHarness) -> None:
+    h, fake = forge_harness, forge_harness.fake
+    commit_on(h.repo, "infrarsi/promote/r1", {"knobs.txt": "dtype=bf16\n"})
+    h.forge.push(h.repo, "infrarsi/promote/r1")
+    pr, action = h.forge.ensure_pr(_draft())
+    assert action == "created"
+    h.forge.request_review(pr.number, ("alice",), ("acme/perf",))
+    body2 = "<!-- infrarsi:run=r1 -->\nverified 1.22x\n"
+    again, action = h.forge.ensure_pr(_draft(body=body2))  # the second `infrarsi apply` of the same run
+    assert (again.number, action) == (pr.number, "updated")
+    assert h.forge.ensure_pr(_draft(body=body2))[1] == "unchanged"
+
+    creates = fake.calls("POST", "/repos/acme/trainer/pulls")
+    assert [c.body for c in creates] == [{"title": "InfraRSI: 1.20x faster step", "base": "main",
+                                         "head": "infrarsi/promote/r1",
+                                         "body": "<!-- infrarsi:run=r1 -->\nverified 1.20x\n"}]
+    assert [c.body for c in fake.calls("POST", r"/repos/acme/trainer/issues/\d+/labels")] == [
+        ["infrarsi", "performance"]]
+    assert [c.body for c in fake.calls("POST", r"/repos/acme/trainer/pulls/\d+/requested_reviewers")] == [
+        {"reviewers": ["alice"], "team_reviewers": ["perf"]}]
+    assert [c.body for c in fake.calls("PATCH", r"/repos/acme/trainer/pulls/\d+")] == [{"body": body2}]
+    lookups = fake.calls("GET", "/repos/acme/trainer/pulls")
+    assert len(lookups) == 3 and all(c.query["head"] == ["acme:infrarsi/promote/r1"] for c in lookups)
+    assert all(c.headers["Authorization"] == f"token {TOKEN}" for c in fake.requests)
+    assert len(fake.state.pulls) == 1
+
+
+def test_a_draft_pr_goes_through_the_raw_session(forge_harness: GitHubHarness) -> None:
+    h = forge_harness
+    commit_on(h.repo, "infrarsi/promote/r1", {"knobs.txt": "dtype=bf16\n"})
+    h.forge.push(h.repo, "infrarsi/promote/r1")
+    pr, _ = h.forge.ensure_pr(_draft(draft=True, labels=()))
+    assert pr.draft
+    (create,) = h.fake.calls("POST", "/repos/acme/trainer/pulls")
+    assert create.body["draft"] is True and create.headers["X-GitHub-Api-Version"] == "2022-11-28"
+
+
+def test_merge_sends_the_expected_head_and_message(forge_harness: GitHubHarness) -> None:
+    h = forge_harness
+    sha = commit_on(h.repo, "infrarsi/promote/r1", {"knobs.txt": "dtype=bf16\n"})
+    h.forge.push(h.repo, "infrarsi/promote/r1")
+    pr, _ = h.forge.ensure_pr(_draft())
+    merged = h.forge.merge(pr.number, expected_head_sha=sha, message="InfraRSI: promote r1\n\n1.2x verified")
+    (call,) = h.fake.calls("PUT", rf"/repos/acme/trainer/pulls/{pr.number}/merge")
+    assert call.body == {"sha": sha, "merge_method": "merge", "commit_title": "InfraRSI: promote r1",
+                         "commit_message": "1.2x verified"}
+    assert h.fake.branch("main") == merged
+
+
+def test_status_payload(forge_harness: GitHubHarness) -> None:
+    h = forge_harness
+    sha = h.fake.branch("main")
+    assert sha is not None
+    h.forge.set_status(sha, context="infrarsi/verify", state="success", description="1.2x verified")
+    (call,) = h.fake.calls("POST", f"/repos/acme/trainer/statuses/{sha}")
+    assert call.body == {"state": "success", "description": "1.2x verified", "context": "infrarsi/verify"}
+
+
+def test_a_403_rate_limit_is_retried_after_the_stated_time(forge_harness: GitHubHarness, clock: Clock) -> None:
+    h, fake = forge_harness, forge_harness.fake
+    limited = {"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}
+    fake.inject("GET", "/repos/acme/trainer/pulls", 403, headers={"Retry-After": "37"}, body=limited)
+    fake.inject("GET", "/repos/acme/trainer/pulls", 403, body={"message": "API rate limit exceeded"},
+                headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(clock.now) + 120)})
+    assert h.forge.find_pr("infrarsi/promote/none") is None
+    assert clock.slept == [37.0, 120 - 37 + 1.0]  # the reset is absolute: the first wait counts
+    assert len(fake.calls("GET", "/repos/acme/trainer/pulls")) == 3
+
+
+def test_a_secondary_limit_without_headers_backs_off_and_a_plain_403_is_not_retried(
+        forge_harness: GitHubHarness, clock: Clock) -> None:
+    h, fake = forge_harness, forge_harness.fake
+    fake.inject("GET", "/repos/acme/trainer/pulls", 403, body={"message": "You have exceeded a secondary rate limit"})
+    assert h.forge.find_pr("x") is None
+    assert clock.slept == [60.0]
+    fake.inject("GET", "/repos/acme/trainer/pulls", 403, body={"message": "Resource not accessible by integration"})
+    with pytest.raises(ForgeError, match="403"):
+        h.forge.find_pr("x")
+    assert clock.slept == [60.0]
+
+
+def test_a_bad_token_fails_the_push_after_a_bounded_number_of_attempts(
+        fake: FakeGitHub, clock: Clock, tmp_path: Path) -> None:
+    repo = tmp_path / "local"
+    init_repo(repo, {"a.txt": "a\n"})
+    forge = GitHubForge(GitHubTarget(owner="acme", repo="trainer", base_url=fake.url), "wrong-token",
+                        policy=RateLimitPolicy(sleep=clock.sleep), push_url=fake.clone_url)
+    with pytest.raises(ForgeError, match="authentication"):
+        forge.push(repo, "main")
+    assert 1 <= fake.git_auth_failures <= 2
+    assert fake.branch("main") is None
+
+
+def test_a_ref_the_server_rejects_is_named(forge_harness: GitHubHarness) -> None:
+    h = forge_harness
+    hook = h.fake.bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\nwhile read old new ref; do\n  case $ref in refs/heads/protected*) "
+                    "echo 'protected by policy' >&2; exit 1;; esac\ndone\n")
+    hook.chmod(0o755)
+    commit_on(h.repo, "protected/x", {"a.txt": "a\n"})
+    with pytest.raises(ForgeError, match="refs/heads/protected/x"):
+        h.forge.push(h.repo, "protected/x")
+    assert h.fake.branch("protected/x") is None
+
+
+def test_enterprise_base_url_is_the_api_root(fake: FakeGitHub, clock: Clock) -> None:
+    forge = make_forge(fake, clock)
+    assert forge.client.api_root == fake.url + "/api/v3"
+    assert forge.repo.clone_url == fake.clone_url
+    public = GitHubForge(GitHubTarget.parse("acme/trainer"), TOKEN)
+    assert public.client.repo_url == "https://api.github.com/repos/acme/trainer"
+
+
+
+@pytest.mark.parametrize(("url", "owner", "name", "base", "push"), [
+    ("https://github.com/acme/trainer.git", "acme", "trainer", None, "https://github.com/acme/trainer.git"),
+    ("https://x-access-token:abc@github.com/acme/trainer", "acme", "trainer", None,
+     "https://github.com/acme/trainer"),
+    ("git@github.com:acme/trainer.git", "acme", "trainer", None, None),
+    ("https://ghe.example.com/ml/trainer.git", "ml", "trainer", "https://ghe.example.com",
+     "https://ghe.example.com/ml/trainer.git"),
+    ("ssh://git@ghe.example.com/ml/trainer.git", "ml", "trainer", "https://ghe.example.com", None),
+])
+def test_the_repository_is_read_from_the_remote_url(url: str, owner: str, name: str, base: str | None,
+                                                    push: str | None) -> None:
+    target, push_url = target_from_remote_url(url)
+    assert (target.owner, target.repo, target.base_url, push_url) == (owner, name, base, push)
+
+
+def test_the_registry_factory_uses_the_remote_and_the_token_env(fake: FakeGitHub, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "local"
+    init_repo(repo, {"a.txt": "a\n"})
+    pygit2.Repository(str(repo)).remotes.create("origin", fake.clone_url)
+    with pytest.raises(ForgeError, match="INFRARSI_GITHUB_TOKEN"):
+        forge_for_repo(repo, environ={})
+    forge = forge_for_repo(repo, environ={"GITHUB_TOKEN": TOKEN})
+    assert forge.client.api_root == fake.url + "/api/v3"
+    assert forge.push(repo, "main") == fake.branch("main")
+    assert forge.find_pr("nothing") is None
+    monkeypatch.setenv("INFRARSI_GITHUB_TOKEN", TOKEN)
+    assert isinstance(open_forge("github", repo), GitHubForge)  # the registry's entry

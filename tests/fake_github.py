@@ -281,7 +281,8 @@ class FakeGitHub:
     def run_json(self, run: _Run) -> dict[str, Any]:
         api = f"{self.repo_api}/actions/runs/{run.id}"
         updated = (run.started + run.plan.duration_s) if run.status == "completed" and run.started else time.time()
-        return {"id": run.id, "name": "infrarsi-trial", "display_title": f"infrarsi trial {run.inputs.get('dispatch_id')}",
+        title = f"infrarsi trial {run.inputs.get('dispatch_id')}"  # the template's run-name
+        return {"id": run.id, "name": "infrarsi-trial", "display_title": title,
                 "node_id": f"WFR_{run.id}", "head_branch": run.ref, "head_sha": self.branch(run.ref),
                 "path": f".github/workflows/{run.workflow}", "run_number": run.id, "run_attempt": 1,
                 "event": "workflow_dispatch", "status": run.status, "conclusion": run.conclusion,

@@ -25,6 +25,7 @@ from bot.executors.actions import (
     FifoSlots,
     execution_from_dict,
     execution_to_dict,
+    executor_for_repo,
     run_on_runner,
     spec_to_input,
 )
@@ -217,3 +218,17 @@ def test_the_record_round_trips(tmp_path: Path) -> None:
     assert again == ex and again.events[0].loss == 0.5
     with pytest.raises(ValueError, match="newer"):
         execution_from_dict({**execution_to_dict(ex), "schema_version": 99})
+
+
+def test_the_cli_factory_reads_the_remote_and_the_environment(fake: FakeGitHub, tmp_path: Path) -> None:
+    repo = _trial_repo(tmp_path / "repo")
+    pygit2.Repository(str(repo)).remotes.create("origin", fake.clone_url)
+    executor = executor_for_repo(repo, environ={"INFRARSI_GITHUB_TOKEN": TOKEN, "INFRARSI_ACTIONS_RUNNERS": "3",
+                                                "INFRARSI_ACTIONS_DEVICES": "8"})
+    assert (executor.settings.max_runners, executor.settings.devices) == (3, 8)
+    assert executor.client.repo_url == fake.api + "/repos/acme/trainer"
+    assert executor.settings.poll_interval_s == 15.0
+    executor.settings = replace(executor.settings, poll_interval_s=0.0)
+    fake.plan_for = lambda inputs: RunPlan(conclusion="failure", duration_s=10.0)
+    ex = executor.execute(_job(repo, "step(1)\n"))
+    assert fake.branch(TRIAL_BRANCH) is not None and ex.wall_s * ex.devices == pytest.approx(80.0, abs=8)

@@ -226,7 +226,8 @@ class ActionsExecutor:
         recorded = self._download(run, dispatch_id, spec) if run.get("infrarsi_reason") is None else None
         if recorded is not None and conclusion != "timed_out":
             ex = recorded
-            return replace(ex, wall_s=max(ex.wall_s, duration), info=ex.info + info + (("runner_wall_s", ex.wall_s),))
+            return replace(ex, wall_s=max(ex.wall_s, duration), devices=max(ex.devices, self.settings.devices),
+                           info=ex.info + info + (("runner_wall_s", ex.wall_s),))
         devices = self.settings.devices
         if conclusion == "timed_out":
             why = run.get("infrarsi_reason") or "it ran past the workflow's timeout-minutes"
@@ -256,6 +257,28 @@ class ActionsExecutor:
                     if log in names:
                         (log_dir / log).write_bytes(z.read(log))
         return record
+
+
+RUNNERS_ENV = "INFRARSI_ACTIONS_RUNNERS"
+WORKFLOW_ENV = "INFRARSI_ACTIONS_WORKFLOW"
+DEVICES_ENV = "INFRARSI_ACTIONS_DEVICES"
+
+
+def executor_for_repo(repo: Path, remote: str = "origin", *, environ: dict[str, str] | None = None,
+                      max_runners: int | None = None) -> ActionsExecutor:
+    """The executor the CLI builds: the GitHub repository behind ``remote`` (as ``--forge github`` finds it),
+    trial branches pushed through that forge, ``INFRARSI_ACTIONS_RUNNERS`` runners at once (default 1)."""
+    import os
+
+    from bot.forges.github import forge_for_repo
+
+    env = dict(os.environ if environ is None else environ)
+    forge = forge_for_repo(repo, remote, environ=env)
+    settings = ActionsSettings(workflow=env.get(WORKFLOW_ENV) or TRIAL_WORKFLOW,
+                               max_runners=max_runners or int(env.get(RUNNERS_ENV) or 1),
+                               devices=int(env.get(DEVICES_ENV) or 1))
+    return ActionsExecutor(forge.client, push=lambda root, branch: forge.push(root, branch, force=True),
+                           settings=settings)
 
 
 def _duration(run: dict[str, Any]) -> float:

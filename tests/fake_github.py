@@ -515,6 +515,14 @@ class FakeGitHub:
             return 404, {}, {"message": "Not Found"}
         return 302, {"Location": f"{self.url}/blob-storage/{aid}?sig=signed"}, None
 
+    def _get_ref(self, m: re.Match[str], q: Any, b: Any) -> Any:
+        sha = self.branch(m["ref"])
+        if sha is None:
+            return 404, {}, {"message": "Not Found"}
+        return 200, {}, {"ref": f"refs/heads/{m['ref']}", "node_id": "REF_1", "url": f"{self.repo_api}/git/refs/"
+                         f"heads/{m['ref']}", "object": {"sha": sha, "type": "commit",
+                                                         "url": f"{self.repo_api}/git/commits/{sha}"}}
+
     def _collaborator(self, m: re.Match[str], q: Any, b: Any) -> Any:
         return (204, {}, None) if m["login"] in self.collaborators else (404, {}, {"message": "Not Found"})
 
@@ -542,6 +550,7 @@ _ROUTES: list[tuple[str, str, Callable[..., Any]]] = [
     ("POST", r"{repo}/actions/runs/(?P<id>\d+)/cancel", FakeGitHub._cancel_run),
     ("GET", r"{repo}/actions/runs/(?P<id>\d+)/artifacts", FakeGitHub._run_artifacts),
     ("GET", r"{repo}/actions/artifacts/(?P<id>\d+)/zip", FakeGitHub._artifact_zip),
+    ("GET", r"{repo}/git/ref/heads/(?P<ref>.+)", FakeGitHub._get_ref),
     ("GET", r"{repo}/collaborators/(?P<login>[^/]+)", FakeGitHub._collaborator),
 ]
 

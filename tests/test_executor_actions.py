@@ -30,11 +30,13 @@ from bot.executors.actions import (
     spec_to_input,
 )
 from bot.forges.github import GitHubForge
-from bot.git.testing import init_repo
+from bot.git.commits import is_dirty
+from bot.git.testing import commit_all, init_repo
 from bot.github_api import GitHubTarget, RateLimitPolicy
-from infrarsi.execution import Executor, TrialSpec
+from infrarsi.execution import Execution, Executor, TrialSpec
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Outcome
+from tests import test_executor_contract as executor_contract
 from tests.fake_github import TOKEN, FakeGitHub, RunPlan
 from tests.test_executor_contract import (  # the parts of the executor contract a remote executor can honour
     PROBE,
@@ -89,16 +91,33 @@ def make_executor(fake: FakeGitHub, *, max_runners: int = 1, push: bool = True, 
                            if push else None, settings=ActionsSettings(max_runners=max_runners, **settings))
 
 
+class CommitThenExecute:
+    """What the bot does before a trial (bot.candidate_trial): commit the candidate, then execute it."""
+
+    name = "actions"
+
+    def __init__(self, inner: ActionsExecutor, repo: Path) -> None:
+        self.inner, self.repo = inner, repo
+
+    def execute(self, spec: TrialSpec) -> Execution:
+        if is_dirty(self.repo):
+            commit_all(self.repo, "candidate")
+        return self.inner.execute(spec)
+
+
 @pytest.fixture
-def executor(fake: FakeGitHub, tmp_path: Path) -> Executor:
+def executor(fake: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Executor:
     """For the imported contract tests: the job's directory is the trial branch's checkout."""
+    if hasattr(executor_contract, "STARTUP_S"):  # seconds before a job's code runs, per executor name
+        monkeypatch.setitem(executor_contract.STARTUP_S, "actions", 0.0)
     _trial_repo(tmp_path)
     fake.plan_for = _runner(tmp_path)
-    return make_executor(fake)
+    return CommitThenExecute(make_executor(fake), tmp_path)
 
 
 def _job(repo: Path, body: str) -> TrialSpec:
     (repo / "job.py").write_text(PROBE + body)
+    commit_all(repo, "the candidate")
     return TrialSpec(argv=(sys.executable, "job.py"), cwd=str(repo), env=(("OMP_NUM_THREADS", "1"),), timeout_s=60)
 
 
@@ -232,3 +251,18 @@ def test_the_cli_factory_reads_the_remote_and_the_environment(fake: FakeGitHub, 
     fake.plan_for = lambda inputs: RunPlan(conclusion="failure", duration_s=10.0)
     ex = executor.execute(_job(repo, "step(1)\n"))
     assert fake.branch(TRIAL_BRANCH) is not None and ex.wall_s * ex.devices == pytest.approx(80.0, abs=8)
+
+
+def test_only_trial_branches_are_pushed_and_only_committed_trees_run(fake: FakeGitHub, tmp_path: Path) -> None:
+    repo = _trial_repo(tmp_path / "repo")
+    spec = _job(repo, "step(1)\n")
+    (repo / "job.py").write_text("changed after the commit\n")
+    ex = make_executor(fake).execute(spec)
+    assert ex.returncode is None and "uncommitted changes" in ex.stderr_tail
+    commit_all(repo, "again")
+    git = pygit2.Repository(str(repo))
+    git.set_head("refs/heads/main")
+    git.checkout_head(strategy=pygit2.enums.CheckoutStrategy.FORCE)
+    ex = make_executor(fake).execute(_job(repo, "step(1)\n"))
+    assert "pushes only trial branches" in ex.stderr_tail
+    assert fake.branch("main") is None and fake.calls("POST", r".*/dispatches") == []

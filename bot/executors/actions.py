@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.git._repo import open_repository
+from bot.git.commits import is_dirty
+from bot.git.naming import parse_trial_branch
 from bot.github_api import GitHubAPIError, GitHubClient
 from infrarsi.contract.model import PYTHON_PLACEHOLDER
 from infrarsi.execution import Execution, TrialSpec
@@ -160,9 +162,7 @@ class ActionsExecutor:
         try:
             root, branch = trial_ref(spec.cwd)
             candidate = spec_to_input(spec, root=root)
-            if self.push is not None:
-                with self._push_lock:  # one push at a time: two trials of one branch must not race on its ref
-                    self.push(root, branch)
+            self._publish(root, branch)
         except Exception as e:  # noqa: BLE001  (the trial fails on the record, the run goes on)
             return Execution(events=(), returncode=None, wall_s=0.0, peak_rss_bytes=0,
                              stderr_tail=f"could not start the trial on GitHub Actions: {e}")
@@ -175,6 +175,28 @@ class ActionsExecutor:
                 return Execution(events=(), returncode=None, wall_s=0.0, peak_rss_bytes=0,
                                  stderr_tail=f"GitHub Actions: {e}")
         return self._result(run, dispatch_id, spec)
+
+    def _publish(self, root: Path, branch: str) -> None:
+        """Make the runner's checkout of ``branch`` the tree the bot means: committed, and on GitHub.
+
+        Only the bot's own trial branches are pushed (forced); any other branch (the user's base, say)
+        is never pushed, it must already be on GitHub at the local commit.
+        """
+        if is_dirty(root):
+            raise ValueError(f"{root} has uncommitted changes; the runner checks out {branch} as committed")
+        if parse_trial_branch(branch) is not None:
+            if self.push is not None:
+                with self._push_lock:  # one push at a time: two trials of one branch must not race on its ref
+                    self.push(root, branch)
+            return
+        local = str(open_repository(root).head.target)
+        try:
+            remote = self.client.json("GET", f"/git/ref/heads/{branch}")["object"]["sha"]
+        except GitHubAPIError:
+            remote = None
+        if remote != local:
+            raise ValueError(f"{branch} is at {local[:12]} here and at {(remote or 'nothing')[:12]} on GitHub; "
+                             "the Actions executor pushes only trial branches (infrarsi/<run>/<n>)")
 
     # -- dispatch and poll ----------------------------------------------------------------------------
     def _dispatch(self, branch: str, candidate: str, dispatch_id: str) -> dict[str, Any]:

@@ -17,6 +17,9 @@ Event kinds (the ``event`` field):
 - ``oom``: the job caught an out-of-memory error (``message``);
 - ``info``: facts about the job, e.g. ``parameters`` (for MFU);
 - anything else passed to :func:`event`.
+
+Under torchrun every rank writes to the same channel (a FIFO): each event then
+carries the process's ``rank``, and the bot takes steps from rank 0 only.
 """
 
 from __future__ import annotations
@@ -74,8 +77,10 @@ def enabled() -> bool:
 
 
 def event(kind: str, **fields: Any) -> None:
-    """Write one event of any kind."""
-    _channel.write({"event": kind, "t": _clock(), **fields})
+    """Write one event of any kind (tagged with the process's ``RANK`` under torchrun)."""
+    rank = os.environ.get("RANK")
+    extra = {"rank": int(rank)} if rank is not None and rank.isdigit() else {}
+    _channel.write({"event": kind, "t": _clock(), **extra, **fields})
 
 
 def step(*, loss: float, tokens: int, step: int | None = None, **extra: Any) -> None:

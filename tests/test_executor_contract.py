@@ -2,6 +2,7 @@
 
 Jobs here are small Python programs that behave badly on purpose (hang, fork,
 leak secrets, eat memory); the real training job is exercised in test_trial_cli.
+Under the torchrun executor every job runs as two ranks on loopback.
 """
 
 from __future__ import annotations
@@ -16,11 +17,19 @@ import psutil
 import pytest
 
 from bot.executors.local import LocalExecutor
+from bot.executors.torchrun import TorchrunExecutor
+from infrarsi.contract.model import Launch
 from infrarsi.execution import Executor, TrialSpec
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Outcome
 
-EXECUTORS = {"local": lambda: LocalExecutor(sample_interval_s=0.02)}
+EXECUTORS = {
+    "local": lambda: LocalExecutor(sample_interval_s=0.02),
+    "torchrun": lambda: TorchrunExecutor(Launch(executor="torchrun", nproc_per_node=2), sample_interval_s=0.02),
+}
+# Seconds before a job's own code runs: torchrun's agent imports torch and rendezvouses first
+# (a few seconds on an idle machine, far more on a loaded 2-core one).
+STARTUP_S = {"local": 0.0, "torchrun": 60.0}
 
 CANARIES = {
     "GITHUB_TOKEN": "canary-github", "ANTHROPIC_API_KEY": "canary-anthropic", "AWS_SECRET_ACCESS_KEY": "canary-aws",
@@ -29,7 +38,8 @@ CANARIES = {
 }
 
 
-@pytest.fixture(params=sorted(EXECUTORS))
+@pytest.fixture(params=[pytest.param(name, marks=pytest.mark.slow) if name == "torchrun" else name
+                        for name in sorted(EXECUTORS)])
 def executor(request: pytest.FixtureRequest) -> Executor:
     return EXECUTORS[request.param]()
 
@@ -42,8 +52,11 @@ def _script(tmp_path: Path, body: str) -> tuple[str, ...]:
 
 PROBE = """
 import json, os
+_fd = int(os.environ["INFRARSI_PROBE_FD"]) if "INFRARSI_PROBE_FD" in os.environ else \\
+    os.open(os.environ["INFRARSI_PROBE_FILE"], os.O_WRONLY | os.O_APPEND)
+_rank = {"rank": int(os.environ["RANK"])} if "RANK" in os.environ else {}
 def step(i, **kw):
-    os.write(int(os.environ["INFRARSI_PROBE_FD"]), (json.dumps({"event": "step", "step": i, **kw}) + "\\n").encode())
+    os.write(_fd, (json.dumps({"event": "step", "step": i, **_rank, **kw}) + "\\n").encode())
 """
 
 
@@ -65,7 +78,7 @@ for i in range(1, 7):
     time.sleep(0.1)
     step(i, loss=1.0 / i, tokens=64, t=i * 0.001)   # the job claims 1 ms steps
 """)
-    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30))
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30 + STARTUP_S[executor.name]))
     assert ex.returncode == 0
     assert [e.step for e in ex.events] == [1, 2, 3, 4, 5, 6]
     metrics = summarize(ex, warmup=1, measured=5)
@@ -84,7 +97,8 @@ import json, os
 json.dump(dict(os.environ), open({str(out)!r}, "w"))
 print("\\n".join(f"{{k}}={{v}}" for k, v in os.environ.items()))
 """)
-    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30, log_dir=str(tmp_path / "logs"),
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30 + STARTUP_S[executor.name],
+                                    log_dir=str(tmp_path / "logs"),
                                     env=(("OMP_NUM_THREADS", "1"),)))
     assert ex.returncode == 0
     seen = json.loads(out.read_text())
@@ -108,8 +122,9 @@ open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{child.pid}}")
 time.sleep(600)
 """)
     start = time.monotonic()
-    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=2.0))
-    assert time.monotonic() - start < 15
+    slack = STARTUP_S[executor.name]
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=2.0 + slack))
+    assert time.monotonic() - start < 15 + slack
     metrics = summarize(ex, warmup=1, measured=2)
     assert classify(ex, metrics, warmup=1, measured=2, tokens_per_step=1)[0] is Outcome.TIMEOUT
     recorded = [int(p) for p in pids.read_text().split()]
@@ -132,7 +147,8 @@ for _ in range(400):
 time.sleep(600)
 """)
     limit = 300 * 2**20
-    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=60, memory_limit_bytes=limit))
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=60 + STARTUP_S[executor.name],
+                                    memory_limit_bytes=limit))
     assert ex.killed_for == "memory"
     metrics = summarize(ex, warmup=1, measured=2, memory_limit_bytes=limit)
     outcome, reason = classify(ex, metrics, warmup=1, measured=2, tokens_per_step=1)
@@ -148,11 +164,15 @@ def test_crash_reports_the_stderr_tail(executor: Executor, tmp_path: Path) -> No
     argv = _script(tmp_path, """
 raise SystemExit("boom: the model diverged")
 """)
-    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30))
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30 + STARTUP_S[executor.name]))
     metrics = summarize(ex, warmup=1, measured=2)
     outcome, reason = classify(ex, metrics, warmup=1, measured=2, tokens_per_step=1)
     assert outcome is Outcome.CRASH
-    assert reason == "exit status 1: boom: the model diverged"
+    if executor.name == "torchrun":  # both ranks fail; the agent names the first it saw
+        assert ex.failed_rank in (0, 1)
+        assert reason == f"exit status 1 on rank {ex.failed_rank}: boom: the model diverged"
+    else:
+        assert reason == "exit status 1: boom: the model diverged"
 
 
 def test_stdout_regex_source(executor: Executor, tmp_path: Path) -> None:
@@ -163,7 +183,8 @@ for i in range(1, 5):
     print(f"step {i} | loss {2.0 / i:.4f} | tokens 32", flush=True)
 """)
     regex = r"^step (?P<step>\d+) \| loss (?P<loss>\S+) \| tokens (?P<tokens>\d+)"
-    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30, source="stdout", stdout_regex=regex))
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30 + STARTUP_S[executor.name],
+                                    source="stdout", stdout_regex=regex))
     assert [(e.step, e.loss, e.tokens) for e in ex.events] == [(1, 2.0, 32), (2, 1.0, 32), (3, 0.6667, 32),
                                                                 (4, 0.5, 32)]
     assert all(b.stamp > a.stamp for a, b in zip(ex.events, ex.events[1:]))
@@ -178,7 +199,7 @@ def test_a_command_that_cannot_start_is_a_crash(executor: Executor, tmp_path: Pa
 
 def test_too_few_steps_is_invalid(executor: Executor, tmp_path: Path) -> None:
     argv = _script(tmp_path, PROBE + "\nstep(1, loss=1.0, tokens=8)\nstep(2, loss=1.0, tokens=8)\n")
-    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30))
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30 + STARTUP_S[executor.name]))
     metrics = summarize(ex, warmup=1, measured=3)
     assert classify(ex, metrics, warmup=1, measured=3, tokens_per_step=8) == (
         Outcome.INVALID, "expected 4 step events, saw 2")
@@ -186,7 +207,7 @@ def test_too_few_steps_is_invalid(executor: Executor, tmp_path: Path) -> None:
 
 def test_fewer_tokens_is_invalid(executor: Executor, tmp_path: Path) -> None:
     argv = _script(tmp_path, PROBE + "\nfor i in range(1, 5):\n    step(i, loss=1.0, tokens=8 if i < 3 else 4)\n")
-    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30))
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=30 + STARTUP_S[executor.name]))
     metrics = summarize(ex, warmup=1, measured=3)
     assert classify(ex, metrics, warmup=1, measured=3, tokens_per_step=8) == (
         Outcome.INVALID, "step 3 processed 4 tokens; the contract fixes 8 per step")

@@ -21,6 +21,7 @@ from infrarsi.contract.model import (
     Contract,
     Knob,
     KnobValue,
+    Launch,
     LossSpec,
     Scope,
     Timing,
@@ -94,6 +95,7 @@ def parse_contract(data: Any, *, source: Path, root: Path, prefix: str = "") -> 
     budget = _budget(top.table("budget"))
     verify = _verify(top.table("verify"))
     approvers = _approvers(top.table("approvers"))
+    launch = _launch(top.table("launch"))
     top.finish()
 
     _check_fixed_args(top, workload, knobs)
@@ -104,7 +106,7 @@ def parse_contract(data: Any, *, source: Path, root: Path, prefix: str = "") -> 
     check_scope(scope, root=root, file=file, prefix=prefix)
     return Contract(version=version, source=source, root=root, workload=workload, timing=timing, loss=loss,
                     scope=scope, knobs=knobs, constraints=constraints, budget=budget, verify=verify,
-                    approvers=approvers)
+                    approvers=approvers, launch=launch)
 
 
 def _command(t: Table, key: str, *, required: bool) -> tuple[str, ...]:
@@ -135,9 +137,13 @@ def _workload(t: Table, root: Path) -> Workload:
         raise t.error("cwd", f"expected a directory inside the repo, got {cwd!r} (no such directory)")
     family = t.string("family", "dense", choices=("dense", "moe"))
     flops = t.number("model_flops_per_step", None)
+    experts = t.integer("experts", None, minimum=1)
+    top_k = t.integer("top_k", None, minimum=1)
     t.finish()
+    if top_k is not None and experts is not None and top_k > experts:
+        raise t.error("top_k", f"expected at most workload.experts = {experts}, got {top_k}")
     return Workload(command=command, args=args, tokens_per_step=tokens, cwd=cwd, family=family,
-                    model_flops_per_step=flops)
+                    model_flops_per_step=flops, experts=experts, top_k=top_k)
 
 
 def _timing(t: Table) -> Timing:
@@ -307,6 +313,39 @@ def _verify(t: Table) -> VerifySpec:
                       f"got {spec.min_effect:g}")
     t.finish()
     return spec
+
+
+_ENDPOINT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})$")
+
+
+def _launch(t: Table) -> Launch:
+    executor = t.string("executor", "local", choices=("local", "torchrun"))
+    nproc = t.integer("nproc_per_node", 1, minimum=1)
+    nnodes = t.integer("nnodes", 1, minimum=1)
+    node_rank = t.integer("node_rank", 0, minimum=0)
+    endpoint = t.string("rdzv_endpoint", None)
+    backend = t.string("rdzv_backend", "c10d", choices=("c10d", "static", "etcd", "etcd-v2"))
+    rdzv_id = t.string("rdzv_id", None)
+    t.finish()
+    if executor == "local":
+        for key, value, default in (("nproc_per_node", nproc, 1), ("nnodes", nnodes, 1),
+                                    ("node_rank", node_rank, 0)):
+            if value != default:
+                raise t.error(key, f"expected {default} with launch.executor = 'local' (one process on this "
+                              f"machine), got {value}; set executor = 'torchrun' for a multi-process job")
+        if endpoint is not None:
+            raise t.error("rdzv_endpoint", "expected only with launch.executor = 'torchrun'")
+    if node_rank >= nnodes:
+        raise t.error("node_rank", f"expected an integer in [0, nnodes = {nnodes}), got {node_rank}")
+    if endpoint is not None:
+        m = _ENDPOINT.match(endpoint)
+        if not m or not 0 < int(m.group(2)) < 65536:
+            raise t.error("rdzv_endpoint", f"expected HOST:PORT (the rendezvous every node joins), got {endpoint!r}")
+    elif nnodes > 1:
+        raise t.error("rdzv_endpoint", f"missing; expected HOST:PORT that all {nnodes} nodes can reach when "
+                      "launch.nnodes > 1")
+    return Launch(executor=executor, nproc_per_node=nproc, nnodes=nnodes, node_rank=node_rank,
+                  rdzv_endpoint=endpoint, rdzv_backend=backend, rdzv_id=rdzv_id)
 
 
 def _approvers(t: Table) -> Approvers:

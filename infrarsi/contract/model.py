@@ -33,6 +33,8 @@ class Workload:
     cwd: str = "."
     family: str = "dense"
     model_flops_per_step: float | None = None
+    experts: int | None = None  # MoE: experts per layer (for the experience bank)
+    top_k: int | None = None  # MoE: experts each token is routed to
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -170,6 +172,27 @@ class VerifySpec:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Launch:
+    """How a trial is started: one local process, or ranks under torchrun (possibly on several nodes).
+
+    ``rdzv_endpoint`` is required with ``nnodes > 1`` (every node must meet at the
+    same host:port); on one node the executor picks a free loopback port.
+    """
+
+    executor: Literal["local", "torchrun"] = "local"
+    nproc_per_node: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rdzv_backend: str = "c10d"
+    rdzv_id: str | None = None
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node * self.nnodes if self.executor == "torchrun" else 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Approvers:
     """Who may approve a promotion."""
 
@@ -193,6 +216,7 @@ class Contract:
     budget: Budget = field(default_factory=Budget)
     verify: VerifySpec = field(default_factory=VerifySpec)
     approvers: Approvers = field(default_factory=Approvers)
+    launch: Launch = field(default_factory=Launch)
 
     def knob(self, name: str) -> Knob:
         for k in self.knobs:

@@ -19,6 +19,8 @@ from bot.patching.codemods.autocast import AutocastBf16
 from bot.patching.codemods.base import PatchCodemod
 from bot.patching.codemods.checkpointing import CheckpointBlocks
 from bot.patching.codemods.compile import CompileModel
+from bot.patching.codemods.ddp import DdpNoSync
+from bot.patching.codemods.experts import GroupedExperts
 from bot.patching.codemods.gelu import GeluFormulaToFused
 from bot.patching.codemods.gpu_settings import CudaBackendFlags, DataLoaderGpuSettings
 from bot.patching.codemods.loss import UnfusedLossToCrossEntropy
@@ -37,6 +39,8 @@ _ALL: tuple[type[PatchCodemod], ...] = (
     CompileModel,
     DataLoaderGpuSettings,
     CudaBackendFlags,
+    GroupedExperts,
+    DdpNoSync,
 )
 
 REGISTRY: Mapping[str, type[PatchCodemod]] = MappingProxyType({c.NAME: c for c in _ALL})

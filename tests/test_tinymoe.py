@@ -1,0 +1,242 @@
+"""The tinymoe fixture: real trials, the grouped-experts patch, and the capacity factor that drops tokens."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bot.executors.local import LocalExecutor
+from bot.patching.audit import audit_tree
+from bot.patching.codemods import run_codemod
+from bot.patching.results import Rewritten
+from infrarsi.contract.errors import ContractError
+from infrarsi.contract.load import load_contract
+from infrarsi.execution import TrialSpec
+from infrarsi.measure import classify, summarize
+from infrarsi.trial import Outcome
+from tests.conftest import REPO, infrarsi
+
+TINYMOE = REPO / "fixtures" / "tinymoe"
+TINY_ARGS = ("--n-layer 1 --n-head 2 --d-model 32 --n-experts 4 --top-k 2 --d-expert 32 --capacity-factor 0 "
+             "--aux-loss-coef 0.01 --vocab-size 128 --seq-len 16 --global-batch 4 --steps 8 --seed 1234 --lr 6e-4")
+TINY_TOKENS = 4 * 16
+
+
+def make_repo(dest: Path, *, args: str = TINY_ARGS, tokens: int = TINY_TOKENS, knobs_extra: str = "",
+              git: bool = True) -> Path:
+    """A copy of tinymoe whose contract runs ``args``, locked and (optionally) committed."""
+    import pygit2
+
+    repo = dest / "tinymoe"
+    shutil.copytree(TINYMOE, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.lock"))
+    toml = (repo / "infrarsi.toml").read_text()
+    toml = re.sub(r'^args = ".*"$', f'args = "{args}"', toml, count=1, flags=re.M)
+    toml = re.sub(r"^tokens_per_step = \d+$", f"tokens_per_step = {tokens}", toml, count=1, flags=re.M)
+    toml = toml.replace("value = 16\n", "value = 4\n").replace("values = [1, 2, 4, 8, 16]", "values = [1, 2, 4]")
+    toml = toml.replace("default = 4\nflag = \"--micro-batch\"", "default = 2\nflag = \"--micro-batch\"")
+    (repo / "infrarsi.toml").write_text(toml + knobs_extra)
+    result = infrarsi("lock", str(repo))
+    assert result.returncode == 0, result.stderr
+    if git:
+        from bot.git.testing import commit_all
+
+        pygit2.init_repository(str(repo), initial_head="main")
+        commit_all(repo, "tinymoe with its contract")
+    return repo
+
+
+def trial(repo: Path, *args: str) -> dict:
+    result = infrarsi("trial", str(repo), "--json", *args, timeout=600)
+    assert result.stdout.strip(), result.stderr
+    return json.loads(result.stdout)
+
+
+def _load_model(source: str, name: str):
+    path = Path(f"/tmp/infrarsi_tinymoe_{name}_{time.time_ns()}.py")
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    path.unlink()
+    return module
+
+
+# -- the grouped-experts codemod ------------------------------------------------------------------
+
+LOOP = '''
+import torch
+import torch.nn.functional as F
+
+
+class MoE(torch.nn.Module):
+    def dispatch(self, x_flat, topk_idx, topk_w):
+        out = torch.zeros_like(x_flat)
+        for e in range(self.n_experts):
+            tok, slot = torch.where(topk_idx == e)
+            if tok.numel() == 0:
+                continue
+            h = F.gelu(x_flat[tok] @ self.w_in[e] + self.b_in[e])
+            y = h @ self.w_out[e]
+            out.index_add_(0, tok, y * topk_w[tok, slot].unsqueeze(-1))
+        return out
+'''
+
+GROUPED = '''
+import torch
+import torch.nn.functional as F
+
+
+class MoE(torch.nn.Module):
+    def dispatch(self, x_flat, topk_idx, topk_w):
+        out = torch.zeros_like(x_flat)
+        _grp_flat = (topk_idx).reshape(-1)
+        _grp_valid = (_grp_flat >= 0) & (_grp_flat < self.n_experts)
+        _grp_order = torch.argsort(torch.where(_grp_valid, _grp_flat, self.n_experts), stable=True)[: int(_grp_valid.sum())]
+        _grp_expert = _grp_flat[_grp_order]
+        tok = _grp_order // (topk_idx).shape[-1]
+        slot = _grp_order % (topk_idx).shape[-1]
+        _grp_counts = torch.bincount(_grp_expert, minlength=self.n_experts)
+        _grp_pos = torch.arange(_grp_expert.numel(), device=_grp_expert.device) - (torch.cumsum(_grp_counts, 0) - _grp_counts)[_grp_expert]
+        _grp_cap = int(_grp_counts.max()) if _grp_expert.numel() else 0
+        _grp_x0 = (x_flat).new_zeros((self.n_experts, _grp_cap, (x_flat).shape[-1]))
+        _grp_x0[_grp_expert, _grp_pos] = (x_flat)[tok]
+        h = F.gelu(_grp_x0 @ self.w_in + (self.b_in).unsqueeze(1))
+        y = h @ self.w_out
+        out.index_add_(0, tok, y[_grp_expert, _grp_pos] * topk_w[tok, slot].unsqueeze(-1))
+        return out
+'''
+
+
+def test_grouped_experts_codemod_before_after() -> None:
+    outcome = run_codemod("grouped_experts", LOOP, scope=["MoE.dispatch"])
+    assert isinstance(outcome, Rewritten), outcome
+    assert outcome.code == GROUPED
+    assert outcome.symbols == ("MoE.dispatch",)
+
+
+def test_grouped_experts_declines_other_loops() -> None:
+    body = LOOP.replace("            y = h @ self.w_out[e]\n", "            y = h @ self.w_out[e]\n"
+                        "            print(e)\n")
+    outcome = run_codemod("grouped_experts", body, scope=["MoE.dispatch"])
+    assert not isinstance(outcome, Rewritten)
+    assert "straight-line assignments" in outcome.reason
+    assert not isinstance(run_codemod("grouped_experts", LOOP, scope=["MoE.route"]), Rewritten)
+
+
+@pytest.mark.parametrize("capacity_factor", [0.0, 1.0])
+def test_grouped_experts_compute_what_the_loop_computes(capacity_factor: float) -> None:
+    """Same outputs and gradients as the loop, with and without dropped (index -1) assignments."""
+    import torch
+
+    source = (TINYMOE / "model.py").read_text()
+    outcome = run_codemod("grouped_experts", source, scope=["MoE.dispatch"])
+    assert isinstance(outcome, Rewritten), outcome
+    loop, grouped = _load_model(source, "loop"), _load_model(outcome.code, "grouped")
+    config = dict(vocab_size=64, seq_len=16, n_layer=1, n_head=2, d_model=32, n_experts=4, top_k=2, d_expert=16,
+                  capacity_factor=capacity_factor)
+    results = []
+    for module in (loop, grouped):
+        torch.manual_seed(0)
+        model = module.MoEGPT(module.MoEConfig(**config))
+        idx = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(1))
+        loss = model(idx, idx.roll(1, dims=1))
+        loss.backward()
+        routed = int(model.blocks[0].moe.routed_tokens)
+        results.append((loss.item(), [p.grad.clone() for p in model.parameters()], routed))
+    (l1, g1, r1), (l2, g2, r2) = results
+    assert r1 == r2
+    assert (r1 < 4 * 16 * 2) == (capacity_factor > 0)  # a capacity of 1.0 drops some assignments here
+    assert l2 == pytest.approx(l1, rel=1e-6)
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+
+
+# -- the capacity factor: locked by the contract ---------------------------------------------------
+
+def test_the_contract_locks_the_capacity_factor(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, git=False)
+    toml = (repo / "infrarsi.toml").read_text()
+    (repo / "infrarsi.toml").write_text(toml + '\n[knobs.capacity]\nkind = "float"\nvalues = [0.0, 1.0]\n'
+                                        'default = 0.0\nflag = "--capacity-factor"\n')
+    with pytest.raises(ContractError) as err:
+        load_contract(repo)
+    assert err.value.key == "knobs.capacity.flag" and "infrarsi.toml" in str(err.value)
+
+    contract = load_contract(make_repo(tmp_path / "b", git=False))
+    before = {"model.py": (TINYMOE / "model.py").read_bytes()}
+    after = {"model.py": before["model.py"].replace(b"capacity = math.ceil(self.capacity_factor",
+                                                    b"capacity = math.ceil(1.0")}
+    audit = audit_tree(before, after, editable=contract.scope.editable, locked=contract.scope.locked,
+                       allow_imports=False)
+    assert not audit.ok
+    assert "MoE.route" in " ".join(str(v) for v in audit.violations)
+
+
+# -- real trials ------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_trial_reports_times_memory_loss_and_grouped_experts_keep_the_loss(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    base = trial(repo)
+    assert base["outcome"] == "ok", base
+    assert base["tokens_per_step"] == TINY_TOKENS
+    assert len(base["step_times_s"]) == 6 and base["step_time_s"] > 0
+    assert base["peak_mem_bytes"] > 50 * 2**20
+    assert len(base["loss"]) == 6
+    grouped = trial(repo, "--patch", "grouped_experts")
+    assert grouped["outcome"] == "ok", grouped
+    contract = load_contract(repo)
+    for a, b in zip(base["loss"], grouped["loss"]):
+        assert b == pytest.approx(a, rel=contract.loss.rtol)
+    assert grouped["loss"][-1] == pytest.approx(base["loss"][-1], rel=contract.loss.final_rtol)
+
+
+@pytest.mark.slow
+def test_a_capacity_that_drops_tokens_is_caught(tmp_path: Path) -> None:
+    """A sloppy contract that exposes the capacity as a knob: the trial is invalid (fewer tokens), its loss moves."""
+    knob = '\n[knobs.capacity]\nkind = "float"\nvalues = [0.0, 1.0]\ndefault = 0.0\nflag = "--capacity-factor"\n'
+    repo = make_repo(tmp_path, args=TINY_ARGS.replace(" --capacity-factor 0", ""), knobs_extra=knob, git=False)
+    base = trial(repo)
+    assert base["outcome"] == "ok", base
+    dropped = trial(repo, "--knob", "capacity=1.0")
+    assert dropped["outcome"] == "invalid"
+    assert re.search(r"processed \d+ tokens; the contract fixes 64 per step", dropped["reason"]), dropped["reason"]
+    assert dropped["tokens_per_step"] < TINY_TOKENS
+    assert any(abs(a - b) > 1e-4 * abs(a) for a, b in zip(base["loss"], dropped["loss"]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("failure", ["crash", "hang"])
+def test_a_crashing_or_hanging_moe_job_ends_the_trial_and_leaves_nothing(tmp_path: Path, failure: str) -> None:
+    repo = make_repo(tmp_path, git=False)
+    train = repo / "train.py"
+    inject = ('    if getattr(args, "_calls", 0) >= 2:\n'
+              + ('        raise RuntimeError("expert weights exploded")\n' if failure == "crash"
+                 else '        harness.time.sleep(600)\n')
+              + '    args._calls = getattr(args, "_calls", 0) + 1\n')
+    source = train.read_text().replace('    """One optimizer step over the global batch, accumulating gradients '
+                                       'over micro-batches."""\n', '    """One optimizer step."""\n' + inject)
+    train.write_text(source)
+    spec = TrialSpec(argv=(sys.executable, "train.py", *TINY_ARGS.split()), cwd=str(repo), timeout_s=40)
+    ex = LocalExecutor().execute(spec)
+    metrics = summarize(ex, warmup=2, measured=6)
+    outcome, reason = classify(ex, metrics, warmup=2, measured=6, tokens_per_step=TINY_TOKENS)
+    if failure == "crash":
+        assert outcome is Outcome.CRASH and "expert weights exploded" in reason
+    else:
+        assert outcome is Outcome.TIMEOUT
+    assert [e.step for e in ex.events] == [1, 2]
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
+                                               for p in ex.pids):
+        time.sleep(0.1)
+    assert not [p for p in ex.pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]

@@ -243,7 +243,10 @@ def fingerprints(contract: Contract, doctor: DoctorReport) -> tuple[Mapping[str,
     """(hardware, workload) fingerprints of this run, as the bank compares them."""
     parameters = doctor.model_flops_per_step / 6 / contract.workload.tokens_per_step \
         if doctor.model_flops_per_step else None
-    hardware = hardware_fingerprint(doctor.fingerprint, world_size=int(doctor.fingerprint.get("world_size") or 1))
+    # The contract's launch says how many ranks the job runs on; the doctor's reading is the fallback.
+    world = contract.launch.world_size if contract.launch.executor == "torchrun" \
+        else int(doctor.fingerprint.get("world_size") or 1)
+    hardware = hardware_fingerprint(doctor.fingerprint, world_size=world)
     workload = workload_fingerprint(family=contract.workload.family,
                                     parameters=int(parameters) if parameters else None,
                                     global_batch=contract.workload.tokens_per_step,

@@ -250,7 +250,8 @@ def fingerprints(contract: Contract, doctor: DoctorReport) -> tuple[Mapping[str,
     workload = workload_fingerprint(family=contract.workload.family,
                                     parameters=int(parameters) if parameters else None,
                                     global_batch=contract.workload.tokens_per_step,
-                                    world_size=int(doctor.fingerprint.get("world_size") or 1))
+                                    world_size=world, experts=contract.workload.experts,
+                                    top_k=contract.workload.top_k)
     return hardware, workload
 
 

@@ -123,6 +123,17 @@ def test_ensure_pr_twice_is_one_pr_updated_once_with_exact_payloads(forge_harnes
     assert len(fake.state.pulls) == 1
 
 
+def test_a_pr_opened_meanwhile_is_updated_not_duplicated(forge_harness: GitHubHarness) -> None:
+    h, fake = forge_harness, forge_harness.fake
+    commit_on(h.repo, "infrarsi/promote/r1", {"knobs.txt": "dtype=bf16\n"})
+    h.forge.push(h.repo, "infrarsi/promote/r1")
+    first, _ = h.forge.ensure_pr(_draft())
+    fake.inject("GET", "/repos/acme/trainer/pulls", 200, body=[])  # a search that lags behind the create
+    again, action = h.forge.ensure_pr(_draft(title="InfraRSI: 1.25x faster step"))
+    assert (again.number, action, again.title) == (first.number, "updated", "InfraRSI: 1.25x faster step")
+    assert len(fake.state.pulls) == 1 and len(fake.calls("POST", "/repos/acme/trainer/pulls")) == 2
+
+
 def test_a_draft_pr_goes_through_the_raw_session(forge_harness: GitHubHarness) -> None:
     h = forge_harness
     commit_on(h.repo, "infrarsi/promote/r1", {"knobs.txt": "dtype=bf16\n"})

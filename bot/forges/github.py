@@ -167,7 +167,14 @@ class GitHubForge:
     def ensure_pr(self, draft: PullRequestDraft, *, reopen: bool = False) -> tuple[PullRequest, EnsureAction]:
         existing = self.find_pr(draft.head)
         if existing is None:
-            return self._open(draft), "created"
+            try:
+                return self._open(draft), "created"
+            except ForgeError as e:  # another bot (or a lagging search) opened it meanwhile: converge on that one
+                if "already exists" not in str(e):
+                    raise
+                existing = self.find_pr(draft.head)
+                if existing is None:
+                    raise
         if existing.state != "open" and not (reopen and existing.state == "closed"):
             return existing, "closed"
         changes: dict[str, Any] = {}

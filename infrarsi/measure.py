@@ -93,7 +93,8 @@ def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measur
         tail = execution.stderr_tail.strip()
         if any(marker in tail for marker in _OOM_MARKERS):
             return Outcome.OOM, f"the job ran out of memory: {tail.splitlines()[-1][:300]}"
-        how = (f"killed by signal {-execution.returncode}" if (execution.returncode or 0) < 0
+        how = ("no exit status" if execution.returncode is None
+               else f"killed by signal {-execution.returncode}" if execution.returncode < 0
                else f"exit status {execution.returncode}")
         last = tail.splitlines()[-1][:300] if tail else "no stderr"
         rank = f" on rank {execution.failed_rank}" if execution.failed_rank is not None else ""

@@ -166,6 +166,12 @@ class SearchSpace:
         # Encodings are pure functions of the (frozen, hashable) candidate; scoring
         # re-encodes the same pool every batch.
         self._encoded: dict[Candidate, np.ndarray] = {}
+        # Validity is checked for every sampled and neighbouring point (tens of thousands per
+        # proposal): constraints compiled to tuples, domain membership memoised per value.
+        self._forbid: tuple[tuple[tuple[str, KnobValue], ...], ...] = tuple(
+            c.when for c in self.constraints if c.kind == "forbid")
+        self._other_constraints: tuple[Constraint, ...] = tuple(c for c in self.constraints if c.kind != "forbid")
+        self._in_domain: dict[tuple[str, type, KnobValue], bool] = {}
         self._conflicts: dict[str, set[str]] = {pid: set() for pid in self.patch_ids}
         for p in self.patches.values():
             for other in p.conflicts_with:
@@ -228,7 +234,39 @@ class SearchSpace:
         return out
 
     def contains(self, candidate: Candidate) -> bool:
-        return not self.violations(candidate)
+        """``not self.violations(candidate)``, without building the messages."""
+        values = candidate.knob_dict()
+        if len(values) != len(self.axes):
+            return False
+        for a in self.axes:
+            if a.name not in values:
+                return False
+            v = values[a.name]
+            memo = (a.name, type(v), v)
+            ok = self._in_domain.get(memo)
+            if ok is None:
+                ok = self._in_domain[memo] = a.knob.contains(v)
+            if not ok:
+                return False
+        return self._allows(values) and self._patches_ok(candidate.patches)
+
+    def _allows(self, values: dict[str, KnobValue]) -> bool:
+        """Every constraint holds (``Constraint.allows``, forbids unrolled)."""
+        for when in self._forbid:
+            for k, v in when:
+                if values.get(k) != v:
+                    break
+            else:
+                return False
+        return all(c.allows(values) for c in self._other_constraints)
+
+    def _patches_ok(self, patches: Sequence[str]) -> bool:
+        chosen = set(patches)
+        for pid in patches:
+            spec = self.patches.get(pid)
+            if spec is None or any(r not in chosen for r in spec.requires) or self._conflicts[pid] & chosen:
+                return False
+        return True
 
     valid = contains
 
@@ -277,21 +315,33 @@ class SearchSpace:
         when there are a dozen). Conflicts are resolved by keeping patches in a
         random order; unmet requirements drop the dependent patch.
         """
-        out: dict[str, Candidate] = {}
+        out: dict[Candidate, Candidate] = {}
         attempts = max_attempts if max_attempts is not None else 50 * n + 100
-        for _ in range(attempts):
-            if len(out) >= n:
-                break
-            values = {a.name: a.levels[int(rng.integers(len(a.levels)))] for a in self.axes}
-            density = float(rng.random())
-            chosen: set[str] = set()
-            for idx in rng.permutation(len(self.patch_ids)):
-                pid = self.patch_ids[int(idx)]
-                if rng.random() < density and not (self._conflicts[pid] & chosen):
-                    chosen.add(pid)
-            cand = Candidate.of(values, sorted(self._closed(chosen)))
-            if cand.digest() not in out and self.contains(cand):
-                out[cand.digest()] = cand
+        sizes = np.array([len(a.levels) for a in self.axes], dtype=np.int64)
+        n_patches = len(self.patch_ids)
+        # Drawn in blocks (one numpy call per quantity, not per knob and patch): the
+        # pool needs about a thousand valid points per proposal, and constraints may
+        # reject most draws.
+        while attempts > 0 and len(out) < n:
+            block = min(attempts, max(64, 2 * (n - len(out))))
+            attempts -= block
+            levels = rng.integers(0, sizes, size=(block, len(sizes))) if len(sizes) else np.zeros((block, 0), int)
+            density = rng.random(block)
+            order = np.argsort(rng.random((block, n_patches)), axis=1)
+            coins = rng.random((block, n_patches))
+            for i in range(block):
+                values = {a.name: a.levels[int(j)] for a, j in zip(self.axes, levels[i])}
+                if not self._allows(values):  # levels are in their domains, the patch set is closed
+                    continue
+                chosen: set[str] = set()
+                for k in order[i]:
+                    pid = self.patch_ids[int(k)]
+                    if coins[i, k] < density[i] and not (self._conflicts[pid] & chosen):
+                        chosen.add(pid)
+                cand = Candidate.of(values, sorted(self._closed(chosen)))
+                out.setdefault(cand, cand)
+                if len(out) >= n:
+                    break
         return list(out.values())
 
     def neighbors(self, candidate: Candidate) -> list[Candidate]:

@@ -1,0 +1,378 @@
+"""The tuners compared on the training simulator (``infrarsi.sim``), and the session they share.
+
+Every method gets the same thing: a :class:`Session` over one
+:class:`~infrarsi.sim.SimulatedJob` that runs a configuration and answers with
+a noisy step time, an OOM or a crash, and stops the method at its trial budget.
+Every method's first trial is the default configuration (what the doctor stage
+measures; for Optuna an enqueued trial), and every method knows the same
+*static* launcher checks (:func:`known_valid`: a configuration the launcher
+rejects before it starts costs nothing and is not a trial). The rest of the
+crash rules (divisibility by layers, heads, experts, batch; TP overlap without
+sequence parallelism) are learnt from trials, as they would be on a cluster.
+
+Methods (``METHODS``): the InfraRSI engine as ``bot/run.py`` drives it, random
+search, a one-change-at-a-time greedy tuner, Optuna's TPE with a constraints
+function for OOM, and a DeepSpeed-Autotuning-style model-based tuner. Each is
+sequential and none looks at its budget, so the first ``B`` trials of a run at
+40 are exactly the run at ``B``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bot.priors import builtin_priors
+from infrarsi.contract.model import Constraint, Knob
+from infrarsi.patches import Effect, PatchSpec
+from infrarsi.search.engine import SearchEngine
+from infrarsi.search.space import SearchSpace
+from infrarsi.sim import SimulatedJob
+from infrarsi.sim.knobs import DEFAULT, Dimension, Value
+from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+
+Config = dict[str, Value]
+
+#: Prior effects of the simulator's code patches, as a proposer's catalog would state them
+#: (fused attention and fused cross-entropy as ``bot/catalog.py``'s SDPA and fused-CE entries;
+#: fused norm as its fused GELU; the MoE and TP-overlap entries are our guesses). Not fitted to the simulator.
+PATCH_PRIORS: dict[str, Effect] = {
+    "flash_attention": Effect(time_ratio=0.85, time_sigma=0.2, mem_ratio=0.85, mem_sigma=0.15,
+                              source="bot/catalog.py sdpa_causal_attention"),
+    "fused_cross_entropy": Effect(time_ratio=0.93, time_sigma=0.08, mem_ratio=0.8, mem_sigma=0.15,
+                                  source="bot/catalog.py fused_cross_entropy"),
+    "fused_norm": Effect(time_ratio=0.95, time_sigma=0.05, mem_ratio=0.97, mem_sigma=0.05,
+                         source="as bot/catalog.py fused_gelu"),
+    "grouped_gemm": Effect(time_ratio=0.9, time_sigma=0.1, mem_ratio=1.0, mem_sigma=0.05, source="guess"),
+    "tp_comm_overlap": Effect(time_ratio=0.97, time_sigma=0.05, mem_ratio=1.0, mem_sigma=0.03, source="guess"),
+}
+
+
+class BudgetSpent(Exception):
+    """Raised by :meth:`Session.run` once the method has used its trials."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Trial:
+    """One run of a configuration, as the method saw it."""
+
+    config: Mapping[str, Value]
+    outcome: str  # ok / oom / crash
+    step_time_s: float | None
+    peak_mem_bytes: float
+    cost_s: float
+
+
+@dataclass(kw_only=True)
+class Session:
+    """One method's access to one simulated job: at most ``budget`` trials, every one kept."""
+
+    job: SimulatedJob
+    budget: int
+    trials: list[Trial] = field(default_factory=list)
+
+    @property
+    def left(self) -> int:
+        return self.budget - len(self.trials)
+
+    def run(self, config: Mapping[str, Value]) -> Trial:
+        if self.left <= 0:
+            raise BudgetSpent
+        r = self.job.run(config)
+        t = Trial(config=dict(config), outcome=r.outcome, step_time_s=r.step_time_s,
+                  peak_mem_bytes=r.peak_mem_bytes, cost_s=r.cost_s)
+        self.trials.append(t)
+        return t
+
+    def tried(self) -> set[tuple[Any, ...]]:
+        return {key(t.config) for t in self.trials}
+
+
+def key(config: Mapping[str, Value]) -> tuple[Any, ...]:
+    return tuple(sorted(config.items()))
+
+
+# -- the static launcher checks every method knows ------------------------------------------------
+
+def known_valid(config: Mapping[str, Value], world: int) -> bool:
+    """The checks a launcher makes from the arguments alone (``infrarsi.sim.rules`` 1, 4, 9, 10, 11)."""
+    tp, pp, vpp, zero = int(config["tp"]), int(config["pp"]), int(config["vpp"]), int(config["zero"])
+    if world % (tp * pp):
+        return False
+    if vpp > 1 and pp == 1:
+        return False
+    if zero >= 2 and pp > 1:
+        return False
+    opg = bool(config["overlap_param_gather"])
+    return not (opg and (zero == 0 or not config["overlap_grad_reduce"]))
+
+
+def known_constraints(job: SimulatedJob) -> list[Constraint]:
+    """:func:`known_valid` as contract constraints (``forbid`` assignments) for the engine."""
+    dims = {d.name: d for d in job.space.dimensions}
+    world = job.cluster.world_size
+    out = [Constraint(kind="forbid", when=(("tp", tp), ("pp", pp)), reason="tp·pp must divide the world size")
+           for tp in dims["tp"].values for pp in dims["pp"].values if world % (int(tp) * int(pp))]
+    out += [Constraint(kind="forbid", when=(("pp", 1), ("vpp", v)), reason="virtual stages need pp > 1")
+            for v in dims["vpp"].values if v != 1]
+    out += [Constraint(kind="forbid", when=(("zero", z), ("pp", pp)), reason="ZeRO-2/3 with pipeline")
+            for z in (2, 3) for pp in dims["pp"].values if pp != 1]
+    out.append(Constraint(kind="forbid", when=(("overlap_param_gather", True), ("zero", 0)),
+                          reason="param gather overlap needs the distributed optimizer"))
+    out.append(Constraint(kind="forbid", when=(("overlap_param_gather", True), ("overlap_grad_reduce", False)),
+                          reason="param gather overlap needs grad reduce overlap"))
+    return out
+
+
+def random_configs(job: SimulatedJob, rng: np.random.Generator) -> Iterator[Config]:
+    """Uniform draws over the configurations that pass :func:`known_valid`."""
+    dims = job.space.dimensions
+    world = job.cluster.world_size
+    while True:
+        config = {d.name: d.values[int(rng.integers(len(d.values)))] for d in dims}
+        if known_valid(config, world):
+            yield config
+
+
+# -- the InfraRSI engine --------------------------------------------------------------------------
+
+def engine_space(job: SimulatedJob) -> SearchSpace:
+    """The contract a user of the simulated job would write: knobs, patches with priors, static checks."""
+    knobs: list[Knob] = []
+    patches: list[PatchSpec] = []
+    for d in job.space.dimensions:
+        if d.role == "patch":
+            patches.append(PatchSpec(id=d.name, title=d.name, rationale=d.time, targets=("model.py",),
+                                     effect=PATCH_PRIORS[d.name], kind="codemod", codemod=d.name))
+        elif d.kind == "bool":
+            knobs.append(Knob(name=d.name, kind="bool", default=DEFAULT[d.name]))
+        else:
+            knobs.append(Knob(name=d.name, kind=d.kind, default=DEFAULT[d.name], values=tuple(d.values),
+                              log=d.name == "bucket_mb"))
+    return SearchSpace.from_contract(knobs, known_constraints(job), patches)
+
+
+def to_candidate(config: Mapping[str, Value], dims: Sequence[Dimension]) -> Candidate:
+    knobs = {d.name: config[d.name] for d in dims if d.role == "knob"}
+    return Candidate.of(knobs, sorted(d.name for d in dims if d.role == "patch" and config[d.name]))
+
+
+def to_config(candidate: Candidate, dims: Sequence[Dimension]) -> Config:
+    values = candidate.knob_dict()
+    chosen = set(candidate.patches)
+    return {d.name: (d.name in chosen) if d.role == "patch" else values.get(d.name, DEFAULT[d.name]) for d in dims}
+
+
+def to_record(trial: Trial, trial_no: int, dims: Sequence[Dimension], run_id: str = "bench") -> TrialRecord:
+    outcome = Outcome(trial.outcome)
+    metrics = TrialMetrics(step_time_s=trial.step_time_s,
+                           peak_mem_bytes=int(trial.peak_mem_bytes) if trial.outcome != "crash" else None,
+                           peak_mem_censored=trial.outcome == "oom")
+    return TrialRecord(run_id=run_id, trial_no=trial_no, candidate=to_candidate(trial.config, dims),
+                       outcome=outcome, metrics=metrics, cost_s=trial.cost_s)
+
+
+def run_engine(session: Session, seed: int, *, bank: Sequence[tuple[Candidate, float]] = (),
+               initial: int = 8, min_effect: float = 0.01, stop_early: bool = True) -> None:
+    """``bot/run.py``'s loop: the baseline (the doctor's run), a diverse first batch, then one by one
+    by constrained EI, until the budget or the stop advice."""
+    job = session.job
+    dims = job.space.dimensions
+    space = engine_space(job)
+    engine = SearchEngine(space, builtin_priors(space), memory_limit=job.cluster.usable_hbm_bytes, seed=seed)
+
+    def run(config: Mapping[str, Value]) -> None:
+        trial = session.run(config)
+        engine.observe([to_record(trial, len(session.trials), dims)])
+
+    run(job.space.default())
+    searched = 0
+    while session.left > 0:
+        if searched == 0:
+            proposals = engine.initial_batch(min(initial, session.left), bank, include_baseline=False)
+        else:
+            if stop_early and searched >= initial and engine.stop_advice(min_effect=min_effect).should_stop:
+                return
+            proposals = engine.next_batch(q=1)
+        if not proposals:
+            return
+        for p in proposals[:session.left]:
+            run(to_config(p.candidate, dims))
+            searched += 1
+
+
+# -- random search ----------------------------------------------------------------------------------
+
+def run_random(session: Session, seed: int) -> None:
+    """The default, then distinct uniform draws among the configurations the launcher accepts."""
+    session.run(session.job.space.default())
+    seen = session.tried()
+    for config in random_configs(session.job, np.random.default_rng([seed, 11])):
+        if key(config) in seen:
+            continue
+        seen.add(key(config))
+        session.run(config)
+
+
+# -- one change at a time ---------------------------------------------------------------------------
+
+def run_greedy(session: Session, seed: int) -> None:
+    """Coordinate descent from the default: per knob (in the documented order) try every other value
+    with the rest fixed, move to the fastest if it beats the incumbent; repeat passes until a pass
+    changes nothing, then stop. Deterministic (``seed`` unused)."""
+    job = session.job
+    world = job.cluster.world_size
+    inc = dict(job.space.default())
+    first = session.run(inc)
+    inc_time = first.step_time_s if first.outcome == "ok" else math.inf
+    seen = session.tried()
+    improved = True
+    while improved:
+        improved = False
+        for d in job.space.dimensions:
+            best: tuple[float, Config] | None = None
+            for v in d.values:
+                config = {**inc, d.name: v}
+                if v == inc[d.name] or key(config) in seen or not known_valid(config, world):
+                    continue
+                seen.add(key(config))
+                t = session.run(config)
+                if t.outcome == "ok" and t.step_time_s is not None and (best is None or t.step_time_s < best[0]):
+                    best = (t.step_time_s, config)
+            if best is not None and best[0] < inc_time:
+                inc_time, inc = best
+                improved = True
+
+
+# -- Optuna TPE -------------------------------------------------------------------------------------
+
+#: Objective value told for an OOM (its constraint marks it infeasible, so TPE ranks it by the violation).
+OOM_VALUE = 1e9
+
+
+def run_tpe(session: Session, seed: int) -> None:
+    """Optuna's TPESampler (defaults) with a constraint "oom" = 1 for an OOM, -1 otherwise.
+
+    Optuna 5 deprecated ``TPESampler(constraints_func=...)`` for
+    ``Trial.set_constraint``, which TPE reads the same way (feasible when <= 0);
+    the constraint is set from the trial's outcome before it is told.
+
+    The default is enqueued first. A crash is a failed trial (TPE ignores it);
+    a configuration the launcher rejects is told as failed without a run (no
+    device time, no budget), as an objective that checks its arguments would.
+    """
+    import optuna
+    from optuna.trial import TrialState
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    job = session.job
+    world = job.cluster.world_size
+    sampler = optuna.samplers.TPESampler(seed=seed)
+    study = optuna.create_study(direction="minimize", sampler=sampler)
+    study.enqueue_trial(job.space.default())
+    rejected = 0
+    while session.left > 0 and rejected < 100 * session.budget:
+        t = study.ask()
+        config = {d.name: t.suggest_categorical(d.name, list(d.values)) for d in job.space.dimensions}
+        if not known_valid(config, world):
+            rejected += 1
+            study.tell(t, state=TrialState.FAIL)
+            continue
+        r = session.run(config)
+        if r.outcome == "ok":
+            t.set_constraint("oom", -1.0)
+            study.tell(t, r.step_time_s)
+        elif r.outcome == "oom":
+            t.set_constraint("oom", 1.0)
+            study.tell(t, OOM_VALUE)
+        else:
+            study.tell(t, state=TrialState.FAIL)
+
+
+# -- DeepSpeed-Autotuning-style model-based tuner ---------------------------------------------------
+
+def _onehot(configs: Sequence[Mapping[str, Value]], dims: Sequence[Dimension]) -> np.ndarray:
+    cols = []
+    for d in dims:
+        for v in d.values[1:]:
+            cols.append([1.0 if c[d.name] == v and type(c[d.name]) is type(v) else 0.0 for c in configs])
+    x = np.asarray(cols, dtype=float).T
+    n, k = x.shape
+    iu = np.triu_indices(k, 1)
+    pairs = (x[:, :, None] * x[:, None, :])[:, iu[0], iu[1]]
+    return np.hstack([np.ones((n, 1)), x, pairs])
+
+
+def run_dsmodel(session: Session, seed: int, *, init: int = 2, explore: float = 0.2, pool: int = 4096,
+                ridge: float = 1.0) -> None:
+    """DeepSpeed Autotuning's ``model_based`` tuner, reduced to its logic: after ``init`` random
+    trials, fit a cost model of throughput (a failed or OOM experiment scores 0 throughput), run the
+    untried configuration it predicts fastest, with probability ``explore`` a random one instead.
+
+    DeepSpeed's cost model is an XGBoost ranker over the flattened config; here a ridge regression
+    on one-hot features and their pairwise products (no xgboost dependency). Candidates are a fixed
+    random pool of launcher-valid configurations (DeepSpeed enumerates its far smaller space).
+    """
+    job = session.job
+    dims = job.space.dimensions
+    rng = np.random.default_rng([seed, 13])
+    first = session.run(job.space.default())
+    seen = session.tried()
+    draws = random_configs(job, rng)
+    cands: dict[tuple[Any, ...], Config] = {}
+    for _ in range(50 * pool):
+        if len(cands) >= pool:
+            break
+        c = next(draws)
+        cands.setdefault(key(c), c)
+    pool_configs = list(cands.values())
+    x_pool = _onehot(pool_configs, dims)
+    ref = first.step_time_s if first.outcome == "ok" else None
+    while session.left > 0:
+        untried = [i for i, c in enumerate(pool_configs) if key(c) not in seen]
+        if not untried:
+            return
+        if len(session.trials) < 1 + init or rng.random() < explore:
+            i = untried[int(rng.integers(len(untried)))]
+        else:
+            oks = [t.step_time_s for t in session.trials if t.outcome == "ok" and t.step_time_s]
+            scale = ref or (min(oks) if oks else 1.0)
+            y = np.array([scale / t.step_time_s if t.outcome == "ok" and t.step_time_s else 0.0
+                          for t in session.trials])
+            x = _onehot([t.config for t in session.trials], dims)
+            # ridge in the dual (n << features): w = X' (X X' + lambda I)^-1 y
+            alpha = np.linalg.solve(x @ x.T + ridge * np.eye(len(y)), y)
+            pred = x_pool[untried] @ (x.T @ alpha)
+            i = untried[int(np.argmax(pred))]
+        seen.add(key(pool_configs[i]))
+        session.run(pool_configs[i])
+
+
+Method = Callable[[Session, int], None]
+
+METHODS: dict[str, Method] = {
+    "infrarsi": run_engine,
+    "random": run_random,
+    "greedy": run_greedy,
+    "optuna-tpe": run_tpe,
+    "ds-model": run_dsmodel,
+}
+
+
+def play(method: Method, job: SimulatedJob, budget: int, seed: int, **kw: Any) -> list[Trial]:
+    """Run ``method`` on ``job`` for at most ``budget`` trials; the trials it ran."""
+    session = Session(job=job, budget=budget)
+    try:
+        method(session, seed, **kw)
+    except BudgetSpent:
+        pass
+    return session.trials
+
+
+__all__ = ["BudgetSpent", "METHODS", "Session", "Trial", "engine_space", "known_constraints", "known_valid",
+           "play", "run_dsmodel", "run_engine", "run_greedy", "run_random", "run_tpe", "to_candidate",
+           "to_config", "to_record"]

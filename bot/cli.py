@@ -20,6 +20,7 @@ from bot.candidate_trial import is_git_repo, run_candidate, trial_context
 from bot.doctor import latest_run, load_doctor, new_run_id, run_dir, run_doctor
 from bot.run import RunOptions, run_search
 from bot.verify import verify_candidate
+from bot.proposers import ProposerSetupError, add_proposer_arguments, draft_with, proposer_from_args
 from bot.catalog import applicable_patches, catalog_for_repo
 from bot.draft import DraftError, draft_contract
 from bot.git.commits import is_dirty, repo_head_commit
@@ -73,7 +74,9 @@ def cmd_init(args: argparse.Namespace) -> int:
         entry = _entry_script(args.command)
         summary = scan_repo(root, entry)
         try:
-            draft = draft_contract(args.command, summary, tokens_per_step=args.tokens_per_step)
+            draft = (draft_contract(args.command, summary, tokens_per_step=args.tokens_per_step)
+                     if args.proposer == "builtin" else
+                     _llm_draft(args, root, summary))
         except DraftError as e:
             raise UsageError(str(e)) from None
         (root / CONTRACT_FILE).write_text(render_contract(draft), encoding="utf-8")
@@ -86,6 +89,22 @@ def cmd_init(args: argparse.Namespace) -> int:
     lock_path = write_lock(contract)
     print(f"wrote {lock_path.name}: {len(read_lock(root).files)} locked files and the contract hashed")
     return 0
+
+
+def _proposer(args: argparse.Namespace, root: Path):  # noqa: ANN202
+    try:
+        return proposer_from_args(args, root)
+    except ProposerSetupError as e:
+        raise UsageError(str(e)) from None
+
+
+def _llm_draft(args: argparse.Namespace, root: Path, summary):  # noqa: ANN001, ANN202
+    proposer = _proposer(args, root)
+    draft = draft_with(proposer, args.command, summary, tokens_per_step=args.tokens_per_step)
+    usage = proposer.usage()
+    print(f"drafted by the {proposer.name} proposer: {usage.tokens} tokens, ${usage.cost_usd:.4f}"
+          + (f" ({usage.cached_calls} cached)" if usage.cached_calls else ""))
+    return draft
 
 
 def _entry_script(command: str) -> str | None:
@@ -310,7 +329,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     contract = load_contract(root)
     options = RunOptions(budget_trials=args.budget_trials or contract.budget.trials,
                          budget_seconds=args.budget_seconds or contract.budget.seconds,
-                         parallel=args.parallel, initial=args.initial, seed=args.seed, repeats=args.repeats)
+                         parallel=args.parallel, initial=args.initial, seed=args.seed, repeats=args.repeats,
+                         proposer=None if args.proposer == "builtin" else _proposer(args, root))
 
     def progress(event: dict) -> None:
         if args.json:
@@ -345,6 +365,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                   f"with {best.candidate.describe()}")
         else:
             print("no candidate was verified faster than the baseline")
+        if result.llm:
+            llm = result.llm
+            print(f"LLM proposer: {llm['tokens']} tokens, ${llm['cost_usd']:.4f}, "
+                  f"{len(llm['patches_proposed'])} patch(es) proposed, {len(llm['failed_proposals'])} failed"
+                  + (f"; {llm['note']}" if llm['note'] else ""))
         print(f"wrote {result.path}")
     return 0
 
@@ -390,6 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--command", help='the training command, e.g. "python train.py --steps 8"')
     p.add_argument("--tokens-per-step", type=int, help="tokens per optimizer step, when init cannot infer it")
     p.add_argument("--force", action="store_true", help="draft a new contract over an existing one")
+    add_proposer_arguments(p)
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("lock", help="re-take the lock after an intended change to the contract or a locked file")
@@ -442,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bank", metavar="PATH", help="experience bank (default: $INFRARSI_BANK or the user data dir)")
     p.add_argument("--no-bank", action="store_true", help="neither seed from nor write to the experience bank")
     p.add_argument("--json", action="store_true", help="machine-readable progress: one JSON object per line")
+    add_proposer_arguments(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("patches", help="list the built-in patch catalog and where each patch applies in the repo")

@@ -44,6 +44,8 @@ class RunOptions:
     seed: int = 0
     stop_early: bool = True
     repeats: int = 5  # doctor repeats when the run has no doctor report yet
+    proposer: Any = None  # an infrarsi.proposer.Proposer: priors at the start, patches between batches
+    proposal_rounds: int = 3  # rounds of patch proposals at most (each one model call for the LLM proposer)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,6 +55,7 @@ class RunResult:
     search: tuple[TrialRecord, ...]
     verdicts: tuple[Verdict, ...]
     path: Path
+    llm: Mapping[str, Any] | None = None  # the proposer's cost and proposals (run.json `llm`)
 
     @property
     def best(self) -> Verdict | None:
@@ -102,9 +105,19 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
     bank_candidates = bank_seeds(bank, contract, doctor) if bank is not None else []
     if bank_candidates:
         _emit(progress, event="bank", message=f"{len(bank_candidates)} configuration(s) from the experience bank")
+    session = None
+    if options.proposer is not None:
+        from bot.proposers.session import ProposerSession
+
+        session = ProposerSession(proposer=options.proposer, journal=journal, run_id=run_id,
+                                  run_dir=run_dir(contract.root, run_id), max_rounds=options.proposal_rounds)
+        ctx = replace(ctx, patches={**ctx.patches, **{p.id: p for p in session.load()}})
     space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(ctx.patches.values()))
     baseline = Candidate.of(contract.defaults())
-    engine = SearchEngine(space, builtin_priors(space), memory_limit=contract.budget.memory_limit_bytes,
+    priors = builtin_priors(space)
+    if session is not None:
+        priors = session.priors(contract, doctor, list(ctx.patches.values()), base=priors)
+    engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes,
                           seed=options.seed)
     seen = {r.candidate.digest(): r.candidate for r in journal.trials(run_id)}
     interrupted = recover_interrupted(journal, run_id, seen, contract.budget.trial_timeout_s)
@@ -134,6 +147,16 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
             proposals = engine.initial_batch(min(options.initial, options.budget_trials - len(search)),
                                              bank_candidates, include_baseline=False)
         else:
+            if session is not None and session.wants_more() and ctx.base is not None:
+                new = session.propose(contract, doctor, search, ctx.patches,
+                                      lambda m: _emit(progress, event="llm", message=m))
+                if new:  # the space grows: rebuild the engine over every record so far
+                    ctx = replace(ctx, patches={**ctx.patches, **{p.id: p for p in new}})
+                    space = SearchSpace.from_contract(contract.knobs, contract.constraints,
+                                                      list(ctx.patches.values()))
+                    engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes,
+                                          seed=options.seed)
+                    engine.observe(journal.trials(run_id))
             if options.stop_early and len(search) >= options.initial:
                 advice = engine.stop_advice(min_effect=contract.verify.min_effect)
                 if advice.should_stop:
@@ -162,7 +185,8 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
     state_path.write_text(json.dumps({"verification_from": _next_trial_no(journal, run_id)}), encoding="utf-8")
     verdicts = _verify_top(ctx, run_id=run_id, doctor=doctor, search=search, baseline=baseline, progress=progress)
     result = RunResult(run_id=run_id, doctor=doctor, search=tuple(search), verdicts=tuple(verdicts),
-                       path=run_dir(contract.root, run_id) / "run.json")
+                       path=run_dir(contract.root, run_id) / "run.json",
+                       llm=session.summary() if session is not None else None)
     result.path.write_text(json.dumps(run_summary(result, engine), indent=2, sort_keys=True, default=str) + "\n",
                            encoding="utf-8")
     if bank is not None:
@@ -217,6 +241,7 @@ def run_summary(result: RunResult, engine: SearchEngine) -> dict[str, Any]:
         "verdicts": [v.to_dict() for v in result.verdicts],
         "best": best.to_dict() if best else None,
         "posterior": engine.posterior_report().to_dict(),
+        "llm": dict(result.llm) if result.llm is not None else None,
     }
 
 

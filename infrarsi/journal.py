@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infrarsi.sqlite_wal import open_wal, write_transaction
+from infrarsi.proposer import LLMCall
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 
-JOURNAL_SCHEMA = 1
+JOURNAL_SCHEMA = 2  # 2: llm_calls (added to older journals on open)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -40,6 +41,13 @@ CREATE TABLE IF NOT EXISTS trials (
     started_at REAL NOT NULL,
     record TEXT,
     PRIMARY KEY (run_id, trial_no)
+);
+CREATE TABLE IF NOT EXISTS llm_calls (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
 );
 """
 
@@ -76,7 +84,9 @@ class Journal:
         with self._write() as db:
             for statement in filter(str.strip, _SCHEMA.split(";")):
                 db.execute(statement)
-            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (str(JOURNAL_SCHEMA),))
+            db.execute("INSERT INTO meta(key, value) VALUES ('schema', ?) ON CONFLICT(key) DO UPDATE SET "
+                       "value = excluded.value WHERE CAST(meta.value AS INTEGER) < CAST(excluded.value AS INTEGER)",
+                       (str(JOURNAL_SCHEMA),))
 
     def close(self) -> None:
         self._db.close()
@@ -153,6 +163,20 @@ class Journal:
                              cost_s=cost_s, started_at=pending.started_at, ended_at=pending.started_at + cost_s)
         self.record_trial(record)
         return record
+
+    def record_llm_call(self, run_id: str, call: LLMCall) -> None:
+        """One model request of a run (tokens, cost, outcome): LLM cost is part of the run's cost."""
+        with self._write() as db:
+            (last,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM llm_calls WHERE run_id = ?", (run_id,)).fetchone()
+            db.execute("INSERT INTO llm_calls(run_id, seq, created_at, record) VALUES (?,?,?,?)",
+                       (run_id, int(last) + 1, time.time(), json.dumps(call.to_dict(), sort_keys=True)))
+
+    def llm_calls(self, run_id: str | None = None) -> list[LLMCall]:
+        query, args = "SELECT record FROM llm_calls", ()
+        if run_id is not None:
+            query, args = query + " WHERE run_id = ?", (run_id,)
+        rows = self._db.execute(query + " ORDER BY run_id, seq", args).fetchall()
+        return [LLMCall(**json.loads(r[0])) for r in rows]
 
     def integrity(self) -> str:
         return str(self._db.execute("PRAGMA integrity_check").fetchone()[0])

@@ -1,0 +1,99 @@
+"""Proposers: the built-in one (offline, the default) and the anthropic one (``--proposer anthropic``).
+
+Both implement :class:`infrarsi.proposer.Proposer`; ``make_proposer`` is the one
+place that turns a name and its settings into an instance.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bot.proposers.builtin import BuiltinProposer
+from bot.proposers.llm import LLMConfig
+from infrarsi.proposer import Proposer
+
+PROPOSERS = ("builtin", "anthropic")
+
+
+class ProposerSetupError(ValueError):
+    """The proposer cannot be built (no API key for the anthropic proposer, an unknown name)."""
+
+
+def make_proposer(name: str, *, config: LLMConfig | None = None, cache_dir: Path | None = None,
+                  api_key: str | None = None) -> Proposer:
+    if name == "builtin":
+        return BuiltinProposer()
+    if name == "anthropic":
+        import os
+
+        from bot.proposers.anthropic import AnthropicProposer
+
+        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise ProposerSetupError("--proposer anthropic needs ANTHROPIC_API_KEY in the environment")
+        return AnthropicProposer(config=config or LLMConfig(), api_key=key, cache_dir=cache_dir)
+    raise ProposerSetupError(f"unknown proposer {name!r} (known: {', '.join(PROPOSERS)})")
+
+
+__all__ = ["PROPOSERS", "BuiltinProposer", "LLMConfig", "ProposerSetupError", "make_proposer"]
+
+
+def add_proposer_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--proposer`` and the anthropic proposer's settings, shared by ``init`` and ``run``."""
+    parser.add_argument("--proposer", choices=PROPOSERS, default="builtin",
+                        help="who drafts, states priors and proposes patches (default builtin: offline; anthropic "
+                        "needs ANTHROPIC_API_KEY)")
+    parser.add_argument("--llm-model", default=None, help="anthropic proposer: the model (default %s)" % _default_model())
+    parser.add_argument("--llm-base-url", default=None, help="anthropic proposer: API base URL")
+    parser.add_argument("--llm-token-budget", type=int, default=None,
+                        help="anthropic proposer: input+output tokens per run (default 200000; 0: unlimited)")
+    parser.add_argument("--llm-cache", default=None, metavar="DIR",
+                        help="anthropic proposer: response cache (default <repo>/.infrarsi/llm-cache)")
+
+
+def _default_model() -> str:
+    from bot.proposers.llm import DEFAULT_MODEL
+
+    return DEFAULT_MODEL
+
+
+def proposer_from_args(args: argparse.Namespace, root: Path) -> Proposer:
+    """The proposer the command line asks for; the cache defaults to the repo's state directory."""
+    from dataclasses import replace
+
+    config = LLMConfig()
+    if args.llm_model:
+        config = replace(config, model=args.llm_model)
+    if args.llm_base_url:
+        config = replace(config, base_url=args.llm_base_url)
+    if args.llm_token_budget is not None:
+        config = replace(config, token_budget=args.llm_token_budget or None)
+    cache = Path(args.llm_cache) if args.llm_cache else root / ".infrarsi" / "llm-cache"
+    return make_proposer(args.proposer, config=config, cache_dir=cache)
+
+
+def draft_with(proposer: Proposer, command: str, summary: "RepoSummary", *,
+               tokens_per_step: int | None = None) -> "ContractDraft":
+    """A contract draft from ``proposer``, each rationale as the comment above its field.
+
+    Raises :class:`bot.draft.DraftError` when the proposer could not draft (its
+    failures named), so ``init`` never writes a half-drafted contract.
+    """
+    from bot.draft import ContractDraft, DraftError
+
+    proposal = proposer.draft_contract(command, summary, tokens_per_step=tokens_per_step)  # type: ignore[call-arg]
+    if proposal.data is None:
+        why = "; ".join(f.error for f in proposal.failures) or "no answer"
+        raise DraftError(f"the {proposer.name} proposer could not draft a contract: {why}")
+    if proposer.name == "builtin":
+        return ContractDraft(data=dict(proposal.data), notes=dict(proposal.rationale))
+    model = getattr(getattr(proposer, "config", None), "model", proposer.name)
+    return ContractDraft(data=dict(proposal.data),
+                         notes={k: f"{model}: {v}" for k, v in proposal.rationale.items()})
+
+
+if TYPE_CHECKING:
+    from bot.draft import ContractDraft
+    from bot.scan import RepoSummary

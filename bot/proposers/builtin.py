@@ -1,0 +1,70 @@
+"""The built-in proposer: offline, deterministic, free.
+
+Contracts come from the static scan (:mod:`bot.draft`), priors from the
+documented tables (``bot/priors.py`` for knobs, ``bot/catalog.py`` for
+patches; sources in docs/priors.md), patches from the libcst catalog entries
+that apply to the repo's editable scope.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bot.draft import draft_contract
+from bot.priors import KNOB_PRIORS
+from bot.scan import RepoSummary
+from infrarsi.contract.model import Contract
+from infrarsi.patches import Effect, PatchSpec
+from infrarsi.proposer import ContractProposal, PatchProposal, PriorTable, TrialSummary, Usage
+from infrarsi.search.space import SearchSpace
+
+
+class BuiltinProposer:
+    """The offline default; every method is a pure function of its inputs and the repo on disk."""
+
+    name = "builtin"
+
+    def __init__(self) -> None:
+        self._catalog: dict[tuple[str, str], dict[str, PatchSpec]] = {}  # (root, sources digest) → applicable
+
+    def draft_contract(self, command: str, repo_summary: RepoSummary, *,
+                       tokens_per_step: int | None = None) -> ContractProposal:
+        """Raises :class:`bot.draft.DraftError` when the scan cannot infer what it must not guess."""
+        draft = draft_contract(command, repo_summary, tokens_per_step=tokens_per_step)
+        return ContractProposal(data=draft.data, rationale=dict(draft.notes), proposer=self.name)
+
+    def priors(self, contract: Contract, doctor: Any = None, patches: Sequence[PatchSpec] = ()) -> PriorTable:
+        space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(patches))
+        effects: dict[str, Effect] = {}
+        rationale: dict[str, str] = {}
+        for name in space.feature_names:
+            if name.startswith("patch:"):
+                continue
+            for pattern, t, t_sd, m, m_sd in KNOB_PRIORS:
+                if re.match(pattern, name):
+                    effects[name] = Effect(time_ratio=t, time_sigma=t_sd, mem_ratio=m, mem_sigma=m_sd,
+                                           source="docs/priors.md#knobs")
+                    rationale[name] = f"built-in table row {pattern!r}"
+                    break
+        for spec in patches:
+            effects[f"patch:{spec.id}"] = spec.effect
+            rationale[f"patch:{spec.id}"] = spec.rationale
+        return PriorTable(effects=effects, rationale=rationale, proposer=self.name)
+
+    def propose_patches(self, contract: Contract, doctor: Any, trials: Sequence[TrialSummary],
+                        sources: Mapping[str, str], known: Sequence[PatchSpec] = ()) -> PatchProposal:
+        from bot.catalog import applicable_patches
+
+        seen = {p.id for p in known}
+        key = (str(contract.root), hashlib.sha256(json.dumps(sorted(sources.items())).encode()).hexdigest())
+        if key not in self._catalog:  # running every codemod over the editable files takes seconds
+            self._catalog[key] = applicable_patches(contract)
+        new = tuple(spec for pid, spec in sorted(self._catalog[key].items()) if pid not in seen)
+        return PatchProposal(patches=new, proposer=self.name)
+
+    def usage(self) -> Usage:
+        return Usage()

@@ -1,0 +1,185 @@
+"""The Proposer protocol: who drafts contracts, states priors and writes code patches.
+
+Three jobs, each answered with a frozen record rather than an exception, so a
+proposer that fails (a model that answers nonsense, a spent token budget) is
+on the record and the run goes on without it:
+
+- :meth:`Proposer.draft_contract` — a contract draft for ``infrarsi init``,
+  every field with a rationale (written as a comment above it);
+- :meth:`Proposer.priors` — expected effect of each knob value and each patch
+  on step time and peak memory, with an uncertainty (:class:`~infrarsi.patches.Effect`);
+- :meth:`Proposer.propose_patches` — new replacement patches for editable
+  symbols, having seen every trial so far (failures and their reasons included).
+
+Implementations live in ``bot/proposers``: the built-in one (offline, the
+default) and the anthropic one. Both pass ``tests/test_proposer_contract.py``.
+Nothing a proposer returns is trusted: patches go through the same libcst
+application, scope audit and verification as catalog patches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from infrarsi.patches import Effect, PatchSpec
+from infrarsi.search.features import Priors
+
+PROPOSAL_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LLMCall:
+    """One request to a model (or a cache hit standing in for one) and what it cost."""
+
+    job: str  # "draft_contract" | "priors" | "propose_patches"
+    request_hash: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    cached: bool = False
+    outcome: str = "ok"  # "ok" | "invalid" | "error" | "budget"
+    error: str = ""
+    attempt: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProposalFailure:
+    """A proposal that was not passed on: why, and the (truncated) answer it came from."""
+
+    job: str
+    error: str
+    answer: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job": self.job, "error": self.error, "answer": self.answer}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ContractProposal:
+    """A drafted contract table (TOML shape) and a rationale per dotted key; ``data`` is None on failure."""
+
+    data: Mapping[str, Any] | None
+    rationale: Mapping[str, str] = field(default_factory=dict)
+    proposer: str = ""
+    calls: tuple[LLMCall, ...] = ()
+    failures: tuple[ProposalFailure, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.data is not None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PriorTable:
+    """Expected effects by search-space feature name (``dtype=bf16``, ``micro_batch``, ``patch:<id>``).
+
+    ``rationale`` says where each figure comes from. :meth:`to_priors` turns the
+    table into the engine's Gaussian priors on log ratios.
+    """
+
+    effects: Mapping[str, Effect] = field(default_factory=dict)
+    rationale: Mapping[str, str] = field(default_factory=dict)
+    proposer: str = ""
+    calls: tuple[LLMCall, ...] = ()
+    failures: tuple[ProposalFailure, ...] = ()
+
+    def to_priors(self, base: Priors | None = None) -> Priors:
+        base = base or Priors()
+        time = dict(base.time)
+        memory = dict(base.memory)
+        for name, e in self.effects.items():
+            time[name] = (math.log(e.time_ratio), e.time_sigma)
+            memory[name] = (math.log(e.mem_ratio), e.mem_sigma)
+        return Priors(time=time, memory=memory, knob_time_sd=base.knob_time_sd,
+                      knob_memory_sd=base.knob_memory_sd)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"proposer": self.proposer,
+                "effects": {k: {**v.to_dict(), "rationale": self.rationale.get(k, "")}
+                            for k, v in sorted(self.effects.items())},
+                "failures": [f.to_dict() for f in self.failures]}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PatchProposal:
+    """New patches (replacement definitions, each with rationale, evidence and expected effect).
+
+    ``budget_exhausted`` is set when the proposer refused to ask (or to ask
+    again) because the run's token budget is spent: the run stops proposing.
+    """
+
+    patches: tuple[PatchSpec, ...] = ()
+    proposer: str = ""
+    calls: tuple[LLMCall, ...] = ()
+    failures: tuple[ProposalFailure, ...] = ()
+    budget_exhausted: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrialSummary:
+    """What a proposer is told about one trial: enough to learn from it, nothing it could act on."""
+
+    trial_no: int
+    candidate: str
+    patches: tuple[str, ...]
+    outcome: str
+    reason: str = ""
+    step_time_s: float | None = None
+    peak_mem_bytes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
+                ((k, getattr(self, k)) for k in self.__slots__)}  # type: ignore[attr-defined]
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    """Drafts contracts, states priors and proposes patches.
+
+    Contract: no method raises for a bad answer or a spent budget — it returns a
+    record with ``failures`` (and ``budget_exhausted``). Calls with the same
+    inputs give the same records (the anthropic proposer caches responses by
+    request), so a rerun is reproducible. ``usage()`` is the running total of
+    every call this instance made.
+    """
+
+    name: str
+
+    def draft_contract(self, command: str, repo_summary: Any) -> ContractProposal: ...
+
+    def priors(self, contract: Any, doctor: Any, patches: Sequence[PatchSpec] = ()) -> PriorTable: ...
+
+    def propose_patches(self, contract: Any, doctor: Any, trials: Sequence[TrialSummary],
+                        sources: Mapping[str, str], known: Sequence[PatchSpec] = ()) -> PatchProposal: ...
+
+    def usage(self) -> Usage: ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Usage:
+    """Tokens and dollars spent so far, against the budget (None: unlimited)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    calls: int = 0
+    cached_calls: int = 0
+    token_budget: int | None = None
+    budget_exhausted: bool = False
+    failed_proposals: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        out["tokens"] = self.tokens
+        return out

@@ -1,119 +1,168 @@
-"""The offline demo: a fresh copy of the tinygpt fixture, its contract, a baseline and a candidate.
+"""The offline demo: all five stages on a fresh copy of the tinygpt fixture, ending in a merged pull request.
 
-``./dev demo [--workdir DIR]``. Everything runs here: the bundled fixture, the
-local executor, the SQLite journal; no network and no API key.
+``./dev demo [--workdir DIR]``. The fixture becomes its own git repository with
+a bare remote beside it (``remote.git``) that the local forge serves pull
+requests from. Then, through the real CLI: ``init`` (the contract, with a team
+lead ``lead`` as approver) → ``doctor`` → ``run`` (built-in proposer, a small
+budget) → ``report`` → ``apply`` (local forge) → ``approve 1 --as lead`` →
+``promote --pr 1`` (re-verified on the base, then merged by the forge). No
+network, no API key, no GPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import shutil
 import sys
 import tempfile
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pygit2
 
-from bot.draft import draft_contract
-from bot.executors.local import LocalExecutor
 from bot.git.commits import BOT_IDENTITY
-from bot.scan import scan_repo
-from bot.toml_writer import render_contract
-from bot.candidate_trial import trial_context
-from bot.trials import journal_path, make_candidate, state_dir
-from infrarsi.contract import load_contract
-from infrarsi.contract.lock import read_lock, write_lock
-from infrarsi.journal import Journal
-from infrarsi.trial import Outcome, TrialRecord
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tinygpt"
-COMMAND = "python train.py"
-CANDIDATES: tuple[tuple[str, list[str]], ...] = (
-    ("baseline", []),
-    ("bf16 autocast", ["dtype=bf16"]),
-)
+RUN_ID = "demo"
+APPROVER = "lead"
+# Half the default global batch and sequence length: bf16 autocast still wins clearly on a CPU
+# (the GEMMs dominate), and a run takes a few seconds instead of fourteen.
+CONFIGS = {
+    "small": "--seq-len 128 --global-batch 8 --steps 6",
+    "tiny": "--n-layer 1 --n-head 2 --d-model 64 --vocab-size 256 --seq-len 32 --global-batch 4 --steps 6",
+}
+# Knobs the demo leaves out of its contract: torch.compile costs a minute of compilation per trial on a CPU.
+DROPPED_KNOBS = ("compile", "threads")
 
 
-def commit_all(repo: Path, message: str) -> None:
+def commit_all(repo: Path, message: str) -> str:
     """Commit every file of the demo repo (the demo plays the user here, so the bot identity signs)."""
     git = pygit2.Repository(str(repo))
     git.index.add_all()
     git.index.write()
     sig = pygit2.Signature(BOT_IDENTITY.name, BOT_IDENTITY.email)
     parents = [] if git.head_is_unborn else [git.head.target]
-    git.create_commit("HEAD", sig, sig, message, git.index.write_tree(), parents)
+    return str(git.create_commit("HEAD", sig, sig, message, git.index.write_tree(), parents))
 
 
-def prepare_repo(workdir: Path) -> Path:
-    """Copy the fixture into ``workdir/tinygpt`` as its own git repository with one commit."""
+def prepare_repo(workdir: Path) -> tuple[Path, Path]:
+    """``workdir/tinygpt`` as its own git repository on ``main``, with ``workdir/remote.git`` as origin."""
     repo = workdir / "tinygpt"
-    shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi"))
+    shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.*"))
     pygit2.init_repository(str(repo), initial_head="main")
     commit_all(repo, "tinygpt fixture")
-    return repo
+    remote = workdir / "remote.git"
+    pygit2.init_repository(str(remote), bare=True, initial_head="main")
+    pygit2.Repository(str(repo)).remotes.create("origin", str(remote))
+    return repo, remote
 
 
-def _row(label: str, record: TrialRecord) -> str:
-    m = record.metrics
-    step = f"{m.step_time_s * 1000:9.1f} ms" if m.step_time_s else " " * 12
-    cv = f"{m.step_time_cv:6.1%}" if m.step_time_cv is not None else " " * 6
-    tps = f"{m.tokens_per_s:10,.0f}" if m.tokens_per_s else " " * 10
-    mem = f"{m.peak_mem_bytes / 2**20:7.0f} MiB" if m.peak_mem_bytes else " " * 11
-    loss = f"{m.loss[-1]:.4f}" if m.loss else "-"
-    return f"  {label:<16} {record.outcome.value:<8} {step} {cv} {tps} {mem}  {loss:>8}  {record.cost_s:6.1f} s"
+def _drop_table(text: str, header: str) -> str:
+    """``text`` without the TOML table ``header``, its leading comments and its body (up to a blank line)."""
+    lines = text.splitlines(keepends=True)
+    if header + "\n" not in lines:
+        return text
+    start = end = lines.index(header + "\n")
+    while start > 0 and lines[start - 1].startswith("#"):
+        start -= 1
+    while end + 1 < len(lines) and lines[end + 1].strip() and not lines[end + 1].startswith("["):
+        end += 1
+    if end + 1 < len(lines) and not lines[end + 1].strip():
+        end += 1
+    return "".join(lines[:start] + lines[end + 1:])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="./dev demo", description=__doc__)
+def edit_contract(text: str, *, top_k: int, max_pairs: int) -> str:
+    """What the user would edit after ``init``: an approver, fewer knobs, a small verification budget."""
+    for name in DROPPED_KNOBS:
+        text = _drop_table(text, f"[knobs.{name}]")
+    text = text.replace("[approvers]\n", f"[verify]\ntop_k = {top_k}\nmax_pairs = {max_pairs}\n\n[approvers]\n", 1)
+    return re.sub(r"(\[approvers\]\n(?:#[^\n]*\n)*)users = \[\]", rf'\1users = ["{APPROVER}"]', text, count=1)
+
+
+def stage(n: int, title: str) -> None:
+    print(f"\n[{n}/7] {title}", flush=True)
+
+
+def cli(*argv: str) -> int:
+    """One stage through the real command line, in this process."""
+    from bot.cli import main
+
+    print("  $ infrarsi " + " ".join(argv), flush=True)
+    sys.stdout.flush()
+    return main(list(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="./dev demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", type=Path, help="where to put the fixture copy (default: a new temp dir)")
+    parser.add_argument("--config", choices=sorted(CONFIGS), default="small",
+                        help="the fixture's size: small (default) or tiny (seconds; for tests, no real speedup "
+                             "is expected)")
+    parser.add_argument("--repeats", type=int, default=3, help="doctor's baseline runs (default 3)")
+    parser.add_argument("--budget-trials", type=int, default=6, help="search trials (default 6)")
+    parser.add_argument("--initial", type=int, default=4, help="the diverse first batch (default 4)")
+    parser.add_argument("--max-pairs", type=int, default=5, help="A/B pairs of verification at most (default 5)")
+    parser.add_argument("--promote-pairs", type=int, default=4, help="A/B pairs of the re-verification (default 4)")
     args = parser.parse_args(argv)
+    started = time.monotonic()
     workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="infrarsi-demo-"))).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    if (workdir / "tinygpt").exists():
-        parser.error(f"{workdir / 'tinygpt'} already exists; pass an empty --workdir")
+    if (workdir / "tinygpt").exists() or (workdir / "remote.git").exists():
+        parser.error(f"{workdir} already holds a demo; pass an empty --workdir")
 
-    print(f"[1/3] init: copying the tinygpt fixture to {workdir / 'tinygpt'} and drafting its contract")
-    repo = prepare_repo(workdir)
-    draft = draft_contract(COMMAND, scan_repo(repo, "train.py"))
-    (repo / "infrarsi.toml").write_text(render_contract(draft), encoding="utf-8")
-    contract = load_contract(repo)
-    write_lock(contract)
-    lock = read_lock(repo)
-    state_dir(repo)
+    stage(1, f"init: the tinygpt fixture in {workdir / 'tinygpt'}, its own git repo, remote {workdir / 'remote.git'}")
+    repo, remote = prepare_repo(workdir)
+    if cli("init", str(repo), "--command", f"python train.py {CONFIGS[args.config]}") != 0:
+        return 1
+    contract = repo / "infrarsi.toml"
+    contract.write_text(edit_contract(contract.read_text(encoding="utf-8"), top_k=1, max_pairs=args.max_pairs),
+                        encoding="utf-8")
+    print(f"  edited the contract as a user would: approver {APPROVER!r}, knobs without "
+          f"{', '.join(DROPPED_KNOBS)}, verification of the top candidate with at most {args.max_pairs} pairs")
+    if cli("lock", str(repo)) != 0:
+        return 1
     commit_all(repo, "infrarsi: contract and lock")
-    print(f"      {len(contract.knobs)} knobs ({', '.join(k.name for k in contract.knobs)}), "
-          f"{len(contract.scope.editable)} editable symbols, locked: {', '.join(contract.scope.locked)}")
+    pygit2.Repository(str(repo)).remotes["origin"].push(["refs/heads/main:refs/heads/main"])
 
-    print(f"[2/3] trials: {contract.timing.warmup_steps} warm-up + {contract.timing.measured_steps} measured steps "
-          "each, timed by the bot")
-    records: list[tuple[str, TrialRecord]] = []
-    with Journal(journal_path(repo)) as journal:
-        journal.ensure_run("demo", kind="demo")
-        ctx = trial_context(contract, lock, executor=LocalExecutor(), journal=journal)
-        for label, knobs in CANDIDATES:
-            candidate = make_candidate(contract, knobs)
-            print(f"      running {label}: {candidate.describe()}", flush=True)
-            record = ctx.run("demo", candidate)
-            print(f"      … {record.outcome.value}, commit {(record.commit or '')[:10]} on "
-                  f"infrarsi/demo/{record.trial_no}", flush=True)
-            records.append((label, record))
-
-    print("[3/3] what the bot measured")
-    print(f"  {'candidate':<16} {'outcome':<8} {'step time':>12} {'cv':>6} {'tokens/s':>10} {'peak mem':>11}  "
-          f"{'loss':>8}  {'cost':>8}")
-    for label, record in records:
-        print(_row(label, record))
-    base = records[0][1]
-    failed = [(label, r) for label, r in records if r.outcome is not Outcome.OK]
-    for label, r in failed:
-        print(f"  {label}: {r.outcome.value} — {r.reason}")
-    if base.outcome is Outcome.OK and base.metrics.step_time_s:
-        for label, r in records[1:]:
-            if r.outcome is Outcome.OK and r.metrics.step_time_s:
-                print(f"  speedup of {label} over the baseline: {base.metrics.step_time_s / r.metrics.step_time_s:.2f}x "
-                      "(one trial each; verification with repeats is the doctor/verify stages' job)")
-    print(f"journal: {journal_path(repo)}")
-    return 0 if not failed else 1
+    stage(2, "doctor: the baseline's noise, phases, memory and MFU")
+    if cli("doctor", str(repo), "--repeats", str(args.repeats), "--run-id", RUN_ID) != 0:
+        return 1
+    stage(3, "run: the search (built-in proposer), then interleaved A/B verification of the best")
+    if cli("run", str(repo), "--run-id", RUN_ID, "--budget-trials", str(args.budget_trials), "--initial",
+           str(args.initial), "--bank", str(workdir / "bank.sqlite")) != 0:
+        return 1
+    stage(4, "report")
+    if cli("report", str(repo), "--run", RUN_ID) != 0:
+        return 1
+    report_json = repo / ".infrarsi" / "runs" / RUN_ID / "report.json"
+    report = json.loads(report_json.read_text(encoding="utf-8"))
+    if not report["promoted"]:
+        print(f"\nno candidate was verified faster than the baseline on this machine (a busy machine hides "
+              f"speedups); nothing to propose.\nreport.json: {report_json}")
+        print(f"demo took {(time.monotonic() - started) / 60:.1f} min")
+        return 1
+    stage(5, "apply: the promotion branch, pushed to the local forge, one pull request")
+    if cli("apply", str(repo), "--run", RUN_ID) != 0:
+        return 1
+    record = remote / "infrarsi-forge" / "pulls" / "1.json"
+    stage(6, f"approve: the team lead {APPROVER!r} approves pull request #1")
+    if cli("approve", "1", "--as", APPROVER, "--repo", str(repo)) != 0:
+        return 1
+    stage(7, "promote: re-verify on the base, then merge")
+    merged = cli("promote", str(repo), "--pr", "1", "--pairs", str(args.promote_pairs)) == 0
+    lo, hi = report["speedup_ci"]
+    print(f"\nverified speedup: {report['speedup']:.2f}x ({report['ci_level']:.0%} CI [{lo:.2f}, {hi:.2f}]), "
+          f"{report['winner']}")
+    print(f"pull request #1: {json.loads(record.read_text(encoding='utf-8'))['state']}")
+    print(f"report.json: {report_json}")
+    print(f"pull-request record: {record}")
+    print(f"demo took {(time.monotonic() - started) / 60:.1f} min")
+    return 0 if merged else 1
 
 
 if __name__ == "__main__":

@@ -66,7 +66,11 @@ def _literal(value: KnobValue, old: cst.BaseExpression | None) -> cst.BaseExpres
         return cst.Integer(str(value))
     if isinstance(value, float):
         return cst.Float(repr(value))
-    return cst.SimpleString(repr(str(value)))
+    text = str(value)
+    quote = old.quote if isinstance(old, cst.SimpleString) and old.quote in ('"', "'") else '"'
+    if quote in text or "\\" in text or "\n" in text:
+        return cst.SimpleString(repr(text))
+    return cst.SimpleString(f"{quote}{text}{quote}")
 
 
 class _Defaults(cst.CSTTransformer):

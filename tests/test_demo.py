@@ -1,25 +1,43 @@
-"""The README's first command: the offline demo runs to the end and prints what it measured."""
+"""The README's first command: the offline demo runs the five stages to the end on a fresh fixture copy.
+
+CI runs the tiny config (seconds per trial), where bf16 brings nothing on a CPU, so the test accepts the
+demo's honest ending either way: a merged pull request with a verified speedup, or the report saying that
+nothing was verified. The path with a winner is covered stage by stage in test_apply.py and test_promote.py.
+"""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from infrarsi.report import SECTIONS
+
 pytestmark = pytest.mark.slow
 
 
-def test_demo_runs_offline_and_prints_the_figures(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "bot.demo", "--workdir", str(tmp_path)], capture_output=True,
-                            text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+def test_demo_runs_every_stage_offline(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "bot.demo", "--workdir", str(tmp_path), "--config", "tiny",
+                             "--repeats", "2", "--budget-trials", "3", "--initial", "3", "--max-pairs", "4",
+                             "--promote-pairs", "4"], capture_output=True, text=True, timeout=1800)
     out = result.stdout
-    assert "[3/3] what the bot measured" in out
-    assert "speedup of bf16 autocast over the baseline:" in out
-    baseline = next(line for line in out.splitlines() if line.strip().startswith("baseline "))
-    assert " ok " in baseline and " ms " in baseline
-    branches = subprocess.run(["git", "-C", str(tmp_path / "tinygpt"), "branch", "--list", "infrarsi/*"],
-                              capture_output=True, text=True).stdout.split()
-    assert branches == ["infrarsi/demo/1", "infrarsi/demo/2"]
+    for n, name in enumerate(("init", "doctor", "run", "report"), start=1):
+        assert f"[{n}/7] {name}" in out, out[-3000:] + result.stderr[-3000:]
+    report_json = tmp_path / "tinygpt" / ".infrarsi" / "runs" / "demo" / "report.json"
+    report = json.loads(report_json.read_text())
+    for key in ("speedup", "speedup_ci", "mfu_before", "mfu_after", "trials", "failed_cost_s", "promoted", "audit"):
+        assert key in report
+    assert f"report.json: {report_json}" in out
+    if not report["promoted"]:
+        assert result.returncode == 1 and "no candidate was verified faster than the baseline" in out
+        return
+    record_path = tmp_path / "remote.git" / "infrarsi-forge" / "pulls" / "1.json"
+    assert f"pull-request record: {record_path}" in out and "verified speedup: " in out
+    record = json.loads(record_path.read_text())
+    for section in SECTIONS:
+        assert f"## {section}\n" in record["body"]
+    assert record["state"] in ("merged", "open")  # open: the re-verification on a busy box refused
+    assert result.returncode == (0 if record["state"] == "merged" else 1)

@@ -149,6 +149,12 @@ class Report:
     notes: tuple[str, ...] = ()
 
     @property
+    def change_summary(self) -> str:
+        """What the winner changes, briefly: ``dtype fp32→bf16, +fused_gelu``."""
+        parts = [f"{c.name} {c.old}→{c.new}" for c in self.knob_changes] + [f"+{p}" for p in self.winner_patches]
+        return ", ".join(parts) or "no change"
+
+    @property
     def failed(self) -> tuple[TrialRow, ...]:
         return tuple(t for t in self.trials if t.outcome != Outcome.OK.value)
 
@@ -186,6 +192,10 @@ def command_line(command: Sequence[str], args: Sequence[str], knobs: Sequence[Kn
         elif knob.flag:
             argv += [knob.flag, knob.format(value)]
     return " ".join(env + [shlex.quote(a) for a in argv])
+
+
+def _knob(knobs: Sequence[Knob], name: str) -> Knob:
+    return next(k for k in knobs if k.name == name)
 
 
 def _row(r: TrialRecord, stage: str) -> TrialRow:
@@ -294,25 +304,32 @@ def build_report(*, run: Mapping[str, Any], doctor: DoctorReport, records: Seque
     changes = tuple(KnobChange(name=k.name, old=k.default, new=winner_knobs[k.name], where=where_set(k, facts.entry))
                     for k in knobs if k.name in winner_knobs and winner_knobs[k.name] != k.default)
     patches = _patch_changes(winner.patches, _sources(cand_records), patch_targets or {}) if winner else ()
+    # Before and after come from the same interleaved verification, so they share the machine's state.
+    before_s = statistics.median(verification.baseline_step_s) if promoted and verification \
+        and verification.baseline_step_s else doctor.median_s
     after_s = statistics.median(verification.candidate_step_s) if promoted and verification else None
-    mfu_after = doctor.mfu * speedup if doctor.mfu is not None and speedup else None
+    mfu_before = doctor.mfu * doctor.median_s / before_s if doctor.mfu is not None and before_s else doctor.mfu
+    mfu_after = mfu_before * speedup if mfu_before is not None and speedup else None
     values = {**defaults, **winner_knobs}
     reproduce = {"baseline": command_line(command, args, knobs, defaults)}
     if winner is not None:
         reproduce["candidate"] = command_line(command, args, knobs, values)
+        reproduce["verify"] = "infrarsi verify . " + " ".join(
+            [f"--knob {c.name}={_knob(knobs, c.name).format(c.new)}" for c in changes]
+            + [f"--patch {p}" for p in winner.patches])
     notes = []
     if not promoted:
         notes.append("no candidate was verified faster than the baseline; nothing is proposed")
     if doctor.mfu is not None:
-        notes.append(f"MFU against this device's measured {doctor.baseline_dtype} peak; after = before × speedup "
-                     "(the same model FLOPs per step)")
+        notes.append(f"MFU against this device's measured {doctor.baseline_dtype} peak FLOP/s, from the model's "
+                     "FLOPs per step; after = before × speedup (the same FLOPs per step)")
     return Report(
         run_id=str(run["run_id"]), repo=facts.repo, created_at=created_at, base_commit=facts.base_commit,
         hardware=dict(doctor.fingerprint), promoted=promoted, speedup=speedup,
         speedup_ci=verification.ci if promoted and verification else None,
         ci_level=verification.ci_level if promoted and verification else None,
         p_value=verification.p_value if promoted and verification else None,
-        step_time_before_s=doctor.median_s, step_time_after_s=after_s, mfu_before=doctor.mfu, mfu_after=mfu_after,
+        step_time_before_s=before_s, step_time_after_s=after_s, mfu_before=mfu_before, mfu_after=mfu_after,
         peak_mem_before_bytes=_median_peak(base_records) or doctor.peak_mem_bytes,
         peak_mem_after_bytes=_median_peak(cand_records),
         winner=winner.describe() if winner else None, winner_digest=winner.digest() if winner else None,

@@ -72,7 +72,7 @@ def _summary(r: Report) -> list[str]:
     if r.promoted and r.speedup is not None:
         lo, hi = r.speedup_ci or (float("nan"), float("nan"))
         out.append(f"**Verified speedup {r.speedup:.2f}x** ({(r.ci_level or 0):.0%} CI [{lo:.2f}, {hi:.2f}], "
-                   f"p = {r.p_value:.3g}) with `{r.winner}`.")
+                   f"p = {r.p_value:.3g}): {r.change_summary}.")
     else:
         out.append("**No verified speedup.** " + (r.notes[0] if r.notes else ""))
     out += ["", "| | before | after |", "|---|---|---|",
@@ -179,12 +179,12 @@ def _calibration(r: Report) -> list[str]:
 
 
 def _reproduce(r: Report) -> list[str]:
-    out = ["## Reproduce", "", "```bash", f"# baseline", r.reproduce.get("baseline", "")]
+    out = ["## Reproduce", "", "```bash", "# baseline", r.reproduce.get("baseline", "")]
     if "candidate" in r.reproduce:
         checkout = f"git checkout {r.winner_branch}  # the trial commit\n" if r.winner_branch else ""
         out += ["# candidate", checkout + r.reproduce["candidate"]]
-    out += [f"infrarsi verify . " + " ".join(f"--knob {k}={v}" for k, v in r.winner_knobs.items())
-            + "".join(f" --patch {p}" for p in r.winner_patches)] if r.promoted else []
+    if "verify" in r.reproduce:
+        out += ["# interleaved A/B verification of the same candidate", r.reproduce["verify"]]
     return out + ["```"]
 
 
@@ -210,7 +210,7 @@ def render_markdown(report: Report) -> str:
 
 def pr_title(report: Report) -> str:
     if report.promoted and report.speedup is not None:
-        return f"InfraRSI: {report.speedup:.2f}x faster training step ({report.winner})"[:250]
+        return f"InfraRSI: {report.speedup:.2f}x faster training step ({report.change_summary})"[:250]
     return f"InfraRSI: run {report.run_id}"
 
 

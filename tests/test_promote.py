@@ -1,0 +1,117 @@
+"""``infrarsi promote``: merge only after a listed approver approved the current head and re-verification passed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from bot.forges.local import LocalForge
+from bot.promote import PromoteError, promote
+from infrarsi.stats import compare
+from infrarsi.trial import Candidate
+from infrarsi.verify import Verdict, VerdictKind
+from tests.conftest import infrarsi
+from tests.forge_contract import commit_on
+from tests.promotion_helpers import RUN_ID, clone_template
+from tests.test_apply import promoted_template  # noqa: F401  (the session fixture)
+
+pytestmark = pytest.mark.slow
+BRANCH = f"infrarsi/promote/{RUN_ID}"
+
+
+@pytest.fixture
+def applied(promoted_template: Path, tmp_path: Path) -> Path:  # noqa: F811
+    repo = clone_template(promoted_template, tmp_path / "copy")
+    result = infrarsi("apply", str(repo))
+    assert result.returncode == 0, result.stderr
+    return repo
+
+
+def _forge(repo: Path) -> LocalForge:
+    return LocalForge(repo.parent / "remote.git")
+
+
+def _refused(repo: Path, *extra: str) -> str:
+    result = infrarsi("promote", str(repo), "--pr", "1", "--pairs", "1", *extra)
+    assert result.returncode == 1, result.stdout + result.stderr
+    return result.stderr
+
+
+def _human_push_to_main(repo: Path, tmp: Path, files: dict[str, str]) -> str:
+    """Someone else merges a change into main on the forge, from their own clone."""
+    other = tmp / "other"
+    pygit2.clone_repository(str(repo.parent / "remote.git"), str(other), checkout_branch="main")
+    sha = commit_on(other, "main", files, message="a human change")
+    pygit2.Repository(str(other)).remotes["origin"].push(["refs/heads/main:refs/heads/main"])
+    return sha
+
+
+def _passing(repo: Path, run_id: str, candidate: Candidate, base: str) -> Verdict:
+    """A re-verification that passes (the statistics are tested in test_verify_judge.py)."""
+    c = compare((0.012, 0.0124, 0.0119, 0.0122), (0.009, 0.0093, 0.0091, 0.0089), min_effect=0.01, alpha=0.05,
+                n_boot=200, seed=0)
+    return Verdict(kind=VerdictKind.PROMOTED, reason=c.reason, candidate=candidate, baseline_trials=(),
+                   candidate_trials=(), baseline_step_s=c.baseline, candidate_step_s=c.candidate, comparison=c,
+                   invariants=())
+
+
+def test_refuses_without_an_approval(applied: Path) -> None:
+    assert "pull request #1 has no approval; one of alice must approve" in _refused(applied)
+    assert _forge(applied).get_pr(1).state == "open"
+
+
+def test_refuses_a_non_approvers_approval(applied: Path) -> None:
+    approve = infrarsi("approve", "1", "--as", "mallory", "--repo", str(applied))
+    assert approve.returncode == 0 and "approved by mallory" in approve.stdout
+    assert "approved by mallory, who is not a listed approver (alice)" in _refused(applied)
+
+
+def test_refuses_a_stale_approval(applied: Path) -> None:
+    main = str(pygit2.Repository(str(applied)).revparse_single("main").id)
+    _forge(applied).submit_review(1, "alice", "APPROVED", main)
+    assert "the approval by alice is for an older head" in _refused(applied)
+
+
+def test_stops_when_a_human_pushed_to_the_branch(applied: Path) -> None:
+    commit_on(applied, BRANCH, {"NOTES.md": "mine\n"}, message="human fixup", start=BRANCH)
+    _forge(applied).push(applied, BRANCH)
+    infrarsi("approve", "1", "--as", "alice", "--repo", str(applied))
+    message = _refused(applied)
+    assert "has commits by someone else" in message and "Contract Test" in message
+
+
+def test_refuses_when_the_re_verification_fails(applied: Path, tmp_path: Path) -> None:
+    """The base moved: the commit is re-created on it, and the candidate now crashes there (for real)."""
+    train = (applied / "train.py").read_text()
+    crash = train.replace("import argparse\n", "import argparse\nimport sys\nif 'bf16' in sys.argv:\n"
+                          "    raise SystemExit('bf16 is broken on this base')\n", 1)
+    assert crash != train
+    _human_push_to_main(applied, tmp_path, {"train.py": crash})
+    infrarsi("approve", "1", "--as", "alice", "--repo", str(applied))
+    message = _refused(applied)
+    assert "the re-verification failed, not merging" in message and "invalid" in message
+    forge = _forge(applied)
+    assert forge.get_pr(1).state == "open"
+    assert "re-verification on main" in forge.comments(1)[0]
+
+
+def test_merges_after_a_valid_approval_and_recreates_the_commit_on_a_moved_base(applied: Path,
+                                                                                 tmp_path: Path) -> None:
+    forge = _forge(applied)
+    human = _human_push_to_main(applied, tmp_path, {"CHANGELOG.md": "a human change\n"})
+    forge.submit_review(1, "alice", "APPROVED")
+    said: list[str] = []
+    result = promote(applied, 1, forge=forge, reverify=_passing, say=said.append)
+    assert result.recreated and result.verdict.promoted
+    remote = pygit2.Repository(str(applied.parent / "remote.git"))
+    merge = remote.revparse_single("main")
+    assert str(merge.id) == result.merge_commit and merge.committer.name == "infrarsi-local-forge"
+    promoted_commit = remote.get(merge.parent_ids[1])
+    assert [str(p) for p in promoted_commit.parent_ids] == [human]  # one commit, re-created on the new base
+    assert b'default="bf16"' in merge.tree["train.py"].data and "CHANGELOG.md" in merge.tree
+    assert forge.get_pr(1).state == "merged"
+    assert forge.statuses(result.head_sha) == {"infrarsi/verify": "success"}
+    with pytest.raises(PromoteError, match="is merged"):
+        promote(applied, 1, forge=forge, reverify=_passing, say=said.append)

@@ -1,0 +1,95 @@
+"""The PR body and report.md: six sections, the marker and its hash, the forge's size limit."""
+
+from __future__ import annotations
+
+from infrarsi.report import SECTIONS, Report, TrialRow, body_changed, parse_marker, render_markdown, render_pr_body
+from infrarsi.report.model import (
+    CalibrationRow,
+    Invariant,
+    KnobChange,
+    PatchChange,
+    SourceChange,
+    Verification,
+    command_line,
+)
+from infrarsi.contract.model import Knob
+
+
+def _report(failed: int = 3, **changes: object) -> Report:
+    trials = [TrialRow(trial_no=i, candidate="dtype=bf16 micro_batch=16", outcome="oom" if i % 2 else "crash",
+                       reason="x" * 150, step_time_s=None, peak_mem_bytes=2**30, cost_s=4.0, stage="search")
+              for i in range(1, failed + 1)]
+    trials.append(TrialRow(trial_no=failed + 1, candidate="dtype=bf16", outcome="ok", reason="", step_time_s=0.01,
+                           peak_mem_bytes=2**29, cost_s=3.0, stage="search"))
+    fields: dict[str, object] = dict(
+        run_id="r7", repo="tinygpt", created_at=0.0, base_commit="a" * 40, hardware={"cpu_model": "EPYC"},
+        promoted=True, speedup=1.5, speedup_ci=(1.3, 1.7), ci_level=0.9, p_value=0.01, step_time_before_s=0.015,
+        step_time_after_s=0.01, mfu_before=0.1, mfu_after=0.15, peak_mem_before_bytes=2**29,
+        peak_mem_after_bytes=2**28, winner="dtype=bf16 +fused_gelu", winner_digest="d" * 16,
+        winner_knobs={"dtype": "bf16"}, winner_patches=("fused_gelu",), winner_commit="b" * 40,
+        winner_branch="infrarsi/r7/9", diff_link=".infrarsi/runs/r7/winner.diff",
+        knob_changes=(KnobChange(name="dtype", old="fp32", new="bf16", where="--dtype flag of train.py"),),
+        patches=(PatchChange(patch_id="fused_gelu", sources=(SourceChange(
+            path="model.py", symbol="gelu_tanh", line_start=10, line_end=14, lines_added=1, lines_removed=3),)),),
+        verification=Verification(verdict="promoted", reason="significant", candidate="dtype=bf16 +fused_gelu",
+                                  baseline_step_s=(0.015, 0.016), candidate_step_s=(0.01, 0.011),
+                                  baseline_trials=(10, 12), candidate_trials=(11, 13), p_value=0.01, ci=(1.3, 1.7),
+                                  ci_level=0.9, test="Mann-Whitney U", speedup=1.5,
+                                  invariants=(Invariant(name="loss_band", ok=True, detail="inside"),)),
+        trials=tuple(trials), failed_cost_s=4.0 * failed, total_cost_s=4.0 * failed + 3,
+        oom=tuple(t for t in trials if t.outcome == "oom"),
+        calibration=(CalibrationRow(effect="dtype=bf16", prior_ratio=0.6, prior_sd=0.3, posterior_ratio=0.75,
+                                    posterior_sd=0.1, in_winner=True),),
+        reproduce={"baseline": "python train.py --dtype fp32", "candidate": "python train.py --dtype bf16"},
+        llm={"tokens": 1200, "cost_usd": 0.03})
+    fields.update(changes)
+    return Report(**fields)  # type: ignore[arg-type]
+
+
+def test_body_has_the_six_sections_in_order_and_a_marker() -> None:
+    body = render_pr_body(_report(), full_report=".infrarsi/runs/r7/report.md")
+    positions = [body.index(f"## {s}\n") for s in SECTIONS]
+    assert positions == sorted(positions)
+    assert body.startswith("<!-- infrarsi:run=r7 hash=")
+    assert parse_marker(body)[0] == "r7"
+    assert "**Verified speedup 1.50x** (90% CI [1.30, 1.70], p = 0.01): dtype fp32→bf16, +fused_gelu." in body
+    assert "| MFU | 10.00% | 15.00% |" in body
+    assert "`model.py` · `gelu_tanh` · lines 10–14" in body and "([diff](.infrarsi/runs/r7/winner.diff))" in body
+    assert "| `dtype` | `fp32` | `bf16` | --dtype flag of train.py |" in body
+    assert "Out of memory: 2 trial(s)" in body and "Total cost of failure: **12.0 device-seconds**" in body
+    assert "LLM proposer: cost_usd 0.03, tokens 1200." in body
+    assert "python train.py --dtype bf16" in body
+
+
+def test_the_marker_hash_tells_whether_an_update_changes_anything() -> None:
+    a = render_pr_body(_report())
+    assert not body_changed(a, render_pr_body(_report()))
+    assert body_changed(a, render_pr_body(_report(speedup=1.6)))
+    assert body_changed("a human's body", a)
+
+
+def test_long_tables_are_cut_to_fit_with_a_pointer_to_the_full_report() -> None:
+    report = _report(failed=2000)
+    full = render_markdown(report)
+    assert len(full) > 65_536
+    body = render_pr_body(report, full_report=".infrarsi/runs/r7/report.md")
+    assert len(body) <= 65_536
+    for s in SECTIONS:
+        assert f"## {s}\n" in body
+    assert "more rows | | see the full report: .infrarsi/runs/r7/report.md" in body
+    small = render_pr_body(report, limit=4000)
+    assert len(small) <= 4000 and small.startswith("<!-- infrarsi:run=r7")
+
+
+def test_no_verified_winner_claims_no_speedup() -> None:
+    body = render_pr_body(_report(promoted=False, speedup=None, speedup_ci=None, verification=None,
+                                  notes=("no candidate was verified faster than the baseline; nothing is proposed",)))
+    assert "**No verified speedup.**" in body and "Verified speedup" not in body
+
+
+def test_command_line_passes_every_knob_as_a_trial_does() -> None:
+    knobs = [Knob(name="dtype", kind="categorical", default="fp32", values=("fp32", "bf16"), flag="--dtype"),
+             Knob(name="fast", kind="bool", default=False, flag="--fast", switch=True),
+             Knob(name="threads", kind="int", default=0, values=(0, 1), env="OMP_NUM_THREADS")]
+    assert command_line(["python", "train.py"], ["--steps", "8"], knobs, {"dtype": "bf16", "fast": True}) == \
+        "OMP_NUM_THREADS=0 python train.py --steps 8 --dtype bf16 --fast"

@@ -1,0 +1,56 @@
+"""``infrarsi init --proposer anthropic`` against a recorded exchange, as a user runs it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bot.proposers.llm import DEFAULT_MODEL
+from bot.proposers.replay import ReplayServer, load_recording
+from tests.conftest import TINY_ARGS, copy_fixture, infrarsi
+
+
+def test_init_with_the_anthropic_proposer_writes_a_contract_with_the_models_rationales(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = copy_fixture(tmp_path / "tinygpt")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-placeholder")
+    command = f"python train.py {TINY_ARGS}"
+    with ReplayServer(exchanges=load_recording("draft_tinygpt")) as server:
+        result = infrarsi("init", str(repo), "--command", command, "--proposer", "anthropic",
+                          "--llm-base-url", server.url)
+        assert result.returncode == 0, result.stderr
+        assert "drafted by the anthropic proposer: 6507 tokens, $0.0362" in result.stdout
+        # The same inputs again: answered from the response cache, no request, no cost.
+        again = infrarsi("init", str(repo), "--command", command, "--proposer", "anthropic", "--force",
+                         "--llm-base-url", server.url)
+        assert again.returncode == 0, again.stderr
+        assert "0 tokens, $0.0000 (1 cached)" in again.stdout and len(server.requests) == 1
+    prompt = server.requests[0]["body"]["messages"][0]["content"]
+    assert re.search(r'<untrusted-data id="[0-9a-f]{16}" source="README.md">', prompt)
+
+    lines = (repo / "infrarsi.toml").read_text().splitlines()
+    fields = 0
+    for i, line in enumerate(lines):
+        is_field = re.match(r"^[a-z_]+ = ", line) and not lines[i - 1].startswith(("[knobs.", "flag", "kind",
+                                                                                    "values", "default", "switch"))
+        if (is_field and not line.startswith("version")) or line.startswith("[knobs."):
+            fields += 1
+            assert lines[i - 1].startswith(f"# {DEFAULT_MODEL}: "), f"no rationale above {line!r}"
+    assert fields == 12 + 5  # every drafted field and every knob
+    assert "# claude-sonnet-4-5: --global-batch 4 rows x --seq-len 32 tokens per optimizer step" in lines
+
+    check = infrarsi("check", str(repo))
+    assert check.returncode == 0, check.stderr
+
+
+def test_the_anthropic_proposer_needs_a_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.cli import main
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    repo = copy_fixture(tmp_path / "tinygpt")
+    assert main(["init", str(repo), "--command", "python train.py", "--proposer", "anthropic"]) == 2
+    assert "needs ANTHROPIC_API_KEY" in capsys.readouterr().err
+    assert not (repo / "infrarsi.toml").exists()

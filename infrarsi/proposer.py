@@ -152,7 +152,8 @@ class Proposer(Protocol):
 
     name: str
 
-    def draft_contract(self, command: str, repo_summary: Any) -> ContractProposal: ...
+    def draft_contract(self, command: str, repo_summary: Any, *,
+                       tokens_per_step: int | None = None) -> ContractProposal: ...
 
     def priors(self, contract: Any, doctor: Any, patches: Sequence[PatchSpec] = ()) -> PriorTable: ...
 

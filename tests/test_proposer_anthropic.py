@@ -25,7 +25,8 @@ from infrarsi.proposer import TrialSummary
 from tests.conftest import TINY_ARGS, copy_fixture
 
 TRIALS = [TrialSummary(trial_no=1, candidate="baseline", patches=(), outcome="ok", step_time_s=0.012),
-          TrialSummary(trial_no=2, candidate="dtype=bf16", patches=(), outcome="crash", reason="exit 1: bf16 unsupported")]
+          TrialSummary(trial_no=2, candidate="dtype=bf16", patches=(), outcome="crash",
+                       reason="exit 1: bf16 unsupported")]
 
 
 @pytest.fixture(scope="module")

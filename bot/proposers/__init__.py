@@ -45,7 +45,8 @@ def add_proposer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--proposer", choices=PROPOSERS, default="builtin",
                         help="who drafts, states priors and proposes patches (default builtin: offline; anthropic "
                         "needs ANTHROPIC_API_KEY)")
-    parser.add_argument("--llm-model", default=None, help="anthropic proposer: the model (default %s)" % _default_model())
+    parser.add_argument("--llm-model", default=None,
+                        help=f"anthropic proposer: the model (default {_default_model()})")
     parser.add_argument("--llm-base-url", default=None, help="anthropic proposer: API base URL")
     parser.add_argument("--llm-token-budget", type=int, default=None,
                         help="anthropic proposer: input+output tokens per run (default 200000; 0: unlimited)")
@@ -83,7 +84,7 @@ def draft_with(proposer: Proposer, command: str, summary: "RepoSummary", *,
     """
     from bot.draft import ContractDraft, DraftError
 
-    proposal = proposer.draft_contract(command, summary, tokens_per_step=tokens_per_step)  # type: ignore[call-arg]
+    proposal = proposer.draft_contract(command, summary, tokens_per_step=tokens_per_step)
     if proposal.data is None:
         why = "; ".join(f.error for f in proposal.failures) or "no answer"
         raise DraftError(f"the {proposer.name} proposer could not draft a contract: {why}")

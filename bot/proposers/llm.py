@@ -203,13 +203,11 @@ class ToolCaller:
             calls.append(LLMCall(job=job, request_hash=key, model=str(response.get("model") or self.config.model),
                                  input_tokens=tin_charged, output_tokens=tout_charged, cost_usd=cost, cached=cached,
                                  outcome="ok" if error is None else "invalid", error=error or "", attempt=attempt))
-            if not cached and error is None:
+            if not cached:  # invalid answers too: a rerun replays the same exchange, retry included
                 self.cache.put(key, body, response)
             if error is None:
                 return Answer(value=value, calls=tuple(calls), failures=tuple(failures),
                               budget_exhausted=self.ledger.exhausted)
-            if not cached:
-                self.cache.put(key, body, response)  # an invalid answer is replayed too: reruns stay identical
             failures_note = ProposalFailure(job=job, error=f"attempt {attempt}: {error}",
                                             answer=json.dumps(response.get("content"), default=str)[:2000])
             if attempt == 2:

@@ -4,9 +4,10 @@ A recording (``fixtures/recorded/anthropic/*.json``) is ``{"description": …,
 "exchanges": [{"status": 200, "headers": {…}, "body": {…}}, …]}``: the
 responses the API gave, in order, in its real shape (``tool_use`` blocks, stop
 reasons, usage; errors as ``{"type": "error", "error": {…}}``). The server
-answers ``POST /v1/messages`` with the next one for the requested tool (errors: the next, whatever the tool) and keeps every request it
-received (path, headers, JSON body) so a test can assert on what the bot sent.
-Keys never reach a recording: the server drops the ``x-api-key`` value.
+answers ``POST /v1/messages`` with the next one for the requested tool (an
+error: the next, whatever the tool) and keeps every request it received (path,
+headers, JSON body) so a test can assert on what the bot sent. Keys never
+reach a recording: the server redacts ``x-api-key`` and ``authorization``.
 """
 
 from __future__ import annotations

@@ -63,17 +63,18 @@ class ProposerSession:
 
     def load(self) -> list[PatchSpec]:
         """Patches proposed earlier in this run (a resumed run), and the tokens they cost against the budget."""
+        calls = [c for c in self.journal.llm_calls(self.run_id) if not c.cached]
+        charge = getattr(self.proposer, "charge", None)
+        if charge is not None and calls:
+            charge(sum(c.input_tokens for c in calls), sum(c.output_tokens for c in calls),
+                   sum(c.cost_usd for c in calls))
+        state: dict[str, Any] = {}
         if self.state_path.is_file():
             state = json.loads(self.state_path.read_text(encoding="utf-8"))
             self.proposed = [PatchSpec.from_dict(p) for p in state.get("patches", [])]
             self.rounds = int(state.get("rounds", 0))
             self.failures = [ProposalFailure(**f) for f in state.get("failures", [])]
-            calls = [c for c in self.journal.llm_calls(self.run_id) if not c.cached]
-            charge = getattr(self.proposer, "charge", None)
-            if charge is not None and calls:
-                charge(sum(c.input_tokens for c in calls), sum(c.output_tokens for c in calls),
-                       sum(c.cost_usd for c in calls))
-            self.exhausted = bool(state.get("exhausted")) or self.proposer.usage().budget_exhausted
+        self.exhausted = bool(state.get("exhausted")) or self.proposer.usage().budget_exhausted
         return list(self.proposed)
 
     def _save(self) -> None:
@@ -138,5 +139,5 @@ class ProposerSession:
                 "budget_exhausted": self.exhausted, "rounds": self.rounds, "priors_from": self.prior_source,
                 "patches_proposed": [{"id": p.id, "title": p.title, "targets": list(p.targets),
                                       "rationale": p.rationale, "evidence": p.evidence,
-                                      "expected": p.effect.to_dict()} for p in self.proposed],
+                                      "expected": p.effect.to_dict(), "spec": p.to_dict()} for p in self.proposed],
                 "failed_proposals": [f.to_dict() for f in self.failures], "note": note}

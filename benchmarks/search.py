@@ -401,16 +401,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         chosen = every
     started = time.time()
-    tasks = [(w, c, s, budgets, methods) for w, c in chosen for s in range(seeds)]
+    command = "nice -n 19 .venv/bin/python -m benchmarks.search" + (" " + " ".join(argv) if argv else
+                                                                   " " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
+    transfers: list[dict[str, Any]] = []
+
+    def dump(partial: bool) -> None:
+        """The raw rows so far (after every task: an interrupted run can still be rendered)."""
+        if args.json is None:
+            return
+        done = list(dict.fromkeys((r.workload, r.cluster) for r in rows))
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "command": command.strip() + (" (interrupted: partial results)" if partial else ""),
+            "elapsed_s": time.time() - started, "jobs": args.jobs, "seeds": seeds, "budgets": list(budgets),
+            "methods": list(methods), "pairs": [list(p) for p in (done if partial else chosen)],
+            "transfer_budget": args.transfer_budget or max(budgets), "rows": [asdict(r) for r in rows],
+            "transfers": transfers}) + "\n", encoding="utf-8")
+
+    # seed-major, so that an interrupted run has every pair at its first seeds
+    tasks = [(w, c, s, budgets, methods) for s in range(seeds) for w, c in chosen]
     rows: list[Row] = []
     engine_runs: dict[tuple[str, str, int], dict[str, Any]] = {}
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for i, (rs, engine, wn, cn, seed) in enumerate(pool.map(_task, tasks), start=1):
             rows += rs
             engine_runs[(wn, cn, seed)] = engine
+            dump(partial=True)
             print(f"[{time.time() - started:6.0f}s] {i}/{len(tasks)} {wn} {cn} seed {seed}", file=sys.stderr,
                   flush=True)
-        transfers: list[dict[str, Any]] = []
         reach_budget = args.transfer_budget or max(budgets)
         if not args.no_transfer and "infrarsi" in methods and BANK_BUDGET in budgets:
             pairs = {(w.name, c.name): (w, c) for w, c in catalog()}
@@ -429,21 +447,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         ttasks.append((w.name, c.name, src.name, s, fs, reach_budget))
             for i, t in enumerate(pool.map(_transfer_task, ttasks), start=1):
                 transfers.append(t)
+                dump(partial=True)
                 print(f"[{time.time() - started:6.0f}s] transfer {i}/{len(ttasks)} {t['workload']} {t['cluster']}",
                       file=sys.stderr, flush=True)
     elapsed = time.time() - started
-    command = "nice -n 19 .venv/bin/python -m benchmarks.search" + (" " + " ".join(argv) if argv else
-                                                                   " " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
     args.out.write_text(render(rows, transfers, methods, budgets, seeds, chosen, elapsed, args.jobs, command.strip(),
                                args.transfer_budget or max(budgets)),
                         encoding="utf-8")
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "command": command.strip(), "elapsed_s": elapsed, "jobs": args.jobs, "seeds": seeds,
-            "budgets": list(budgets), "methods": list(methods), "pairs": [list(p) for p in chosen],
-            "transfer_budget": args.transfer_budget or max(budgets), "rows": [asdict(r) for r in rows],
-            "transfers": transfers}, indent=1) + "\n", encoding="utf-8")
+    dump(partial=False)
     print(f"wrote {args.out} in {elapsed:.0f} s", file=sys.stderr)
     return 0
 

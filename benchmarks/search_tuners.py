@@ -14,7 +14,7 @@ Methods (``METHODS``): the InfraRSI engine as ``bot/run.py`` drives it, random
 search, a one-change-at-a-time greedy tuner, Optuna's TPE with a constraints
 function for OOM, and a DeepSpeed-Autotuning-style model-based tuner. Each is
 sequential and none looks at its budget, so the first ``B`` trials of a run at
-40 are exactly the run at ``B``.
+the largest budget are exactly the run at ``B``.
 """
 
 from __future__ import annotations

@@ -55,11 +55,10 @@ def make_promoted_run(dest: Path) -> Path:
     git.remotes.create("origin", str(remote))
     git.remotes["origin"].push(["refs/heads/main:refs/heads/main"])
 
-    _ok(infrarsi("doctor", str(repo), "--repeats", "2", "--run-id", RUN_ID, timeout=600))
+    _ok(infrarsi("doctor", str(repo), "--repeats", "2", "--run-id", RUN_ID, timeout=1800))
     knob_args = [a for k in WINNER_KNOBS for a in ("--knob", k)] + [a for p in WINNER_PATCHES for a in ("--patch", p)]
-    for _ in range(2):
-        _ok(infrarsi("trial", str(repo), "--run-id", RUN_ID))
-        _ok(infrarsi("trial", str(repo), "--run-id", RUN_ID, *knob_args))
+    _ok(infrarsi("trial", str(repo), "--run-id", RUN_ID, timeout=1200))
+    _ok(infrarsi("trial", str(repo), "--run-id", RUN_ID, *knob_args, timeout=1200))
     write_run_json(repo)
     return repo
 
@@ -106,6 +105,17 @@ def clone_template(template: Path, dest: Path) -> Path:
     git = pygit2.Repository(str(repo))
     git.remotes.set_url("origin", str(dest / "remote.git"))
     return repo
+
+
+def shared_template(base: Path) -> Path:
+    """One finished run per pytest session, shared by every module that asks (built on first use)."""
+    root = base / "promoted-template"
+    if not (root / "done").is_file():
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir()
+        make_promoted_run(root)
+        (root / "done").write_text("ok\n")
+    return root
 
 
 def pull_records(remote: Path) -> list[Path]:

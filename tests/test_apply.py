@@ -10,7 +10,7 @@ import pytest
 
 from bot.forges.local import LocalForge
 from tests.conftest import infrarsi
-from tests.promotion_helpers import RUN_ID, clone_template, make_promoted_run, pull_records, write_run_json
+from tests.promotion_helpers import RUN_ID, clone_template, pull_records, shared_template, write_run_json
 
 pytestmark = pytest.mark.slow
 BRANCH = f"infrarsi/promote/{RUN_ID}"
@@ -18,9 +18,7 @@ BRANCH = f"infrarsi/promote/{RUN_ID}"
 
 @pytest.fixture(scope="session")
 def promoted_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("promoted")
-    make_promoted_run(root)
-    return root
+    return shared_template(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture
@@ -69,11 +67,11 @@ def test_apply_twice_keeps_one_pull_request_and_updates_it(promoted: Path) -> No
 
 
 def test_dry_run_changes_nothing(promoted: Path) -> None:
-    before = sorted(r.name for r in pygit2.Repository(str(promoted)).references)
+    before = sorted(pygit2.Repository(str(promoted)).references)
     result = _apply(promoted, "--dry-run")
     assert "dry run: nothing is changed" in result.stdout and f"would branch {BRANCH} from main" in result.stdout
     assert "knob dtype: fp32 -> bf16" in result.stdout and "patch fused_gelu: model.py::gelu_tanh" in result.stdout
-    assert sorted(r.name for r in pygit2.Repository(str(promoted)).references) == before
+    assert sorted(pygit2.Repository(str(promoted)).references) == before
     assert pull_records(promoted.parent / "remote.git") == []
     assert not (promoted / ".infrarsi" / "runs" / RUN_ID / "report.md").exists()
 

@@ -34,7 +34,7 @@ def _forge(repo: Path) -> LocalForge:
 
 
 def _refused(repo: Path, *extra: str) -> str:
-    result = infrarsi("promote", str(repo), "--pr", "1", "--pairs", "1", *extra)
+    result = infrarsi("promote", str(repo), "--pr", "1", "--pairs", "1", *extra, timeout=1500)
     assert result.returncode == 1, result.stdout + result.stderr
     return result.stderr
 

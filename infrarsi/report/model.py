@@ -255,7 +255,7 @@ def _patch_changes(patches: Sequence[str], sources: tuple[SourceChange, ...],
 def _calibration(posterior: Mapping[str, Any] | None, winner: Candidate | None) -> tuple[CalibrationRow, ...]:
     import math
 
-    rows = list((posterior or {}).get("time_effects") or ())
+    rows = [r for r in (posterior or {}).get("time_effects") or () if not str(r["feature"]).startswith("(")]
     if not rows:
         return ()
     tags = set()

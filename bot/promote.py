@@ -199,19 +199,20 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
 def add_promote_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("promote", help="merge an approved promotion after re-verifying it on the current base")
-    p.add_argument("repo", nargs="?", default=".")
+    p.add_argument("repo", nargs="?", default=".", help="the training repo (default: the current directory)")
     p.add_argument("--pr", type=int, required=True, help="the pull request number")
-    p.add_argument("--forge", default="local", help="local (default) or github")
-    p.add_argument("--remote", default="origin")
+    p.add_argument("--forge", default="local", choices=("local", "github"), help="local (default) or github")
+    p.add_argument("--remote", default="origin", help="the git remote the forge serves (default origin)")
     p.add_argument("--pairs", type=int, help="A/B pairs of the re-verification (default: the doctor's choice)")
     p.set_defaults(func=cmd_promote)
 
 
 def add_approve_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("approve", help="approve a pull request on the local forge as LOGIN (the offline demo)")
-    p.add_argument("number", type=int)
-    p.add_argument("--as", dest="login", required=True, metavar="LOGIN")
+    p.add_argument("number", type=int, help="the pull request number")
+    p.add_argument("--as", dest="login", required=True, metavar="LOGIN", help="who approves (an approver "
+                   "listed in the contract, for the approval to count)")
     p.add_argument("--repo", default=".", help="the repository (default: the current directory)")
-    p.add_argument("--remote", default="origin")
+    p.add_argument("--remote", default="origin", help="the git remote the local forge serves (default origin)")
     p.add_argument("--request-changes", action="store_true", help="request changes instead of approving")
     p.set_defaults(func=cmd_approve)

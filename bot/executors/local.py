@@ -11,8 +11,9 @@ from pathlib import Path
 
 from bot.environment import scrubbed_environment
 from bot.executors.process_tree import ProcessTree, die_with_parent
+from bot.executors.supervise import supervise
 from bot.executors.streams import LineReader, StepCollector, ignore, open_probe_pipe, probe_handler, regex_handler
-from infrarsi.execution import Execution, KillReason, TrialSpec
+from infrarsi.execution import Execution, TrialSpec
 from infrarsi.probe import FD_ENV
 
 
@@ -72,52 +73,17 @@ class LocalExecutor:
             reader.start()
 
         tree = ProcessTree(proc.pid)
-        peak = 0
-        killed: KillReason | None = None
-        status: int | None = None
-        maxrss = 0
-        reported = 0
         try:
-            while True:
-                pid, raw_status, usage = os.wait4(proc.pid, os.WNOHANG)
-                if pid == proc.pid:
-                    status = os.waitstatus_to_exitcode(raw_status)
-                    maxrss = usage.ru_maxrss * 1024  # kilobytes on Linux
-                    break
-                peak = max(peak, tree.rss_bytes())
-                if spec.memory_limit_bytes is not None and peak >= spec.memory_limit_bytes:
-                    killed = "memory"
-                elif time.perf_counter() - start > spec.timeout_s:
-                    killed = "timeout"
-                elif self._stop.is_set():
-                    killed = "interrupt"
-                if killed:
-                    tree.kill()
-                    _, raw_status, usage = os.wait4(proc.pid, 0)
-                    status = os.waitstatus_to_exitcode(raw_status)
-                    break
-                if self.on_step and len(collector.steps) != reported:
-                    reported = len(collector.steps)
-                    self.on_step(reported)
-                time.sleep(self.sample_interval_s)
-        except BaseException:
-            tree.kill()
-            killed = "interrupt"
-            raise
+            run = supervise(proc, spec, start=start, sample=tree.rss_bytes, kill=tree.kill, stop=self._stop,
+                            interval_s=self.sample_interval_s, steps=lambda: len(collector.steps),
+                            on_step=self.on_step)
         finally:
-            wall = time.perf_counter() - start
-            tree.kill()  # descendants outlive the root otherwise
-            if status is None:
-                try:
-                    status = os.waitstatus_to_exitcode(os.wait4(proc.pid, 0)[1])
-                except ChildProcessError:
-                    status = -9
-            proc.returncode = status  # we reaped it; Popen must not wait again
             for reader in readers:
                 reader.join(timeout=5.0)
             for stream in (probe_file, proc.stdout, proc.stderr):
                 stream.close()
 
+        killed, maxrss, peak, status, wall = run.killed_for, run.maxrss_bytes, run.peak_bytes, run.status, run.wall_s
         if spec.memory_limit_bytes is not None and killed is None and maxrss >= spec.memory_limit_bytes:
             killed = "memory"  # the kernel saw a peak the sampler missed
         return Execution(

@@ -44,9 +44,10 @@ import psutil
 
 from bot.environment import scrubbed_environment
 from bot.executors.process_tree import ProcessTree, die_with_parent
+from bot.executors.supervise import supervise
 from bot.executors.streams import LineReader, StepCollector, ignore, regex_handler
 from infrarsi.contract.model import Launch
-from infrarsi.execution import Execution, KillReason, TrialSpec
+from infrarsi.execution import Execution, TrialSpec
 from infrarsi.probe import FILE_ENV
 
 # Run in each rank by torchrun: send this rank's stderr (and, but for rank 0, its stdout) to
@@ -259,50 +260,19 @@ class TorchrunExecutor:
             reader.start()
         tree = ProcessTree(proc.pid)
         ranks = _Ranks(proc.pid)
-        peak = 0
-        killed: KillReason | None = None
-        status: int | None = None
-        reported = 0
         try:
-            while True:
-                pid, raw_status, _ = os.wait4(proc.pid, os.WNOHANG)
-                if pid == proc.pid:
-                    status = os.waitstatus_to_exitcode(raw_status)
-                    break
-                peak = max(peak, ranks.sample(tree))
-                if spec.memory_limit_bytes is not None and peak >= spec.memory_limit_bytes:
-                    killed = "memory"
-                elif time.perf_counter() - start > spec.timeout_s:
-                    killed = "timeout"
-                elif self._stop.is_set():
-                    killed = "interrupt"
-                if killed:
-                    kill_everything(tree)
-                    status = os.waitstatus_to_exitcode(os.wait4(proc.pid, 0)[1])
-                    break
-                if self.on_step and len(collector.steps) != reported:
-                    reported = len(collector.steps)
-                    self.on_step(reported)
-                time.sleep(self.sample_interval_s)
-        except BaseException:
-            kill_everything(tree)
-            killed = "interrupt"
-            raise
+            # ranks live in sessions of their own: the agent's group is not enough, hence kill_everything
+            run = supervise(proc, spec, start=start, sample=lambda: ranks.sample(tree),
+                            kill=lambda: kill_everything(tree), stop=self._stop, interval_s=self.sample_interval_s,
+                            steps=lambda: len(collector.steps), on_step=self.on_step)
         finally:
-            wall = time.perf_counter() - start
-            kill_everything(tree)  # ranks live in sessions of their own: the agent's group is not enough
-            if status is None:
-                try:
-                    status = os.waitstatus_to_exitcode(os.wait4(proc.pid, 0)[1])
-                except ChildProcessError:
-                    status = -9
-            proc.returncode = status
             os.close(hold_fd)
             for reader in readers:
                 reader.join(timeout=5.0)
             for stream in (probe_file, proc.stdout, proc.stderr):
                 stream.close()
 
+        killed, peak, status, wall = run.killed_for, run.peak_bytes, run.status, run.wall_s
         agent_tail = readers[2].tail_text(20000)
         failed_rank, returncode = None, status
         cause = _ROOT_CAUSE.search(agent_tail)

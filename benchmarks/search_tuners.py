@@ -191,18 +191,21 @@ def run_engine(session: Session, seed: int, *, bank: Sequence[tuple[Candidate, f
 
     run(job.space.default())
     searched = 0
+    first = engine.initial_batch(min(initial, session.left), bank, include_baseline=False)
     while session.left > 0:
-        if searched == 0:
-            proposals = engine.initial_batch(min(initial, session.left), bank, include_baseline=False)
-        else:
-            if stop_early and searched >= initial and engine.stop_advice(min_effect=min_effect).should_stop:
-                return
-            proposals = engine.next_batch(q=1)
+        if first:  # the first batch, one trial at a time, revised after each (as bot/run.py without --parallel)
+            proposal, first = first[0], first[1:]
+            run(to_config(proposal.candidate, dims))
+            searched += 1
+            first = engine.refresh_initial(first, bank)
+            continue
+        if stop_early and searched >= initial and engine.stop_advice(min_effect=min_effect).should_stop:
+            return
+        proposals = engine.next_batch(q=1)
         if not proposals:
             return
-        for p in proposals[:session.left]:
-            run(to_config(p.candidate, dims))
-            searched += 1
+        run(to_config(proposals[0].candidate, dims))
+        searched += 1
 
 
 # -- random search ----------------------------------------------------------------------------------

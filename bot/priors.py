@@ -25,6 +25,20 @@ KNOB_PRIORS: tuple[tuple[str, float, float, float, float], ...] = (
     (r"^(optimizer|optim|optimizer_impl)=.*foreach.*$", 0.95, 0.05, 1.02, 0.03),
     (r"^(optimizer|optim|optimizer_impl)=.*fused.*$", 0.93, 0.06, 1.0, 0.03),
     (r"^(num_workers|workers|dataloader_workers)$", 0.97, 0.1, 1.05, 0.05),
+    # Distributed training (Megatron-LM / DeepSpeed / FSDP knob names); docs/priors.md § Distributed.
+    (r"^(tp|tensor_parallel(_size)?|tensor_model_parallel_size)$", 1.05, 0.15, 0.6, 0.2),
+    (r"^(pp|pipeline_parallel(_size)?|pipeline_model_parallel_size)$", 1.08, 0.15, 0.65, 0.25),
+    (r"^(ep|expert_parallel(_size)?|expert_model_parallel_size)$", 1.0, 0.1, 0.85, 0.2),
+    (r"^(vpp|virtual_pipeline(_stages)?|num_layers_per_virtual_pipeline_stage)$", 0.97, 0.08, 1.05, 0.1),
+    (r"^(recompute|recompute_granularity|activation_recompute)=(none|off|False)$", 0.75, 0.1, 2.5, 0.6),
+    (r"^(recompute|recompute_granularity|activation_recompute)=selective$", 0.8, 0.1, 1.8, 0.5),
+    (r"^(zero|zero_stage)=0$", 0.85, 0.15, 3.0, 0.8),
+    (r"^(zero|zero_stage)=1$", 0.85, 0.15, 2.0, 0.6),
+    (r"^(zero|zero_stage)=2$", 0.9, 0.15, 1.7, 0.5),
+    (r"^(sequence_parallel)=True$", 0.98, 0.05, 0.9, 0.1),
+    (r"^(overlap_grad_reduce)=True$", 0.93, 0.07, 1.0, 0.03),
+    (r"^(overlap_param_gather)=True$", 0.93, 0.07, 1.02, 0.05),
+    (r"^(bucket_mb|bucket_cap_mb|ddp_bucket_size)$", 0.99, 0.03, 1.01, 0.03),
 )
 
 

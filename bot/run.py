@@ -27,6 +27,7 @@ from infrarsi.bank import Effect as BankEffect
 from infrarsi.contract.model import Contract
 from infrarsi.doctor import DoctorReport
 from infrarsi.journal import Journal
+from infrarsi.search.acquisition import Proposal
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.space import SearchSpace
 from infrarsi.trial import Candidate, Outcome, TrialRecord
@@ -141,11 +142,18 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
     _emit(progress, event="stage", stage="search",
           message=f"search: {options.budget_trials} trials, resuming after {len(search)}" if search else
           f"search: {options.budget_trials} trials")
+    # The first batch, when trials run one at a time, runs pick by pick and is revised after each
+    # (SearchEngine.refresh_initial): what is left of it waits here.
+    first_rest: list[Proposal] = []
     while verified_from is None and not spent():
         first = not any(r.candidate.digest() != baseline.digest() for r in search)
-        if first:
+        if first_rest:
+            proposals, first_rest = first_rest, []
+        elif first:
             proposals = engine.initial_batch(min(options.initial, options.budget_trials - len(search)),
                                              bank_candidates, include_baseline=False)
+            if options.parallel <= 1:
+                proposals, first_rest = proposals[:1], proposals[1:]
         else:
             if session is not None and session.wants_more() and ctx.base is not None:
                 new = session.propose(contract, doctor, search, ctx.patches,
@@ -181,6 +189,8 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
                   reason=record.reason, step_time_s=record.metrics.step_time_s, cost_s=record.cost_s,
                   best_speedup=(base_time / min(ok)) if ok else None, failures=len(failed),
                   failed_cost_s=sum(r.cost_s for r in failed), eta_s=remaining * mean_cost)
+        if first_rest:
+            first_rest = engine.refresh_initial(first_rest, bank_candidates)
 
     state_path.write_text(json.dumps({"verification_from": _next_trial_no(journal, run_id)}), encoding="utf-8")
     verdicts = _verify_top(ctx, run_id=run_id, doctor=doctor, search=search, baseline=baseline, progress=progress)

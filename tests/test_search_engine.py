@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -144,3 +145,66 @@ def test_synthetic_benchmark_engine_beats_random() -> None:
     engine_gap_a, random_gap_a = np.array(engine_gap), np.array(random_gap)
     assert (engine_gap_a <= 1.05).sum() >= 4, engine_gap
     assert engine_gap_a.mean() < random_gap_a.mean(), (engine_gap, random_gap)
+
+
+# -- crashes tied to one value, and the first batch revised as it runs --------------------------------
+
+def _pp_space():
+    from infrarsi.contract.model import Knob
+    from infrarsi.search.space import SearchSpace
+    return SearchSpace.from_contract([Knob(name="pp", kind="int", default=1, values=(1, 2, 4, 8)),
+                                      Knob(name="overlap", kind="bool", default=False)], [], [])
+
+
+def _record(no: int, pp: int, overlap: bool, outcome: Outcome) -> TrialRecord:
+    ok = outcome == Outcome.OK
+    metrics = TrialMetrics(step_time_s=1.0 / pp if ok else None, peak_mem_bytes=2**30 if ok else None)
+    return TrialRecord(run_id="r", trial_no=no, candidate=Candidate.of({"pp": pp, "overlap": overlap}),
+                       outcome=outcome, metrics=metrics, cost_s=10.0)
+
+
+def test_a_crash_at_one_level_of_an_ordered_knob_is_blamed_on_that_level(monkeypatch) -> None:
+    """pp=8 crashes (the layer count is not divisible by 8), pp=1, 2 and 4 ran: with the ``pp==8``
+    indicator the crash model blames that level, not the log2 slope of pp, so pp=4 with another
+    setting keeps a good chance to run and pp=8 does not; without it, both are near a coin toss."""
+    import infrarsi.search.models as models
+
+    history = [_record(1, 1, False, Outcome.OK), _record(2, 2, False, Outcome.OK),
+               _record(3, 8, False, Outcome.CRASH), _record(4, 8, True, Outcome.CRASH),
+               _record(5, 4, False, Outcome.OK), _record(6, 4, False, Outcome.OK)]
+    probe = [Candidate.of({"pp": 8, "overlap": False}), Candidate.of({"pp": 4, "overlap": True})]
+
+    def fitted() -> SearchEngine:
+        engine = SearchEngine(_pp_space(), Priors(), memory_limit=2.0**34, seed=0)
+        engine.observe(history)
+        return engine
+
+    engine = fitted()
+    assert {"pp==2", "pp==4", "pp==8"} <= set(engine.models.feasibility.names)
+    p8, p4 = engine.models.prob_ok(probe)
+    assert p8 < 0.3 and p4 > 0.7
+    crash = {row.feature: row.post_mean for row in engine.posterior_report().crash_effects}
+    assert crash["pp==8"] > crash["pp==4"] + 1.0
+    monkeypatch.setattr(models, "level_indicators", lambda space: ())
+    q8, q4 = fitted().models.prob_ok(probe)
+    assert q8 > p8 + 0.1 and q4 < p4 - 0.1
+
+
+def test_the_rest_of_a_sequential_first_batch_drops_picks_the_models_now_expect_to_fail() -> None:
+    space = _pp_space()
+    engine = SearchEngine(space, Priors(), memory_limit=2.0**34, seed=0)
+    engine.observe([_record(1, 1, False, Outcome.OK), _record(2, 8, False, Outcome.CRASH),
+                    _record(3, 8, True, Outcome.CRASH), _record(4, 2, False, Outcome.OK)])
+    fresh = engine.initial_batch(3, include_baseline=False)
+    doomed = replace(fresh[0], candidate=Candidate.of({"pp": 8, "overlap": True}))
+    kept = fresh[0]
+    rest = engine.refresh_initial([doomed, kept])
+    assert len(rest) == 2
+    assert rest[0] == kept  # order and survivors kept
+    assert all(p.candidate.knob_dict()["pp"] != 8 for p in rest)
+    tried = {c.digest() for c in engine.tried()}
+    assert all(p.candidate.digest() not in tried for p in rest)
+    # a pick that has run meanwhile is dropped too, and nothing is invented when the space is used up
+    engine.observe([_record(5, 4, False, Outcome.OK)])
+    again = engine.refresh_initial(rest)
+    assert all(p.candidate.digest() not in {c.digest() for c in engine.tried()} for p in again)

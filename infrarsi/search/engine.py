@@ -22,7 +22,7 @@ from infrarsi.search.features import EffectRow, FeatureMap, Priors, build_featur
 from infrarsi.search.memory_model import MemoryPrice
 from infrarsi.search.models import Models, fit_models, in_domain
 from infrarsi.search.space import SearchSpace
-from infrarsi.search.start import initial_batch
+from infrarsi.search.start import SPREAD_MIN_FEASIBLE, initial_batch
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 
 _PURPOSE = {"initial": 1, "next": 2, "stop": 3}
@@ -133,6 +133,31 @@ class SearchEngine:
         ``(candidate, similarity weight)`` pairs from the experience bank."""
         return initial_batch(self._models, n, self._rng("initial"), tried=self.tried(), bank=bank_candidates,
                              include_baseline=include_baseline, incumbent=self.incumbent())
+
+    def refresh_initial(self, rest: Sequence[Proposal], bank_candidates: Sequence[tuple[Candidate, float]] = (),
+                        *, min_feasible: float = SPREAD_MIN_FEASIBLE) -> list[Proposal]:
+        """The rest of a first batch run one trial at a time, revised by what has run since.
+
+        A first batch is chosen before any of it has run, so when it runs
+        sequentially, a crash or OOM early in it says nothing to the picks after it
+        (five picks with 8 experts per rank can all crash on the same rule). Picks
+        the refitted models now give ``P(fit) x P(runs) < min_feasible`` are dropped
+        and the batch topped up from :meth:`initial_batch` under the current models;
+        the order and the rest are kept.
+        """
+        tried = {c.digest() for c in self.tried()}
+        keep = [p for p in rest if p.candidate.digest() not in tried]
+        if keep:
+            x = self._models.design([p.candidate for p in keep])
+            feasible = self._models.memory.prob_fits(x, self.memory_limit) * self._models.feasibility.prob_ok(x)
+            keep = [p for p, f in zip(keep, feasible) if f >= min_feasible]
+        missing = len(rest) - len(keep)
+        if missing <= 0:
+            return keep
+        fresh = initial_batch(self._models, missing + len(keep), self._rng("initial"), tried=self.tried(),
+                              bank=bank_candidates, include_baseline=False, incumbent=self.incumbent())
+        have = {p.candidate.digest() for p in keep}
+        return keep + [p for p in fresh if p.candidate.digest() not in have][:missing]
 
     def next_batch(self, q: int = 4, *, pending: Sequence[Candidate] = ()) -> list[Proposal]:
         """``q`` untried candidates by constrained EI. ``pending`` (proposed, not yet recorded)

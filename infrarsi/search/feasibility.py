@@ -9,6 +9,13 @@ logit of a base failure rate), so with no failures every configuration gets the
 same modest risk and the factor does not distort the ranking. The MAP is found
 by Newton's method (the log posterior is strictly concave).
 
+Crashes are discrete: a framework refuses a *value* (8 pipeline stages of a
+28-layer model), not a direction, and an ordered knob's log2 feature cannot
+say "4 is fine, 8 crashes" without also blaming 2. So the crash model gets,
+besides the shared design, an indicator per non-default level of every ordered
+knob with three or more levels (``pp==8``), each with the same prior as a main
+effect: one crash at ``pp==8`` then costs ``pp==8``, not every larger ``pp``.
+
 The search reads the MAP plug-in probability ``sigmoid(x' b)``. The Laplace-
 averaged predictive (probit approximation, ``sigmoid(mu / sqrt(1 + pi v / 8))``,
 MacKay 1992) is available but was under-confident where it matters: with a
@@ -39,12 +46,14 @@ class FeasibilityPosterior:
     cov: np.ndarray
     n: int
     n_failed: int
+    #: Level indicators appended to every design row: (column of ``x``, value that switches it on).
+    levels: tuple[tuple[int, float], ...] = ()
 
     def prob_fail(self, x: np.ndarray, *, moderated: bool = False) -> np.ndarray:
         """P(failure) at design rows ``x``: the MAP plug-in, or with ``moderated`` the
         Laplace-averaged (probit-approximated) predictive; see the module docstring for why
         the search uses the plug-in."""
-        xt = _with_intercept(x)
+        xt = _with_intercept(with_levels(x, self.levels))
         mu = xt @ self.mean
         if not moderated:
             return special.expit(mu)
@@ -69,6 +78,15 @@ def _quad(x: np.ndarray, cov: np.ndarray) -> np.ndarray:
     return np.sum((x @ cov) * x, axis=1)
 
 
+def with_levels(x: np.ndarray, levels: tuple[tuple[int, float], ...]) -> np.ndarray:
+    """``x`` with one 0/1 column per ``(column, value)``: on where ``x[:, column] == value``."""
+    x = np.atleast_2d(np.asarray(x, dtype=float))
+    if not levels:
+        return x
+    ind = np.column_stack([np.isclose(x[:, col], value) for col, value in levels]).astype(float)
+    return np.hstack([x, ind])
+
+
 def _with_intercept(x: np.ndarray) -> np.ndarray:
     x = np.atleast_2d(np.asarray(x, dtype=float))
     return np.hstack([np.ones((x.shape[0], 1)), x])
@@ -76,9 +94,18 @@ def _with_intercept(x: np.ndarray) -> np.ndarray:
 
 def fit_feasibility(x: np.ndarray, failed: np.ndarray, *, names: tuple[str, ...], prior_mean: np.ndarray,
                     prior_sd: np.ndarray, base_rate: float = 0.1, intercept_sd: float = 1.5,
+                    levels: tuple[tuple[str, int, float], ...] = (), level_sd: float = 1.5,
                     max_iter: int = 50) -> FeasibilityPosterior:
-    """MAP logistic regression with Gaussian priors; ``failed`` is 1 for crash/timeout/invalid."""
+    """MAP logistic regression with Gaussian priors; ``failed`` is 1 for crash/timeout/invalid.
+
+    ``levels``: ``(name, column, value)`` indicators appended to the design (see the module
+    docstring), each with prior N(0, ``level_sd``)."""
     x = np.asarray(x, dtype=float).reshape(-1, len(prior_mean))
+    cols = tuple((col, value) for _, col, value in levels)
+    x = with_levels(x, cols) if len(x) else np.zeros((0, len(prior_mean) + len(cols)))
+    names = (*names, *(name for name, _, _ in levels))
+    prior_mean = np.concatenate([prior_mean, np.zeros(len(cols))])
+    prior_sd = np.concatenate([prior_sd, np.full(len(cols), level_sd)])
     yv = np.asarray(failed, dtype=float).reshape(-1)
     m0 = np.concatenate([[special.logit(base_rate)], prior_mean])
     s0 = np.concatenate([[intercept_sd], prior_sd])
@@ -109,4 +136,4 @@ def fit_feasibility(x: np.ndarray, failed: np.ndarray, *, names: tuple[str, ...]
     prob = special.expit(xt @ beta)
     hess = (xt.T * (prob * (1 - prob))) @ xt + np.diag(p0)
     return FeasibilityPosterior(names=(INTERCEPT, *names), prior_mean=m0, prior_sd=s0, mean=beta,
-                                cov=np.linalg.inv(hess), n=len(yv), n_failed=int(yv.sum()))
+                                cov=np.linalg.inv(hess), n=len(yv), n_failed=int(yv.sum()), levels=cols)

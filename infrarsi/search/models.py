@@ -76,6 +76,21 @@ def in_domain(space: SearchSpace, candidate: Candidate) -> bool:
             and all(p in space.patches for p in candidate.patches))
 
 
+def level_indicators(space: SearchSpace) -> tuple[tuple[str, int, float], ...]:
+    """The crash model's per-level indicators: ``(name, feature column, encoded value)`` for every
+    non-default level of each ordered knob with three or more levels (see :mod:`.feasibility`)."""
+    out = []
+    for a in space.axes:
+        if a.encoding == "onehot" or len(a.levels) < 3:
+            continue
+        col = space.feature_names.index(a.name)
+        for v in a.levels:
+            code = a.features(v)[0]
+            if code != 0.0:
+                out.append((f"{a.name}=={v}", col, code))
+    return tuple(out)
+
+
 def censor_point(record: TrialRecord, memory_limit: float | None) -> float | None:
     """The least peak a censored trial is known to reach, in bytes, or None if unknown."""
     bounds = [b for b in (record.metrics.peak_mem_bytes, record.memory_limit_bytes) if b]
@@ -128,6 +143,7 @@ def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records
                         prior_sd=ms, intercept=intercept, noise=priors.memory_noise)
     fm, fs = features.prior(space, priors, "crash")
     feas = fit_feasibility(design(f_x), np.asarray(f_y), names=names, prior_mean=fm, prior_sd=fs,
-                           base_rate=priors.crash_base_rate)
+                           base_rate=priors.crash_base_rate, levels=level_indicators(space),
+                           level_sd=priors.crash_sd)
     return Models(space=space, features=features, time=time, memory=memory, feasibility=feas,
                   memory_limit=memory_limit)

@@ -33,6 +33,10 @@ from infrarsi.trial import Candidate
 #: Space-filling picks are drawn from points with at least this P(fit) x P(ok), if enough exist.
 SPREAD_MIN_FEASIBLE: float = 0.25
 
+#: ... and among the best this share of them by score (at least ``SPREAD_TOP_MIN`` points).
+SPREAD_TOP: float = 0.1
+SPREAD_TOP_MIN: int = 32
+
 
 def maximin(models: Models, pool: Sequence[Candidate], fixed: Sequence[Candidate], k: int) -> list[Candidate]:
     """Greedily pick ``k`` of ``pool``, each the farthest (min distance) from ``fixed`` and earlier picks.
@@ -101,6 +105,13 @@ def initial_batch(models: Models, n: int, rng: np.random.Generator, *, tried: Se
             s = score(models, pool, inc)
             good = [c for c, f, o in zip(pool, s.prob_fits, s.prob_ok) if f * o >= SPREAD_MIN_FEASIBLE]
             pool = good if len(good) >= left else pool
+            if len(pool) > SPREAD_TOP_MIN:
+                # spread among the promising: the best SPREAD_TOP share by score, so a corner that
+                # the priors already call slow (or likely to fail) does not take a trial just for being far
+                s = score(models, pool, inc)
+                keep = max(SPREAD_TOP_MIN, int(len(pool) * SPREAD_TOP))
+                order = np.argsort(-s.log_score, kind="stable")[:keep]
+                pool = [pool[i] for i in sorted(order)]
         fixed = [c for c, _, _ in chosen] + list(tried)
         for c in maximin(models, pool, fixed, left):
             add(c, "spread", "far from everything chosen or tried")

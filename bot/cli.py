@@ -459,7 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("repo")
     p.add_argument("--budget-trials", type=int, default=None, help="search trials (default: budget.trials)")
     p.add_argument("--budget-seconds", type=float, default=None, help="wall-clock budget of the search")
-    p.add_argument("--parallel", type=int, default=1, help="trials run at once (default 1: timing is cleanest)")
+    p.add_argument("--parallel", type=int, default=1,
+                   help="trials run at once (default 1: timing is cleanest, and the first batch is revised "
+                        "after each trial)")
     p.add_argument("--initial", type=int, default=8, help="size of the diverse first batch (default 8)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--run-id", help="name of the run (default: a new id)")

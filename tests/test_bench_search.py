@@ -105,3 +105,17 @@ def test_report_is_generated_by_the_command_and_re_renders_from_its_json(tmp_pat
     again = tmp_path / "again.md"
     assert bench.main(["--render-from", str(raw), "--out", str(again)]) == 0
     assert again.read_text() == text
+
+
+def test_trace_prints_every_trial_with_the_engines_beliefs_and_leaves_the_engine_alone(capsys):
+    from benchmarks import search_trace
+    from infrarsi.search.engine import SearchEngine
+
+    observe = SearchEngine.observe
+    assert search_trace.main(["llama2-7b", "h100-1x8", "--seed", "1", "--budget", "4"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    trials = [line for line in out if line[:3].strip().isdigit()]
+    assert len(trials) == 4 and "(default)" in trials[0]
+    assert all("P(fit)" in line for line in trials)
+    assert out[-1].startswith("engine at the optimum:")
+    assert SearchEngine.observe is observe

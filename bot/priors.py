@@ -27,7 +27,7 @@ KNOB_PRIORS: tuple[tuple[str, float, float, float, float], ...] = (
     (r"^(num_workers|workers|dataloader_workers)$", 0.97, 0.1, 1.05, 0.05),
     # Distributed training (Megatron-LM / DeepSpeed / FSDP knob names); docs/priors.md § Distributed.
     (r"^(tp|tensor_parallel(_size)?|tensor_model_parallel_size)$", 1.05, 0.15, 0.6, 0.2),
-    (r"^(pp|pipeline_parallel(_size)?|pipeline_model_parallel_size)$", 1.08, 0.15, 0.65, 0.25),
+    (r"^(pp|pipeline_parallel(_size)?|pipeline_model_parallel_size)$", 1.08, 0.15, 0.75, 0.25),
     (r"^(ep|expert_parallel(_size)?|expert_model_parallel_size)$", 1.0, 0.1, 0.85, 0.2),
     (r"^(vpp|virtual_pipeline(_stages)?|num_layers_per_virtual_pipeline_stage)$", 0.97, 0.08, 1.05, 0.1),
     (r"^(recompute|recompute_granularity|activation_recompute)=(none|off|False)$", 0.75, 0.1, 2.5, 0.6),
@@ -42,10 +42,36 @@ KNOB_PRIORS: tuple[tuple[str, float, float, float, float], ...] = (
 )
 
 
+# (feature pattern, the part of peak memory it acts on): model states (parameters, gradients,
+# optimizer state and what shards them) or activations. A feature named nowhere acts on both.
+MEMORY_PARTS: tuple[tuple[str, str], ...] = (
+    (r"^(micro_?batch(_size)?|mbs|micro_bs|per_device_(train_)?batch_size)$", "activations"),
+    (r"^(grad_ckpt|gradient_checkpointing|activation_checkpointing|checkpoint_activations)=", "activations"),
+    (r"^(recompute|recompute_granularity|activation_recompute)=", "activations"),
+    (r"^(sequence_parallel)=", "activations"),
+    (r"^(vpp|virtual_pipeline(_stages)?|num_layers_per_virtual_pipeline_stage)$", "activations"),
+    (r"^patch:.*(attention|sdpa|flash|cross_entropy|gelu|norm|checkpoint).*$", "activations"),
+    (r"^(zero|zero_stage)=", "states"),
+    (r"^(ep|expert_parallel(_size)?|expert_model_parallel_size)$", "states"),
+    # 1F1B: the first stage keeps pp micro-batches of L/pp layers in flight, so pp divides the states only
+    (r"^(pp|pipeline_parallel(_size)?|pipeline_model_parallel_size)$", "states"),
+    (r"^(bucket_mb|bucket_cap_mb|ddp_bucket_size)$", "states"),
+    (r"^(overlap_param_gather)=", "states"),
+    (r"^(optimizer|optim|optimizer_impl)=", "states"),
+    (r"^patch:.*(optimizer|zero_grad).*$", "states"),
+)
+
+
+def memory_part(feature: str) -> str | None:
+    """The part of peak memory ``feature`` acts on by :data:`MEMORY_PARTS` (first match), None for both."""
+    return next((part for pattern, part in MEMORY_PARTS if re.match(pattern, feature)), None)
+
+
 def builtin_priors(space: SearchSpace) -> Priors:
     """Priors for every knob feature of ``space`` that the table knows; the rest get the engine's default."""
     time: dict[str, tuple[float, float]] = {}
     memory: dict[str, tuple[float, float]] = {}
+    parts = {name: part for name in space.feature_names if (part := memory_part(name))}
     for name in space.feature_names:
         if name.startswith("patch:"):
             continue
@@ -54,4 +80,4 @@ def builtin_priors(space: SearchSpace) -> Priors:
                 time[name] = (math.log(t), t_sd)
                 memory[name] = (math.log(m), m_sd)
                 break
-    return Priors(time=time, memory=memory)
+    return Priors(time=time, memory=memory, memory_parts=parts)

@@ -59,7 +59,11 @@ class Priors:
     means broad (time) or anchored on the memory limit (memory). Noise priors are
     ``(scale, dof)`` of a scaled inverse-chi-square prior on the residual
     variance: "as if ``dof`` earlier observations had shown residuals of sd
-    ``scale``" (see :func:`noise_log_prior`).
+    ``scale``" (see :func:`noise_log_prior`). ``memory_parts`` says which part of
+    the peak a feature acts on, ``"states"`` (parameters, gradients, optimizer
+    state) or ``"activations"``; when it names any feature of the space, peak
+    memory is fitted as the sum of the two parts (:mod:`.memory_parts`), else as
+    one log-linear model (:mod:`.memory_model`).
     """
 
     time: Mapping[str, tuple[float, float]] = field(default_factory=dict)
@@ -75,15 +79,17 @@ class Priors:
     memory_intercept: tuple[float, float] | None = None
     time_noise: tuple[float, float] = (0.05, 2.0)
     memory_noise: tuple[float, float] = (0.03, 4.0)
+    memory_parts: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "time", MappingProxyType(dict(self.time)))
         object.__setattr__(self, "memory", MappingProxyType(dict(self.memory)))
+        object.__setattr__(self, "memory_parts", MappingProxyType(dict(self.memory_parts)))
 
     def unknown_names(self, space: SearchSpace) -> list[str]:
         """Names in ``time``/``memory`` that are not features of ``space`` (likely typos)."""
         known = set(space.feature_names)
-        return sorted((set(self.time) | set(self.memory)) - known)
+        return sorted((set(self.time) | set(self.memory) | set(self.memory_parts)) - known)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -25,6 +25,7 @@ configuration far from anything measured is less certain to fit.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,11 +33,11 @@ from scipy import linalg, special
 
 from infrarsi.search.features import INTERCEPT, EffectRow, noise_log_prior
 
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 #: log sigma outside this range has zero posterior density: a trial step at
 #: sigma = 0 would turn every censored term into 0 or -inf.
-_TAU_RANGE: tuple[float, float] = (math.log(1e-5), math.log(100.0))
+TAU_RANGE: tuple[float, float] = (math.log(1e-5), math.log(100.0))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -114,11 +115,18 @@ def _with_intercept(x: np.ndarray) -> np.ndarray:
     return np.hstack([np.ones((x.shape[0], 1)), x])
 
 
-def _terms(theta: np.ndarray, xt: np.ndarray, y: np.ndarray, cens: np.ndarray):
-    """Per-observation log-likelihood and its first and second derivatives in (eta, tau)."""
-    beta, tau = theta[:-1], float(np.clip(theta[-1], *_TAU_RANGE))
+def tobit_terms(theta: np.ndarray, xt: np.ndarray, y: np.ndarray, cens: np.ndarray):
+    """:func:`tobit_eta_terms` of the linear model ``eta = xt @ b``, ``theta = (b, log s)``."""
+    return tobit_eta_terms(xt @ theta[:-1], float(theta[-1]), y, cens)
+
+
+def tobit_eta_terms(eta: np.ndarray, tau: float, y: np.ndarray, cens: np.ndarray):
+    """Per-observation log-likelihood and its first and second derivatives in (eta, tau).
+
+    ``eta`` is the predicted log peak of each row, ``tau`` the log noise sd.
+    """
+    tau = float(np.clip(tau, *TAU_RANGE))
     s = math.exp(tau)
-    eta = xt @ beta
     ok = ~cens
     ll = np.empty(len(y))
     d_eta = np.empty(len(y))
@@ -127,7 +135,7 @@ def _terms(theta: np.ndarray, xt: np.ndarray, y: np.ndarray, cens: np.ndarray):
     h_et = np.empty(len(y))
     h_tt = np.empty(len(y))
     z = (y[ok] - eta[ok]) / s
-    ll[ok] = -0.5 * z ** 2 - tau - _LOG_SQRT_2PI
+    ll[ok] = -0.5 * z ** 2 - tau - LOG_SQRT_2PI
     d_eta[ok] = z / s
     d_tau[ok] = z ** 2 - 1.0
     h_ee[ok] = -1.0 / s ** 2
@@ -135,7 +143,7 @@ def _terms(theta: np.ndarray, xt: np.ndarray, y: np.ndarray, cens: np.ndarray):
     h_tt[ok] = -2.0 * z ** 2
     w = np.clip((eta[cens] - y[cens]) / s, -1e4, 1e4)  # beyond this the terms are exact limits anyway
     log_cdf = special.log_ndtr(w)
-    lam = np.exp(-0.5 * w ** 2 - _LOG_SQRT_2PI - log_cdf)  # phi(w) / Phi(w), stable in the tails
+    lam = np.exp(-0.5 * w ** 2 - LOG_SQRT_2PI - log_cdf)  # phi(w) / Phi(w), stable in the tails
     ll[cens] = log_cdf
     d_eta[cens] = lam / s
     d_tau[cens] = -lam * w
@@ -149,9 +157,9 @@ def neg_log_posterior(theta: np.ndarray, xt: np.ndarray, y: np.ndarray, cens: np
                       s0: np.ndarray, noise: tuple[float, float]) -> tuple[float, np.ndarray]:
     """Negative log posterior of ``theta = (b0, b, log s)`` and its gradient."""
     beta, tau = theta[:-1], float(theta[-1])
-    if not _TAU_RANGE[0] <= tau <= _TAU_RANGE[1]:
+    if not TAU_RANGE[0] <= tau <= TAU_RANGE[1]:
         return math.inf, np.zeros_like(theta)  # a step far outside any plausible sigma: reject it
-    ll, d_eta, d_tau, *_ = _terms(theta, xt, y, cens)
+    ll, d_eta, d_tau, *_ = tobit_terms(theta, xt, y, cens)
     rb = (beta - m0) / s0
     lp, d1, _ = noise_log_prior(tau, *noise)
     value = -float(ll.sum()) + 0.5 * float(rb @ rb) - lp
@@ -162,7 +170,7 @@ def neg_log_posterior(theta: np.ndarray, xt: np.ndarray, y: np.ndarray, cens: np
 def hessian(theta: np.ndarray, xt: np.ndarray, y: np.ndarray, cens: np.ndarray, s0: np.ndarray,
             noise: tuple[float, float]) -> np.ndarray:
     """Hessian of :func:`neg_log_posterior` (analytic)."""
-    _, _, _, h_ee, h_et, h_tt = _terms(theta, xt, y, cens)
+    _, _, _, h_ee, h_et, h_tt = tobit_terms(theta, xt, y, cens)
     p = xt.shape[1]
     h = np.empty((p + 1, p + 1))
     h[:p, :p] = -(xt.T * h_ee) @ xt + np.diag(1.0 / s0 ** 2)
@@ -191,32 +199,34 @@ def fit_memory(x: np.ndarray, y: np.ndarray, censored: np.ndarray, *, names: tup
         theta0[0] = float(np.mean(y[~cens] - xt[~cens, 1:] @ m0[1:]))
     converged = True
     if len(y):
-        theta, converged = _newton(theta0, xt, y, cens, m0, s0, noise)
+        theta, converged = newton(theta0, lambda t: neg_log_posterior(t, xt, y, cens, m0, s0, noise),
+                                  lambda t: hessian(t, xt, y, cens, s0, noise))
         h = hessian(theta, xt, y, cens, s0, noise)
     else:
         theta = theta0
         h = np.diag(np.concatenate([1.0 / s0 ** 2, [-noise_log_prior(tau0, *noise)[2]]]))
-    cov = _inverse_pd(h)
+    cov = inverse_pd(h)
     p = xt.shape[1]
     return MemoryPosterior(names=(INTERCEPT, *names), prior_mean=m0, prior_sd=s0, mean=theta[:p],
                            cov=cov[:p, :p], sigma=math.exp(float(theta[p])), n_exact=int((~cens).sum()),
                            n_censored=int(cens.sum()), converged=converged)
 
 
-def _newton(theta: np.ndarray, xt: np.ndarray, y: np.ndarray, cens: np.ndarray, m0: np.ndarray, s0: np.ndarray,
-            noise: tuple[float, float], *, max_iter: int = 200, gtol: float = 1e-7) -> tuple[np.ndarray, bool]:
+def newton(theta: np.ndarray, fun: Callable[[np.ndarray], tuple[float, np.ndarray]],
+           hess: Callable[[np.ndarray], np.ndarray], *, max_iter: int = 200,
+           gtol: float = 1e-7) -> tuple[np.ndarray, bool]:
     """Levenberg-Marquardt-damped Newton: ``(H + mu diag|H|) d = -g``, mu shrinking on success.
 
     The damping keeps steps downhill where the Hessian is not positive definite
     (the Tobit likelihood is not concave in ``(b, log s)``) and far from the
     optimum; near it mu vanishes and convergence is quadratic.
     """
-    f, g = neg_log_posterior(theta, xt, y, cens, m0, s0, noise)
+    f, g = fun(theta)
     mu = 1e-3
     for _ in range(max_iter):
         if float(np.max(np.abs(g))) < gtol:
             return theta, True
-        h = hessian(theta, xt, y, cens, s0, noise)
+        h = hess(theta)
         scale = np.maximum(np.abs(np.diag(h)), 1e-12)
         while mu < 1e12:
             try:
@@ -225,7 +235,7 @@ def _newton(theta: np.ndarray, xt: np.ndarray, y: np.ndarray, cens: np.ndarray, 
                 mu *= 10.0
                 continue
             step = -linalg.cho_solve(chol, g)
-            f_new, g_new = neg_log_posterior(theta + step, xt, y, cens, m0, s0, noise)
+            f_new, g_new = fun(theta + step)
             if np.isfinite(f_new) and f_new <= f:
                 break
             mu *= 10.0
@@ -239,7 +249,7 @@ def _newton(theta: np.ndarray, xt: np.ndarray, y: np.ndarray, cens: np.ndarray, 
     return theta, float(np.max(np.abs(g))) < 1e-4
 
 
-def _inverse_pd(h: np.ndarray) -> np.ndarray:
+def inverse_pd(h: np.ndarray) -> np.ndarray:
     """Inverse of a Hessian that should be positive definite; eigenvalues clipped if rounding broke it."""
     h = 0.5 * (h + h.T)
     try:

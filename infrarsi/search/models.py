@@ -27,12 +27,16 @@ import numpy as np
 from infrarsi.search.feasibility import FeasibilityPosterior, fit_feasibility
 from infrarsi.search.features import FeatureMap, Priors
 from infrarsi.search.memory_model import MemoryPosterior, fit_memory
+from infrarsi.search.memory_parts import PartsMemoryPosterior, column_parts, fit_memory_parts, parts_by_feature
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import TimePosterior, fit_time
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 
 FAILED: frozenset[Outcome] = frozenset({Outcome.CRASH, Outcome.TIMEOUT, Outcome.INVALID})
 RAN: frozenset[Outcome] = frozenset({Outcome.OK, Outcome.OOM})
+
+#: Either memory model: one log-linear Tobit fit, or states plus activations.
+MemoryModel = MemoryPosterior | PartsMemoryPosterior
 
 #: Memory intercept prior when the caller gives none: the baseline is a job its
 #: owner runs, so it probably fits: centred on half the limit, sd 1.5 in log
@@ -47,7 +51,7 @@ class Models:
     space: SearchSpace
     features: FeatureMap
     time: TimePosterior
-    memory: MemoryPosterior
+    memory: MemoryModel
     feasibility: FeasibilityPosterior
     memory_limit: float | None
 
@@ -139,8 +143,16 @@ def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records
     if intercept is None:
         anchor = memory_limit or max((math.exp(v) for v in m_y), default=2.0 ** 31)
         intercept = (math.log(anchor / 2), MEMORY_INTERCEPT_SD)
-    memory = fit_memory(design(m_x), np.asarray(m_y), np.asarray(m_c, dtype=bool), names=names, prior_mean=mm,
-                        prior_sd=ms, intercept=intercept, noise=priors.memory_noise)
+    main_parts = parts_by_feature(features.main_names, priors.memory_parts)
+    memory: MemoryModel
+    if any(main_parts):
+        memory = fit_memory_parts(design(m_x), np.asarray(m_y), np.asarray(m_c, dtype=bool), names=names,
+                                  parts=column_parts(main_parts, features.squares, features.pairs),
+                                  n_main=features.n_main, prior_mean=mm, prior_sd=ms, intercept=intercept,
+                                  noise=priors.memory_noise)
+    else:
+        memory = fit_memory(design(m_x), np.asarray(m_y), np.asarray(m_c, dtype=bool), names=names,
+                            prior_mean=mm, prior_sd=ms, intercept=intercept, noise=priors.memory_noise)
     fm, fs = features.prior(space, priors, "crash")
     feas = fit_feasibility(design(f_x), np.asarray(f_y), names=names, prior_mean=fm, prior_sd=fs,
                            base_rate=priors.crash_base_rate, levels=level_indicators(space),

@@ -31,7 +31,7 @@ from infrarsi.search.models import Models
 from infrarsi.trial import Candidate
 
 #: Space-filling picks are drawn from points with at least this P(fit) x P(ok), if enough exist.
-SPREAD_MIN_FEASIBLE: float = 0.25
+SPREAD_MIN_FEASIBLE: float = 0.5
 
 #: ... and among the best this share of them by score (at least ``SPREAD_TOP_MIN`` points).
 SPREAD_TOP: float = 0.1

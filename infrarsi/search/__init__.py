@@ -16,6 +16,7 @@ from infrarsi.search.acquisition import (
 from infrarsi.search.engine import Best, PosteriorReport, SearchEngine
 from infrarsi.search.features import EffectRow, FeatureMap, Priors, build_features
 from infrarsi.search.memory_model import MemoryPosterior, MemoryPrice, fit_memory
+from infrarsi.search.memory_parts import PartsMemoryPosterior, fit_memory_parts
 from infrarsi.search.models import Models, fit_models
 from infrarsi.search.space import KnobAxis, SearchSpace
 from infrarsi.search.start import initial_batch, maximin
@@ -30,6 +31,7 @@ __all__ = [
     "MemoryPosterior",
     "MemoryPrice",
     "Models",
+    "PartsMemoryPosterior",
     "PosteriorReport",
     "Priors",
     "Proposal",
@@ -41,6 +43,7 @@ __all__ = [
     "expected_improvement",
     "expected_remaining_improvement",
     "fit_memory",
+    "fit_memory_parts",
     "fit_models",
     "fit_time",
     "initial_batch",

@@ -66,7 +66,7 @@ class MemoryPosterior:
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Mean of log peak bytes and the variance due to coefficient uncertainty (no noise)."""
-        xt = _with_intercept(x)
+        xt = with_intercept(x)
         mu = xt @ self.mean
         return mu, np.maximum(_quad(xt, self.cov), 0.0)
 
@@ -76,7 +76,7 @@ class MemoryPosterior:
         if limit_bytes is None:
             return np.ones(x.shape[0])
         mu, var = self.predict(x)
-        return special.ndtr((math.log(limit_bytes) - mu) / np.sqrt(var + self.sigma ** 2))
+        return prob_below(mu, var, self.sigma, limit_bytes)
 
     @property
     def baseline_bytes(self) -> float:
@@ -105,19 +105,19 @@ class MemoryPosterior:
     memory_price = price
 
 
+def prob_below(mu: np.ndarray, var: np.ndarray, sigma: float, limit_bytes: float) -> np.ndarray:
+    """P(log peak < log limit) for predicted means ``mu`` with coefficient variance ``var`` and noise ``sigma``."""
+    return special.ndtr((math.log(limit_bytes) - mu) / np.sqrt(var + sigma ** 2))
+
+
 def _quad(x: np.ndarray, cov: np.ndarray) -> np.ndarray:
     """Row-wise ``x_i' cov x_i`` (one matrix product; einsum's three-operand path is far slower)."""
     return np.sum((x @ cov) * x, axis=1)
 
 
-def _with_intercept(x: np.ndarray) -> np.ndarray:
+def with_intercept(x: np.ndarray) -> np.ndarray:
     x = np.atleast_2d(np.asarray(x, dtype=float))
     return np.hstack([np.ones((x.shape[0], 1)), x])
-
-
-def tobit_terms(theta: np.ndarray, xt: np.ndarray, y: np.ndarray, cens: np.ndarray):
-    """:func:`tobit_eta_terms` of the linear model ``eta = xt @ b``, ``theta = (b, log s)``."""
-    return tobit_eta_terms(xt @ theta[:-1], float(theta[-1]), y, cens)
 
 
 def tobit_eta_terms(eta: np.ndarray, tau: float, y: np.ndarray, cens: np.ndarray):
@@ -156,25 +156,38 @@ def tobit_eta_terms(eta: np.ndarray, tau: float, y: np.ndarray, cens: np.ndarray
 def neg_log_posterior(theta: np.ndarray, xt: np.ndarray, y: np.ndarray, cens: np.ndarray, m0: np.ndarray,
                       s0: np.ndarray, noise: tuple[float, float]) -> tuple[float, np.ndarray]:
     """Negative log posterior of ``theta = (b0, b, log s)`` and its gradient."""
-    beta, tau = theta[:-1], float(theta[-1])
-    if not TAU_RANGE[0] <= tau <= TAU_RANGE[1]:
-        return math.inf, np.zeros_like(theta)  # a step far outside any plausible sigma: reject it
-    ll, d_eta, d_tau, *_ = tobit_terms(theta, xt, y, cens)
-    rb = (beta - m0) / s0
-    lp, d1, _ = noise_log_prior(tau, *noise)
-    value = -float(ll.sum()) + 0.5 * float(rb @ rb) - lp
-    grad = np.concatenate([-(xt.T @ d_eta) + rb / s0, [-float(d_tau.sum()) - d1]])
-    return value, grad
+    return tobit_objective(theta, xt @ theta[:-1], xt, y, cens, m0, s0, noise)
 
 
 def hessian(theta: np.ndarray, xt: np.ndarray, y: np.ndarray, cens: np.ndarray, s0: np.ndarray,
             noise: tuple[float, float]) -> np.ndarray:
-    """Hessian of :func:`neg_log_posterior` (analytic)."""
-    _, _, _, h_ee, h_et, h_tt = tobit_terms(theta, xt, y, cens)
-    p = xt.shape[1]
+    """Hessian of :func:`neg_log_posterior` (analytic: ``eta`` is linear, so Gauss-Newton is exact)."""
+    return tobit_curvature(theta, xt @ theta[:-1], xt, y, cens, s0, noise)
+
+
+def tobit_objective(theta: np.ndarray, eta: np.ndarray, jac: np.ndarray, y: np.ndarray, cens: np.ndarray,
+                    m0: np.ndarray, s0: np.ndarray, noise: tuple[float, float]) -> tuple[float, np.ndarray]:
+    """Negative log posterior and gradient of ``theta = (coefficients, log s)`` for any model of the log
+    peak: ``eta`` its prediction per row, ``jac`` the Jacobian of ``eta`` in the coefficients."""
+    tau = float(theta[-1])
+    if not TAU_RANGE[0] <= tau <= TAU_RANGE[1]:
+        return math.inf, np.zeros_like(theta)  # a step far outside any plausible sigma: reject it
+    ll, d_eta, d_tau, *_ = tobit_eta_terms(eta, tau, y, cens)
+    rb = (theta[:-1] - m0) / s0
+    lp, d1, _ = noise_log_prior(tau, *noise)
+    value = -float(ll.sum()) + 0.5 * float(rb @ rb) - lp
+    return value, np.concatenate([-(jac.T @ d_eta) + rb / s0, [-float(d_tau.sum()) - d1]])
+
+
+def tobit_curvature(theta: np.ndarray, eta: np.ndarray, jac: np.ndarray, y: np.ndarray, cens: np.ndarray,
+                    s0: np.ndarray, noise: tuple[float, float]) -> np.ndarray:
+    """Gauss-Newton Hessian of :func:`tobit_objective`: without the curvature of ``eta`` itself
+    (exact when ``eta`` is linear in the coefficients)."""
+    _, _, _, h_ee, h_et, h_tt = tobit_eta_terms(eta, float(theta[-1]), y, cens)
+    p = jac.shape[1]
     h = np.empty((p + 1, p + 1))
-    h[:p, :p] = -(xt.T * h_ee) @ xt + np.diag(1.0 / s0 ** 2)
-    h[:p, p] = h[p, :p] = -(xt.T @ h_et)
+    h[:p, :p] = -(jac.T * h_ee) @ jac + np.diag(1.0 / s0 ** 2)
+    h[:p, p] = h[p, :p] = -(jac.T @ h_et)
     h[p, p] = -float(h_tt.sum()) - noise_log_prior(float(theta[-1]), *noise)[2]
     return h
 
@@ -193,7 +206,7 @@ def fit_memory(x: np.ndarray, y: np.ndarray, censored: np.ndarray, *, names: tup
     m0 = np.concatenate([[intercept[0]], prior_mean])
     s0 = np.concatenate([[intercept[1]], prior_sd])
     tau0 = math.log(noise[0])
-    xt = _with_intercept(x)
+    xt = with_intercept(x)
     theta0 = np.concatenate([m0, [tau0]])
     if (~cens).any():
         theta0[0] = float(np.mean(y[~cens] - xt[~cens, 1:] @ m0[1:]))

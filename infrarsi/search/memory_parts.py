@@ -42,13 +42,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from infrarsi.search.features import INTERCEPT, EffectRow, noise_log_prior
+from infrarsi.search.features import INTERCEPT, EffectRow
 from infrarsi.search.memory_model import (
-    TAU_RANGE,
     MemoryPrice,
     inverse_pd,
     newton,
-    tobit_eta_terms,
+    prob_below,
+    tobit_curvature,
+    tobit_objective,
+    with_intercept,
 )
 
 STATES, ACTIVATIONS = "states", "activations"
@@ -87,16 +89,11 @@ class PartsMemoryPosterior:
 
     def _parts(self, xt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(log peak, share of states, Jacobian of log peak in the coefficients) at rows ``xt``."""
-        xs, xa = xt[:, self.columns[0]], xt[:, self.columns[1]]
-        n_s = len(self.columns[0])
-        eta_s, eta_a = xs @ self.mean[:n_s], xa @ self.mean[n_s:]
-        mu = np.logaddexp(eta_s, eta_a)
-        w = special.expit(eta_s - eta_a)
-        return mu, w, np.hstack([xs * w[:, None], xa * (1.0 - w)[:, None]])
+        return _sum_of_parts((xt[:, self.columns[0]], xt[:, self.columns[1]]), self.mean)
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Mean of log peak bytes and its variance due to coefficient uncertainty (delta method; no noise)."""
-        mu, _, jac = self._parts(_with_intercept(x))
+        mu, _, jac = self._parts(with_intercept(x))
         return mu, np.maximum(np.sum((jac @ self.cov) * jac, axis=1), 0.0)
 
     def prob_fits(self, x: np.ndarray, limit_bytes: float | None) -> np.ndarray:
@@ -105,7 +102,7 @@ class PartsMemoryPosterior:
         if limit_bytes is None:
             return np.ones(x.shape[0])
         mu, var = self.predict(x)
-        return special.ndtr((math.log(limit_bytes) - mu) / np.sqrt(var + self.sigma ** 2))
+        return prob_below(mu, var, self.sigma, limit_bytes)
 
     @property
     def baseline_bytes(self) -> float:
@@ -114,7 +111,7 @@ class PartsMemoryPosterior:
     @property
     def states_share(self) -> float:
         """The fitted share of the baseline's peak held by model states."""
-        return float(self._parts(_with_intercept(np.zeros((1, len(self.names) - 1))))[1][0])
+        return float(self._parts(with_intercept(np.zeros((1, len(self.names) - 1))))[1][0])
 
     def effects(self) -> list[EffectRow]:
         sd = np.sqrt(np.diag(self.cov))
@@ -127,7 +124,7 @@ class PartsMemoryPosterior:
         """Every design feature as a memory price at the baseline (the change of the *sum*), most saving first."""
         p = len(self.names) - 1
         rows = np.vstack([np.zeros((1, p)), np.eye(p)])
-        mu, _, jac = self._parts(_with_intercept(rows))
+        mu, _, jac = self._parts(with_intercept(rows))
         diff = jac[1:] - jac[0]
         sd = np.sqrt(np.maximum(np.sum((diff @ self.cov) * diff, axis=1), 0.0))
         base = math.exp(float(mu[0]))
@@ -140,11 +137,6 @@ class PartsMemoryPosterior:
         return next(p for p in self.prices() if p.feature == feature)
 
     memory_price = price
-
-
-def _with_intercept(x: np.ndarray) -> np.ndarray:
-    x = np.atleast_2d(np.asarray(x, dtype=float))
-    return np.hstack([np.ones((x.shape[0], 1)), x])
 
 
 def column_parts(main_parts: Sequence[str | None], squares: Sequence[int],
@@ -192,7 +184,7 @@ def fit_memory_parts(x: np.ndarray, y: np.ndarray, censored: np.ndarray, *, name
         m0 += means
         s0 += sds
     m0a, s0a = np.asarray(m0), np.asarray(s0)
-    xt = _with_intercept(x)
+    xt = with_intercept(x)
     blocks = (xt[:, columns[0]], xt[:, columns[1]])
     n_s = len(columns[0])
     tau0 = math.log(noise[0])
@@ -221,38 +213,27 @@ def fit_memory_parts(x: np.ndarray, y: np.ndarray, censored: np.ndarray, *, name
                                 n_exact=int((~cens).sum()), n_censored=int(cens.sum()), converged=converged)
 
 
-def _forward(theta: np.ndarray, blocks: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(log peak per row, Jacobian of it in the coefficients)."""
+def _sum_of_parts(blocks: tuple[np.ndarray, np.ndarray],
+                  coef: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log peak per row, share of states, Jacobian of log peak in ``coef``) for the design ``blocks``
+    of each part and their coefficients ``coef`` (states first)."""
     n_s = blocks[0].shape[1]
-    eta_s, eta_a = blocks[0] @ theta[:n_s], blocks[1] @ theta[n_s:-1]
+    eta_s, eta_a = blocks[0] @ coef[:n_s], blocks[1] @ coef[n_s:]
     w = special.expit(eta_s - eta_a)
-    return np.logaddexp(eta_s, eta_a), np.hstack([blocks[0] * w[:, None], blocks[1] * (1.0 - w)[:, None]])
+    return np.logaddexp(eta_s, eta_a), w, np.hstack([blocks[0] * w[:, None], blocks[1] * (1.0 - w)[:, None]])
 
 
 def _neg_log_posterior(theta: np.ndarray, blocks: tuple[np.ndarray, np.ndarray], y: np.ndarray, cens: np.ndarray,
                        m0: np.ndarray, s0: np.ndarray, noise: tuple[float, float]) -> tuple[float, np.ndarray]:
-    tau = float(theta[-1])
-    if not TAU_RANGE[0] <= tau <= TAU_RANGE[1]:
-        return math.inf, np.zeros_like(theta)
-    mu, jac = _forward(theta, blocks)
-    ll, d_eta, d_tau, *_ = tobit_eta_terms(mu, tau, y, cens)
-    rb = (theta[:-1] - m0) / s0
-    lp, d1, _ = noise_log_prior(tau, *noise)
-    value = -float(ll.sum()) + 0.5 * float(rb @ rb) - lp
-    return value, np.concatenate([-(jac.T @ d_eta) + rb / s0, [-float(d_tau.sum()) - d1]])
+    mu, _, jac = _sum_of_parts(blocks, theta[:-1])
+    return tobit_objective(theta, mu, jac, y, cens, m0, s0, noise)
 
 
 def _gauss_newton(theta: np.ndarray, blocks: tuple[np.ndarray, np.ndarray], y: np.ndarray, cens: np.ndarray,
                   s0: np.ndarray, noise: tuple[float, float]) -> np.ndarray:
     """The Hessian of the negative log posterior without the curvature of ``mu`` itself (PSD by construction)."""
-    mu, jac = _forward(theta, blocks)
-    _, _, _, h_ee, h_et, h_tt = tobit_eta_terms(mu, float(theta[-1]), y, cens)
-    k = jac.shape[1]
-    h = np.empty((k + 1, k + 1))
-    h[:k, :k] = -(jac.T * h_ee) @ jac + np.diag(1.0 / s0 ** 2)
-    h[:k, k] = h[k, :k] = -(jac.T @ h_et)
-    h[k, k] = -float(h_tt.sum()) - noise_log_prior(float(theta[-1]), *noise)[2]
-    return h
+    mu, _, jac = _sum_of_parts(blocks, theta[:-1])
+    return tobit_curvature(theta, mu, jac, y, cens, s0, noise)
 
 
 def parts_by_feature(names: Sequence[str], tags: Mapping[str, str]) -> list[str | None]:

@@ -1,6 +1,6 @@
 """``infrarsi verify``: interleave baseline and candidate from fresh processes and judge the candidate.
 
-A B A B …, each run its own process (and, in a git repo, its own worktree
+A B, B A, A B … (counterbalanced), each run its own process (and, in a git repo, its own worktree
 and commit), so slow drift of the machine hits both arms alike. The number of
 pairs comes from the doctor's noise calibration. A candidate trial that breaks
 an invariant ends verification at once: more runs cannot make it valid.
@@ -38,6 +38,12 @@ def metadata_check(repo: Path, commit: str | None) -> InvariantCheck | None:
                               f"{meta.name} {meta.version} prepares its metadata" if meta.ok else meta.error))
 
 
+def candidate_first(pair: int) -> bool:
+    """A B, B A, A B, B A …: counterbalanced, so a steady drift of the machine (warming caches, a
+    throttling GPU) adds as much to one arm as to the other instead of always favouring the later run."""
+    return pair % 2 == 1
+
+
 def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, doctor: DoctorReport,
                      pairs: int | None = None, progress: Callable[[str], None] = lambda _: None) -> Verdict:
     """Run ``pairs`` interleaved A/B pairs (default: the doctor's choice) and return the verdict."""
@@ -50,8 +56,9 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
     cand_runs: list[TrialRecord] = []
     extra: list[InvariantCheck] = []
     for i in range(n):
-        progress(f"pair {i + 1}/{n}: baseline")
-        base_runs.append(ctx.run(run_id, baseline))
+        if not candidate_first(i):
+            progress(f"pair {i + 1}/{n}: baseline")
+            base_runs.append(ctx.run(run_id, baseline))
         progress(f"pair {i + 1}/{n}: candidate")
         record = ctx.run(run_id, candidate)
         cand_runs.append(record)
@@ -65,6 +72,9 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
         if broken:
             progress(f"invariant broken: {broken[0].detail}")
             break
+        if candidate_first(i):
+            progress(f"pair {i + 1}/{n}: baseline")
+            base_runs.append(ctx.run(run_id, baseline))
     peak = doctor.peak_flops.get("bf16") or max(doctor.peak_flops.values(), default=None)
     verdict = judge(base_runs, cand_runs, band=doctor.loss_band, policy=policy, peak_flops=peak,
                     model_flops_per_step=doctor.model_flops_per_step)

@@ -82,10 +82,20 @@ def _verify(repo: Path, candidate: Candidate, extra: dict[str, PatchSpec], pairs
         return verify_candidate(ctx, run_id="d", candidate=candidate, doctor=doctor, pairs=pairs)
 
 
+def _verify_aa(repo: Path) -> tuple[int, dict]:
+    result = infrarsi("verify", str(repo), "--run-id", "d", "--pairs", "4", "--json")
+    return result.returncode, json.loads(result.stdout)
+
+
 def test_the_baseline_verified_against_itself_is_not_promoted(doctored: Path) -> None:
-    result = infrarsi("verify", str(doctored), "--run-id", "d", "--pairs", "4", "--json")
-    verdict = json.loads(result.stdout)
-    assert result.returncode == 1
+    # A/A is promoted at most at rate alpha, by design: with 4 pairs, when the candidate's runs rank
+    # below the baseline's with at most one exception (2 of the 70 equally likely rankings, 2.9%).
+    # One such draw is luck; a second in a row (1 in 1,200) would mean the verdict leans one way.
+    code, verdict = _verify_aa(doctored)
+    if verdict["verdict"] == "promoted":
+        assert verdict["p_value"] < 0.05 and code == 0, verdict
+        code, verdict = _verify_aa(doctored)
+    assert code == 1
     assert verdict["verdict"] == "not_significant", verdict
     assert len(verdict["baseline_trials"]) == 4 and len(verdict["candidate_trials"]) == 4
 

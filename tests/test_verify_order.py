@@ -1,0 +1,53 @@
+"""The order verification runs its arms in: counterbalanced, so a drifting machine favours neither arm."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+from bot.verify import verify_candidate
+from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.verify import VerdictKind
+
+BASE = Candidate.of({"dtype": "fp32"})
+CAND = Candidate.of({"dtype": "bf16"})
+LOSS = (5.0, 4.8, 4.6)
+
+
+@dataclass
+class DriftingContext:
+    """Runs nothing: each run is ``drift`` faster than the one before, whatever it is."""
+
+    drift: float = 0.0
+    start: float = 1.0
+    order: list[str] = field(default_factory=list)
+    contract = SimpleNamespace(defaults=lambda: {"dtype": "fp32"},
+                               verify=SimpleNamespace(min_effect=0.01, alpha=0.05, max_speedup=10.0))
+    repo = Path(".")
+
+    def run(self, run_id: str, candidate: Candidate) -> TrialRecord:
+        step = self.start * (1.0 - self.drift) ** len(self.order)
+        self.order.append("A" if candidate == BASE else "B")
+        times = (step,) * 4
+        return TrialRecord(run_id=run_id, trial_no=len(self.order), candidate=candidate, outcome=Outcome.OK,
+                           metrics=TrialMetrics(step_time_s=step, step_time_cv=0.0, step_times_s=times,
+                                                tokens_per_step=128, loss=LOSS, wall_s=sum(times) + 1.0))
+
+
+DOCTOR = SimpleNamespace(verify_pairs=6, loss_band=None, peak_flops={}, model_flops_per_step=None)
+
+
+def test_pairs_alternate_which_arm_runs_first() -> None:
+    ctx = DriftingContext()
+    verify_candidate(ctx, run_id="r", candidate=CAND, doctor=DOCTOR)  # type: ignore[arg-type]
+    assert "".join(ctx.order) == "AB" "BA" "AB" "BA" "AB" "BA"
+
+
+def test_a_machine_that_speeds_up_run_by_run_reports_no_speedup_for_the_baseline_against_itself() -> None:
+    # With A B A B every B would run one slot later than its A: 2% per run would read as a 1.02x speedup.
+    same = Candidate.of({"dtype": "fp32"}, [])
+    ctx = DriftingContext(drift=0.02)
+    verdict = verify_candidate(ctx, run_id="r", candidate=same, doctor=DOCTOR)  # type: ignore[arg-type]
+    assert verdict.kind is VerdictKind.NOT_SIGNIFICANT, verdict.reason
+    assert verdict.speedup is not None and abs(verdict.speedup - 1.0) < 0.002, verdict.speedup

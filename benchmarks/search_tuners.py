@@ -7,8 +7,8 @@ Every method's first trial is the default configuration (what the doctor stage
 measures; for Optuna an enqueued trial), and every method knows the same
 *static* launcher checks (:func:`known_valid`: a configuration the launcher
 rejects before it starts costs nothing and is not a trial). The rest of the
-crash rules (divisibility by layers, heads, experts, batch; TP overlap without
-sequence parallelism) are learnt from trials, as they would be on a cluster.
+crash rules (divisibility by layers, heads, the expert count, batch; TP overlap
+without sequence parallelism) are learnt from trials, as they would be on a cluster.
 
 Methods (``METHODS``): the InfraRSI engine as ``bot/run.py`` drives it, random
 search, a one-change-at-a-time greedy tuner, Optuna's TPE with a constraints
@@ -99,10 +99,13 @@ def key(config: Mapping[str, Value]) -> tuple[Any, ...]:
 # -- the static launcher checks every method knows ------------------------------------------------
 
 def known_valid(config: Mapping[str, Value], world: int) -> bool:
-    """The checks a launcher makes from the arguments alone (``infrarsi.sim.rules`` 1, 4, 9, 10, 11)."""
+    """The checks a launcher makes from the parallel arguments alone, without the model's shape
+    (``infrarsi.sim.rules`` 1, 4, 9, 10, 11 and the data-parallel half of 6)."""
     tp, pp, vpp, zero = int(config["tp"]), int(config["pp"]), int(config["vpp"]), int(config["zero"])
     if world % (tp * pp):
         return False
+    if (world // (tp * pp)) % int(config.get("ep", 1)):
+        return False  # expert parallelism splits the data-parallel group (Megatron parallel_state)
     if vpp > 1 and pp == 1:
         return False
     if zero >= 2 and pp > 1:
@@ -117,6 +120,11 @@ def known_constraints(job: SimulatedJob) -> list[Constraint]:
     world = job.cluster.world_size
     out = [Constraint(kind="forbid", when=(("tp", tp), ("pp", pp)), reason="tp·pp must divide the world size")
            for tp in dims["tp"].values for pp in dims["pp"].values if world % (int(tp) * int(pp))]
+    if "ep" in dims:
+        out += [Constraint(kind="forbid", when=(("tp", tp), ("pp", pp), ("ep", ep)),
+                           reason="ep must divide the data-parallel size world/(tp·pp)")
+                for tp in dims["tp"].values for pp in dims["pp"].values for ep in dims["ep"].values
+                if not world % (int(tp) * int(pp)) and (world // (int(tp) * int(pp))) % int(ep)]
     out += [Constraint(kind="forbid", when=(("pp", 1), ("vpp", v)), reason="virtual stages need pp > 1")
             for v in dims["vpp"].values if v != 1]
     out += [Constraint(kind="forbid", when=(("zero", z), ("pp", pp)), reason="ZeRO-2/3 with pipeline")

@@ -55,10 +55,14 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
     base_runs: list[TrialRecord] = []
     cand_runs: list[TrialRecord] = []
     extra: list[InvariantCheck] = []
+
+    def run_baseline(i: int) -> None:
+        progress(f"pair {i + 1}/{n}: baseline")
+        base_runs.append(ctx.run(run_id, baseline))
+
     for i in range(n):
         if not candidate_first(i):
-            progress(f"pair {i + 1}/{n}: baseline")
-            base_runs.append(ctx.run(run_id, baseline))
+            run_baseline(i)
         progress(f"pair {i + 1}/{n}: candidate")
         record = ctx.run(run_id, candidate)
         cand_runs.append(record)
@@ -73,8 +77,7 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
             progress(f"invariant broken: {broken[0].detail}")
             break
         if candidate_first(i):
-            progress(f"pair {i + 1}/{n}: baseline")
-            base_runs.append(ctx.run(run_id, baseline))
+            run_baseline(i)
     peak = doctor.peak_flops.get("bf16") or max(doctor.peak_flops.values(), default=None)
     verdict = judge(base_runs, cand_runs, band=doctor.loss_band, policy=policy, peak_flops=peak,
                     model_flops_per_step=doctor.model_flops_per_step)

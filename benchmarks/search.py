@@ -13,7 +13,7 @@ configurations by measured time are rerun interleaved with the default
 (A B A B, pairs as the doctor sizes them) on a fresh job seeded
 ``VERIFY_SEED + seed`` and judged by :func:`infrarsi.stats.compare`; the one
 promoted with the largest speedup is the method's result. A second phase
-fills an experience bank (SQLite, as ``bot/run.py``'s ``remember``) from the
+fills an experience bank (SQLite, as ``bot/stages/run/search.py``'s ``remember``) from the
 engine's verified 20-trial run on another cluster and runs the engine seeded
 from it (``bank_seeds``).
 """
@@ -196,7 +196,7 @@ def fingerprints(w: Workload, c: Cluster) -> tuple[Mapping[str, Any], Mapping[st
 
 def findings(w: Workload, c: Cluster, seed: int, trials: Sequence[Trial],
              verdicts: Sequence[Verified]) -> list[Finding]:
-    """What ``bot/run.py``'s ``remember`` stores: every verdict, every failed trial."""
+    """What ``bot/stages/run/search.py``'s ``remember`` stores: every verdict, every failed trial."""
     hardware, workload = fingerprints(w, c)
     dims = SimulatedJob(w, c).space.dimensions
     run_id = f"{c.name}-{seed}"

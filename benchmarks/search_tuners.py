@@ -10,7 +10,7 @@ rejects before it starts costs nothing and is not a trial). The rest of the
 crash rules (divisibility by layers, heads, the expert count, batch; TP overlap
 without sequence parallelism) are learnt from trials, as they would be on a cluster.
 
-Methods (``METHODS``): the InfraRSI engine as ``bot/run.py`` drives it, random
+Methods (``METHODS``): the InfraRSI engine as ``bot/stages/run/search.py`` drives it, random
 search, a one-change-at-a-time greedy tuner, Optuna's TPE with a constraints
 function for OOM, and a DeepSpeed-Autotuning-style model-based tuner. Each is
 sequential and none looks at its budget, so the first ``B`` trials of a run at
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bot.priors import builtin_priors
+from bot.stages.run.priors import builtin_priors
 from infrarsi.contract.model import Constraint, Knob
 from infrarsi.patches import Effect, PatchSpec
 from infrarsi.search.engine import SearchEngine
@@ -38,15 +38,15 @@ from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
 Config = dict[str, Value]
 
 #: Prior effects of the simulator's code patches, as a proposer's catalog would state them
-#: (fused attention and fused cross-entropy as ``bot/catalog.py``'s SDPA and fused-CE entries;
+#: (fused attention and fused cross-entropy as ``bot/patching/catalog.py``'s SDPA and fused-CE entries;
 #: fused norm as its fused GELU; the MoE and TP-overlap entries are our guesses). Not fitted to the simulator.
 PATCH_PRIORS: dict[str, Effect] = {
     "flash_attention": Effect(time_ratio=0.85, time_sigma=0.2, mem_ratio=0.85, mem_sigma=0.15,
-                              source="bot/catalog.py sdpa_causal_attention"),
+                              source="bot/patching/catalog.py sdpa_causal_attention"),
     "fused_cross_entropy": Effect(time_ratio=0.93, time_sigma=0.08, mem_ratio=0.8, mem_sigma=0.15,
-                                  source="bot/catalog.py fused_cross_entropy"),
+                                  source="bot/patching/catalog.py fused_cross_entropy"),
     "fused_norm": Effect(time_ratio=0.95, time_sigma=0.05, mem_ratio=0.97, mem_sigma=0.05,
-                         source="as bot/catalog.py fused_gelu"),
+                         source="as bot/patching/catalog.py fused_gelu"),
     "grouped_gemm": Effect(time_ratio=0.9, time_sigma=0.1, mem_ratio=1.0, mem_sigma=0.05, source="guess"),
     "tp_comm_overlap": Effect(time_ratio=0.97, time_sigma=0.05, mem_ratio=1.0, mem_sigma=0.03, source="guess"),
 }
@@ -186,7 +186,7 @@ def to_record(trial: Trial, trial_no: int, dims: Sequence[Dimension], run_id: st
 
 def run_engine(session: Session, seed: int, *, bank: Sequence[tuple[Candidate, float]] = (),
                initial: int = 8, min_effect: float = 0.01, stop_early: bool = True) -> None:
-    """``bot/run.py``'s loop: the baseline (the doctor's run), a diverse first batch, then one by one
+    """``bot/stages/run/search.py``'s loop: the baseline (the doctor's run), a diverse first batch, then one by one
     by constrained EI, until the budget or the stop advice."""
     job = session.job
     dims = job.space.dimensions
@@ -201,7 +201,7 @@ def run_engine(session: Session, seed: int, *, bank: Sequence[tuple[Candidate, f
     searched = 0
     first = engine.initial_batch(min(initial, session.left), bank, include_baseline=False)
     while session.left > 0:
-        if first:  # the first batch, one trial at a time, revised after each (as bot/run.py without --parallel)
+        if first:  # the first batch, one trial at a time, revised after each (as bot/stages/run/search.py without --parallel)
             proposal, first = first[0], first[1:]
             run(to_config(proposal.candidate, dims))
             searched += 1

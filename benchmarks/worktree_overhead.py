@@ -27,8 +27,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from bot.git import commit_worktree, create_trial_worktree, remove_trial_worktree  # noqa: E402
-from bot.git.testing import commit_all  # noqa: E402
+from bot.workspace import commit_worktree, create_trial_worktree, remove_trial_worktree  # noqa: E402
+from bot.workspace.testing import commit_all  # noqa: E402
 
 import pygit2  # noqa: E402
 
@@ -45,13 +45,13 @@ def textual_patch(worktree: Path, trial_no: int) -> None:
 
 def catalog_patcher(repo: Path) -> Callable[[Path, int], None]:
     """Real candidates: the fixture's applicable catalog patches (libcst), cycled, each followed by the audit."""
-    from bot.candidate_trial import changed_files
-    from bot.catalog import applicable_patches
-    from bot.draft import draft_contract
+    from bot.stages.run.candidate import changed_files
+    from bot.patching.catalog import applicable_patches
+    from bot.stages.init.draft import draft_contract
     from bot.patching.apply import apply_patches
     from bot.patching.audit import audit_tree
-    from bot.scan import scan_repo
-    from bot.toml_writer import render_contract
+    from bot.stages.init.scan import scan_repo
+    from bot.stages.init.toml_writer import render_contract
     from infrarsi.contract import load_contract
 
     (repo / "infrarsi.toml").write_text(render_contract(draft_contract("python train.py", scan_repo(repo, "train.py"))))

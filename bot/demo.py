@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pygit2
 
-from bot.git.commits import BOT_IDENTITY
+from bot.workspace.commits import BOT_IDENTITY
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tinygpt"
 RUN_ID = "demo"
@@ -89,7 +89,7 @@ def stage(n: int, title: str) -> None:
 
 def cli(*argv: str) -> int:
     """One stage through the real command line, in this process."""
-    from bot.cli import main
+    from bot.cli.main import main
 
     print("  $ infrarsi " + " ".join(argv), flush=True)
     sys.stdout.flush()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infrarsi.sqlite_wal import open_wal, write_transaction
-from infrarsi.proposer import LLMCall
+from infrarsi.seams.proposer import LLMCall
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 
 JOURNAL_SCHEMA = 2  # 2: llm_calls (added to older journals on open)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 
-from infrarsi.execution import Execution
+from infrarsi.seams.executor import Execution
 from infrarsi.trial import Outcome, TrialMetrics
 
 _OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "std::bad_alloc",

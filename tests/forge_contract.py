@@ -1,4 +1,4 @@
-"""The contract every :class:`infrarsi.forge.Forge` must pass (Optuna's ``pytest_storages`` pattern).
+"""The contract every :class:`infrarsi.seams.forge.Forge` must pass (Optuna's ``pytest_storages`` pattern).
 
 Use it from a test module by importing the tests and providing one fixture::
 
@@ -24,7 +24,7 @@ from typing import Protocol
 import pygit2
 import pytest
 
-from infrarsi.forge import Forge, ForgeError, PullRequestDraft, ReviewState, StatusState, approvals
+from infrarsi.seams.forge import Forge, ForgeError, PullRequestDraft, ReviewState, StatusState, approvals
 
 __all__ = [
     "ForgeHarness",

@@ -6,7 +6,7 @@ from the real CLI on a copy of tinygpt (tiny config). The verdict in run.json
 is *recorded*: it names those real trials but carries fixed step times, because
 whether a 2-core box shared with other jobs shows a significant speedup in
 three pairs is not what these tests are about (verification has its own tests).
-``run.json`` has the shape :func:`bot.run.run_summary` writes.
+``run.json`` has the shape :func:`bot.stages.run.search.run_summary` writes.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pygit2
 
-from bot.git.testing import commit_all
+from bot.workspace.testing import commit_all
 from infrarsi.contract import load_contract
 from infrarsi.doctor import DoctorReport
 from infrarsi.journal import Journal

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.promotion import set_argparse_defaults, set_contract_defaults
+from bot.stages.apply.promotion_commit import set_argparse_defaults, set_contract_defaults
 
 ENTRY = '''import argparse
 p = argparse.ArgumentParser()

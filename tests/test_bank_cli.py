@@ -9,8 +9,8 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from bot.bank_cli import add_bank_parser
-from bot.git.testing import init_repo
+from bot.cli.bank import add_bank_parser
+from bot.workspace.testing import init_repo
 from infrarsi.bank import SqliteBank, default_bank_path
 from infrarsi.bank.testing import make_finding
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pygit2
 import pytest
 
-import bot.bank_sync as bank_sync
-from bot.bank_sync import DEFAULT_BRANCH, BankSyncError, SyncCallbacks, finding_path, sync
-from bot.git.testing import init_repo
+import bot.bank.sync as bank_sync
+from bot.bank.sync import DEFAULT_BRANCH, BankSyncError, SyncCallbacks, finding_path, sync
+from bot.workspace.testing import init_repo
 from infrarsi.bank import Finding, SqliteBank
 from infrarsi.bank.testing import make_finding
 

@@ -8,15 +8,15 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from bot.candidate_trial import run_candidate
-from bot.catalog import applicable_patches
+from bot.stages.run.candidate import run_candidate
+from bot.patching.catalog import applicable_patches
 from bot.executors.local import LocalExecutor
-from bot.git.commits import read_trailers
-from bot.git.errors import StaleBranchError
-from bot.git.worktrees import trial_branch
+from bot.workspace.commits import read_trailers
+from bot.workspace.errors import StaleBranchError
+from bot.workspace.worktrees import trial_branch
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
-from infrarsi.execution import Execution, TrialSpec
+from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.journal import Journal
 from infrarsi.patches import Effect, PatchSpec
 from infrarsi.trial import Candidate, Outcome
@@ -123,7 +123,7 @@ def test_rejected_candidates_launch_nothing_and_name_the_offender(git_repo: Path
 
 
 def test_module_level_import_and_new_file_are_rejected(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.candidate_trial as ct
+    import bot.stages.run.candidate as ct
 
     real = ct.apply_patches
 

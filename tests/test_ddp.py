@@ -17,7 +17,7 @@ from bot.patching.codemods import run_codemod
 from bot.patching.results import Rewritten
 from infrarsi.contract.load import load_contract
 from infrarsi.contract.model import Launch
-from infrarsi.execution import TrialSpec
+from infrarsi.seams.executor import TrialSpec
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Outcome
 from tests.conftest import REPO, infrarsi
@@ -32,7 +32,7 @@ def make_repo(dest: Path, *, git: bool = True) -> Path:
     """A copy of the ddp fixture whose contract runs the tiny config (4 rows per rank), locked and committed."""
     import pygit2
 
-    from bot.git.testing import commit_all
+    from bot.workspace.testing import commit_all
 
     repo = dest / "ddp"
     shutil.copytree(DDP, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.lock"))
@@ -100,7 +100,7 @@ def test_no_sync_codemod_before_after() -> None:
 def test_the_fixture_contract_asks_for_two_ranks_under_torchrun() -> None:
     contract = load_contract(DDP)
     assert contract.launch.executor == "torchrun" and contract.launch.world_size == 2
-    from bot.catalog import catalog_for_repo
+    from bot.patching.catalog import catalog_for_repo
 
     applies = {a.entry.codemod: a for a in catalog_for_repo(contract)}
     assert applies["ddp_no_sync"].applies

@@ -8,10 +8,10 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from bot.candidate_trial import TrialContext, trial_context
+from bot.stages.run.candidate import TrialContext, trial_context
 
 from bot.executors.local import LocalExecutor
-from bot.verify import verify_candidate
+from bot.stages.run.verify import verify_candidate
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
 from infrarsi.journal import Journal
@@ -73,7 +73,7 @@ def _ctx(repo: Path, journal: Journal, extra: dict[str, PatchSpec]) -> TrialCont
 
 
 def _verify(repo: Path, candidate: Candidate, extra: dict[str, PatchSpec], pairs: int = 4):  # noqa: ANN202
-    from bot.doctor import load_doctor
+    from bot.stages.doctor.baseline import load_doctor
 
     with Journal(repo / ".infrarsi" / "journal.sqlite") as journal:
         ctx = _ctx(repo, journal, extra)

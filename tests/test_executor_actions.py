@@ -30,10 +30,10 @@ from bot.executors.actions import (
     spec_to_input,
 )
 from bot.forges.github import GitHubForge
-from bot.git.commits import is_dirty
-from bot.git.testing import commit_all, init_repo
-from bot.github_api import GitHubTarget, RateLimitPolicy
-from infrarsi.execution import Execution, Executor, TrialSpec
+from bot.workspace.commits import is_dirty
+from bot.workspace.testing import commit_all, init_repo
+from bot.forges.github_api import GitHubTarget, RateLimitPolicy
+from infrarsi.seams.executor import Execution, Executor, TrialSpec
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Outcome
 from tests import test_executor_contract as executor_contract
@@ -92,7 +92,7 @@ def make_executor(fake: FakeGitHub, *, max_runners: int = 1, push: bool = True, 
 
 
 class CommitThenExecute:
-    """What the bot does before a trial (bot.candidate_trial): commit the candidate, then execute it."""
+    """What the bot does before a trial (bot.stages.run.candidate): commit the candidate, then execute it."""
 
     name = "actions"
 

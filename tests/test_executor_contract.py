@@ -19,7 +19,7 @@ import pytest
 from bot.executors.local import LocalExecutor
 from bot.executors.torchrun import TorchrunExecutor
 from infrarsi.contract.model import Launch
-from infrarsi.execution import Executor, TrialSpec
+from infrarsi.seams.executor import Executor, TrialSpec
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Outcome
 

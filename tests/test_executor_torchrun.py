@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.executors.torchrun import _ROOT_CAUSE, TorchrunExecutor, torchrun_argv
-from bot.trials import executor_for
+from bot.stages.run.trial import executor_for
 from bot.executors.local import LocalExecutor
 from infrarsi.contract.errors import ContractError
 from infrarsi.contract.load import parse_contract
@@ -81,7 +81,7 @@ def test_a_torchrun_contract_swaps_the_local_executor(tmp_path: Path) -> None:
 
 
 def test_fingerprints_keep_moe_and_world_size_apart(tmp_path: Path) -> None:
-    from bot.run import fingerprints
+    from bot.stages.run.search import fingerprints
     from infrarsi.doctor import DoctorReport
 
     doctor = DoctorReport.__new__(DoctorReport)

@@ -16,9 +16,9 @@ import pytest
 
 from bot.forges import open_forge
 from bot.forges.github import GitHubForge, forge_for_repo, target_from_remote_url
-from bot.git.testing import init_repo
-from bot.github_api import GitHubTarget, RateLimitPolicy
-from infrarsi.forge import Forge, ForgeError, PullRequestDraft, ReviewState, StatusState
+from bot.workspace.testing import init_repo
+from bot.forges.github_api import GitHubTarget, RateLimitPolicy
+from infrarsi.seams.forge import Forge, ForgeError, PullRequestDraft, ReviewState, StatusState
 from tests.fake_github import TOKEN, FakeGitHub
 from tests.forge_contract import *  # noqa: F401,F403  (the contract's test functions)
 from tests.forge_contract import commit_on

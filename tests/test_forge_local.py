@@ -11,8 +11,8 @@ import pytest
 
 from bot.forges import open_forge
 from bot.forges.local import LocalForge, local_remote_path
-from bot.git.testing import init_repo
-from infrarsi.forge import ForgeError, ReviewState, StatusState
+from bot.workspace.testing import init_repo
+from infrarsi.seams.forge import ForgeError, ReviewState, StatusState
 from tests.forge_contract import *  # noqa: F401,F403  (the contract suite's tests)
 from tests.forge_contract import commit_on
 
@@ -61,7 +61,7 @@ def test_records_are_json_and_markdown_beside_the_remote(forge_harness: LocalHar
     h = forge_harness
     commit_on(h.repo, "infrarsi/promote/r1", {"a.txt": "a\n"})
     h.forge.push(h.repo, "infrarsi/promote/r1")
-    from infrarsi.forge import PullRequestDraft
+    from infrarsi.seams.forge import PullRequestDraft
     pr, _ = h.forge.ensure_pr(PullRequestDraft(head="infrarsi/promote/r1", base="main", title="t",
                                                body="## Summary\nbody\n"))
     record = json.loads(h.forge.record_path(pr.number).read_text())
@@ -88,7 +88,7 @@ def test_merge_conflict_is_refused_with_the_paths(forge_harness: LocalHarness) -
     h = forge_harness
     sha = commit_on(h.repo, "infrarsi/promote/r1", {"knobs.txt": "bot\n"})
     h.forge.push(h.repo, "infrarsi/promote/r1")
-    from infrarsi.forge import PullRequestDraft
+    from infrarsi.seams.forge import PullRequestDraft
     pr, _ = h.forge.ensure_pr(PullRequestDraft(head="infrarsi/promote/r1", base="main", title="t", body="b"))
     commit_on(h.repo, "main", {"knobs.txt": "human\n"})
     h.forge.push(h.repo, "main")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from bot.git import (
+from bot.workspace import (
     BOT_IDENTITY,
     BotIdentity,
     ChangedPath,
@@ -20,8 +20,8 @@ from bot.git import (
     repo_head_commit,
     trial_worktree,
 )
-from bot.git.commits import format_message
-from bot.git.testing import MODEL_V1, make_model_repo
+from bot.workspace.commits import format_message
+from bot.workspace.testing import MODEL_V1, make_model_repo
 
 TRAILERS = {
     "InfraRSI-Run": "run-7",

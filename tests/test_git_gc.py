@@ -11,7 +11,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from bot.git import (
+from bot.workspace import (
     StaleBranchError,
     collect_garbage,
     commit_worktree,
@@ -20,7 +20,7 @@ from bot.git import (
     remove_trial_worktree,
     trial_worktree,
 )
-from bot.git.testing import make_model_repo
+from bot.workspace.testing import make_model_repo
 
 
 def git(repo: Path, *args: str) -> str:

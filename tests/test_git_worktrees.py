@@ -10,7 +10,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from bot.git import (
+from bot.workspace import (
     InvalidRunIdError,
     NotARepositoryError,
     RevisionNotFoundError,
@@ -24,7 +24,7 @@ from bot.git import (
     trial_branch,
     trial_worktree,
 )
-from bot.git.testing import MODEL_V1, MODEL_V2, make_model_repo
+from bot.workspace.testing import MODEL_V1, MODEL_V2, make_model_repo
 
 
 def git(repo: Path, *args: str) -> str:

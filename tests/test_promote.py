@@ -8,7 +8,7 @@ import pygit2
 import pytest
 
 from bot.forges.local import LocalForge
-from bot.promote import PromoteError, promote
+from bot.stages.apply.merge import PromoteError, promote
 from infrarsi.stats import compare
 from infrarsi.trial import Candidate
 from infrarsi.verify import Verdict, VerdictKind

@@ -21,7 +21,7 @@ from bot.proposers.replay import ReplayServer, replayed_proposer
 from bot.proposers.session import ProposerSession, editable_sources
 from infrarsi.contract import load_contract
 from infrarsi.journal import Journal
-from infrarsi.proposer import TrialSummary
+from infrarsi.seams.proposer import TrialSummary
 from tests.conftest import TINY_ARGS, copy_fixture
 
 TRIALS = [TrialSummary(trial_no=1, candidate="baseline", patches=(), outcome="ok", step_time_s=0.012),
@@ -31,7 +31,7 @@ TRIALS = [TrialSummary(trial_no=1, candidate="baseline", patches=(), outcome="ok
 
 @pytest.fixture(scope="module")
 def contract(tmp_path_factory: pytest.TempPathFactory):
-    from bot.cli import main
+    from bot.cli.main import main
 
     repo = copy_fixture(tmp_path_factory.mktemp("anthropic") / "tinygpt")
     assert main(["init", str(repo), "--command", f"python train.py {TINY_ARGS}"]) == 0
@@ -169,7 +169,7 @@ def test_an_old_journal_gains_the_llm_table_on_open(tmp_path: Path) -> None:
             INSERT INTO meta VALUES ('schema', '1');
             INSERT INTO runs VALUES ('old', 0, 'run', NULL, '{}');
         """)
-    from infrarsi.proposer import LLMCall
+    from infrarsi.seams.proposer import LLMCall
 
     with Journal(db) as journal:
         journal.record_llm_call("old", LLMCall(job="priors", request_hash="h", model="m", input_tokens=5))

@@ -47,7 +47,7 @@ def test_init_with_the_anthropic_proposer_writes_a_contract_with_the_models_rati
 
 def test_the_anthropic_proposer_needs_a_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from bot.cli import main
+    from bot.cli.main import main
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     repo = copy_fixture(tmp_path / "tinygpt")

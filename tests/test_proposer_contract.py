@@ -11,11 +11,11 @@ import pytest
 from bot.proposers import BuiltinProposer
 from bot.proposers.replay import replayed_proposer
 from bot.proposers.session import editable_sources
-from bot.scan import scan_repo
+from bot.stages.init.scan import scan_repo
 from infrarsi.contract import load_contract
 from infrarsi.contract.load import CONTRACT_FILE, parse_contract
 from infrarsi.patches import PatchSpec
-from infrarsi.proposer import ContractProposal, PatchProposal, PriorTable, Proposer, TrialSummary
+from infrarsi.seams.proposer import ContractProposal, PatchProposal, PriorTable, Proposer, TrialSummary
 from infrarsi.search.space import SearchSpace
 from tests.conftest import TINY_ARGS, copy_fixture
 
@@ -25,7 +25,7 @@ COMMAND = f"python train.py {TINY_ARGS}"
 @pytest.fixture(scope="module")
 def tiny_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tinygpt with its tiny contract, drafted in-process (one per module: the suite only reads it)."""
-    from bot.cli import main
+    from bot.cli.main import main
 
     repo = copy_fixture(tmp_path_factory.mktemp("proposer") / "tinygpt")
     assert main(["init", str(repo), "--command", COMMAND]) == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from bot.git.testing import commit_all
+from bot.workspace.testing import commit_all
 from bot.proposers.replay import ReplayServer, load_recording
 from infrarsi.journal import Journal
 from tests.conftest import infrarsi

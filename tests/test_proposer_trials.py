@@ -14,16 +14,16 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from bot.candidate_trial import run_candidate
+from bot.stages.run.candidate import run_candidate
 from bot.executors.local import LocalExecutor
-from bot.git.commits import repo_head_commit
-from bot.git.testing import commit_all
+from bot.workspace.commits import repo_head_commit
+from bot.workspace.testing import commit_all
 from bot.proposers.replay import replayed_proposer
 from bot.proposers.session import editable_sources
-from bot.trials import journal_path
+from bot.stages.run.trial import journal_path
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
-from infrarsi.execution import Execution, TrialSpec
+from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.journal import Journal
 from infrarsi.trial import Candidate, Outcome
 from tests.conftest import REPO, TINY_ARGS, copy_fixture
@@ -48,7 +48,7 @@ class CountingExecutor:
 
 
 def _git_repo(dest: Path, *, injected: bool = False) -> Path:
-    from bot.cli import main
+    from bot.cli.main import main
 
     repo = copy_fixture(dest)
     if injected:

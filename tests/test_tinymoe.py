@@ -19,7 +19,7 @@ from bot.patching.codemods import run_codemod
 from bot.patching.results import Rewritten
 from infrarsi.contract.errors import ContractError
 from infrarsi.contract.load import load_contract
-from infrarsi.execution import TrialSpec
+from infrarsi.seams.executor import TrialSpec
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Outcome
 from tests.conftest import REPO, infrarsi
@@ -46,7 +46,7 @@ def make_repo(dest: Path, *, args: str = TINY_ARGS, tokens: int = TINY_TOKENS, k
     result = infrarsi("lock", str(repo))
     assert result.returncode == 0, result.stderr
     if git:
-        from bot.git.testing import commit_all
+        from bot.workspace.testing import commit_all
 
         pygit2.init_repository(str(repo), initial_head="main")
         commit_all(repo, "tinymoe with its contract")

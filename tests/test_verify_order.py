@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-from bot.verify import verify_candidate
+from bot.stages.run.verify import verify_candidate
 from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
 from infrarsi.verify import VerdictKind
 

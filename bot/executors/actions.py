@@ -32,12 +32,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bot.git._repo import open_repository
-from bot.git.commits import is_dirty
-from bot.git.naming import parse_trial_branch
-from bot.github_api import GitHubAPIError, GitHubClient
+from bot.workspace._repo import open_repository
+from bot.workspace.commits import is_dirty
+from bot.workspace.naming import parse_trial_branch
+from bot.forges.github_api import GitHubAPIError, GitHubClient
 from infrarsi.contract.model import PYTHON_PLACEHOLDER
-from infrarsi.execution import Execution, TrialSpec
+from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.trial import StepEvent
 
 EXECUTION_SCHEMA_VERSION = 1
@@ -140,7 +140,7 @@ class ActionsSettings:
 
 
 class ActionsExecutor:
-    """An :class:`infrarsi.execution.Executor` whose trials run on self-hosted GitHub Actions runners.
+    """An :class:`infrarsi.seams.executor.Executor` whose trials run on self-hosted GitHub Actions runners.
 
     ``push(repo_root, branch)`` makes the trial branch exist on GitHub (the
     GitHub forge's push, forced: trial branches belong to the bot).

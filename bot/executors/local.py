@@ -9,11 +9,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bot.environment import scrubbed_environment
+from bot.executors.environment import scrubbed_environment
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
 from bot.executors.streams import LineReader, StepCollector, ignore, open_probe_pipe, probe_handler, regex_handler
-from infrarsi.execution import Execution, TrialSpec
+from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.probe import FD_ENV
 
 

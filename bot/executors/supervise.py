@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from infrarsi.execution import KillReason, TrialSpec
+from infrarsi.seams.executor import KillReason, TrialSpec
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -42,12 +42,12 @@ from typing import Any
 
 import psutil
 
-from bot.environment import scrubbed_environment
+from bot.executors.environment import scrubbed_environment
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
 from bot.executors.streams import LineReader, StepCollector, ignore, regex_handler
 from infrarsi.contract.model import Launch
-from infrarsi.execution import Execution, TrialSpec
+from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.probe import FILE_ENV
 
 # Run in each rank by torchrun: send this rank's stderr (and, but for rank 0, its stdout) to

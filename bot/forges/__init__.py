@@ -1,7 +1,7 @@
 """Forges, registered in one map (Renovate's platform registry): a name → a factory for a repository.
 
 A factory takes the local repository and the git remote's name and returns a
-:class:`infrarsi.forge.Forge`; ``infrarsi apply --forge NAME`` picks one.
+:class:`infrarsi.seams.forge.Forge`; ``infrarsi apply --forge NAME`` picks one.
 Factories import their module lazily, so the offline default never imports an
 HTTP client.
 """
@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from infrarsi.forge import Forge, ForgeError
+from infrarsi.seams.forge import Forge, ForgeError
 
 __all__ = ["FORGES", "ForgeFactory", "open_forge"]
 

@@ -1,10 +1,10 @@
 """The GitHub forge: pull requests through github3.py, pushes through pygit2 with the token.
 
 Works against github.com and GitHub Enterprise Server (``base_url``). Every verb
-is idempotent (see :mod:`infrarsi.forge`): ``ensure_pr`` looks the head branch
+is idempotent (see :mod:`infrarsi.seams.forge`): ``ensure_pr`` looks the head branch
 up before it opens anything and only sends the fields that differ. What
 github3.py lacks — opening a draft, a merge that returns its commit — goes
-through the same rate-limited session (:mod:`bot.github_api`).
+through the same rate-limited session (:mod:`bot.forges.github_api`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import github3
 import github3.exceptions
 import pygit2
 
-from bot.git._repo import open_repository
-from bot.github_api import (
+from bot.workspace._repo import open_repository
+from bot.forges.github_api import (
     BASE_URL_ENV,
     TOKEN_ENV,
     GitHubAPIError,
@@ -29,7 +29,7 @@ from bot.github_api import (
     RateLimitPolicy,
     token_from_env,
 )
-from infrarsi.forge import EnsureAction, ForgeError, PullRequest, PullRequestDraft, Review, StatusState
+from infrarsi.seams.forge import EnsureAction, ForgeError, PullRequest, PullRequestDraft, Review, StatusState
 
 __all__ = ["GitHubForge", "PushCallbacks", "forge_for_repo", "target_from_remote_url"]
 
@@ -69,7 +69,7 @@ def _strip_auth(url: str) -> str:
 
 
 class GitHubForge:
-    """A :class:`infrarsi.forge.Forge` on one GitHub repository.
+    """A :class:`infrarsi.seams.forge.Forge` on one GitHub repository.
 
     ``push_url`` overrides the clone URL the API reports (a mirror, or a test
     server); teams are named ``org/team-slug`` and must belong to the repository's owner.

@@ -23,8 +23,8 @@ from urllib.parse import unquote, urlparse
 
 import pygit2
 
-from bot.git._repo import open_repository
-from infrarsi.forge import (
+from bot.workspace._repo import open_repository
+from infrarsi.seams.forge import (
     EnsureAction,
     ForgeError,
     PullRequest,
@@ -59,7 +59,7 @@ def local_remote_path(repo: Path, remote: str = "origin") -> Path:
 
 
 class LocalForge:
-    """A :class:`infrarsi.forge.Forge` over a bare repository at ``remote``."""
+    """A :class:`infrarsi.seams.forge.Forge` over a bare repository at ``remote``."""
 
     name = "local"
 

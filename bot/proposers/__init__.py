@@ -1,6 +1,6 @@
 """Proposers: the built-in one (offline, the default) and the anthropic one (``--proposer anthropic``).
 
-Both implement :class:`infrarsi.proposer.Proposer`; ``make_proposer`` is the one
+Both implement :class:`infrarsi.seams.proposer.Proposer`; ``make_proposer`` is the one
 place that turns a name and its settings into an instance.
 """
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from bot.proposers.builtin import BuiltinProposer
 from bot.proposers.llm import LLMConfig
-from infrarsi.proposer import Proposer
+from infrarsi.seams.proposer import Proposer
 
 PROPOSERS = ("builtin", "anthropic")
 
@@ -79,10 +79,10 @@ def draft_with(proposer: Proposer, command: str, summary: "RepoSummary", *,
                tokens_per_step: int | None = None) -> "ContractDraft":
     """A contract draft from ``proposer``, each rationale as the comment above its field.
 
-    Raises :class:`bot.draft.DraftError` when the proposer could not draft (its
+    Raises :class:`bot.stages.init.draft.DraftError` when the proposer could not draft (its
     failures named), so ``init`` never writes a half-drafted contract.
     """
-    from bot.draft import ContractDraft, DraftError
+    from bot.stages.init.draft import ContractDraft, DraftError
 
     proposal = proposer.draft_contract(command, summary, tokens_per_step=tokens_per_step)
     if proposal.data is None:
@@ -96,5 +96,5 @@ def draft_with(proposer: Proposer, command: str, summary: "RepoSummary", *,
 
 
 if TYPE_CHECKING:
-    from bot.draft import ContractDraft
-    from bot.scan import RepoSummary
+    from bot.stages.init.draft import ContractDraft
+    from bot.stages.init.scan import RepoSummary

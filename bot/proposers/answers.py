@@ -21,11 +21,11 @@ import shlex
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bot.draft import _PYTHONS, _strip_flags
+from bot.stages.init.draft import _PYTHONS, _strip_flags
 from bot.patching.replace import parse_replacement
 from bot.patching.results import Broken
 from bot.proposers.llm import InvalidAnswer, Tool
-from bot.scan import RepoSummary
+from bot.stages.init.scan import RepoSummary
 from infrarsi.contract.errors import ContractError
 from infrarsi.contract.load import CONTRACT_FILE, parse_contract
 from infrarsi.contract.model import Contract

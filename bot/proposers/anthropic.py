@@ -26,10 +26,10 @@ from bot.proposers.answers import (
 )
 from bot.proposers.llm import LLMConfig, ResponseCache, ToolCaller
 from bot.proposers.prompts import SYSTEM, draft_prompt, patches_prompt, priors_prompt
-from bot.scan import RepoSummary
+from bot.stages.init.scan import RepoSummary
 from infrarsi.contract.model import Contract
 from infrarsi.patches import PatchSpec
-from infrarsi.proposer import ContractProposal, PatchProposal, PriorTable, TrialSummary, Usage
+from infrarsi.seams.proposer import ContractProposal, PatchProposal, PriorTable, TrialSummary, Usage
 from infrarsi.search.space import SearchSpace
 
 

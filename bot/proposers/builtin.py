@@ -1,7 +1,7 @@
 """The built-in proposer: offline, deterministic, free.
 
-Contracts come from the static scan (:mod:`bot.draft`), priors from the
-documented tables (``bot/priors.py`` for knobs, ``bot/catalog.py`` for
+Contracts come from the static scan (:mod:`bot.stages.init.draft`), priors from the
+documented tables (``bot/stages/run/priors.py`` for knobs, ``bot/patching/catalog.py`` for
 patches; sources in docs/priors.md), patches from the libcst catalog entries
 that apply to the repo's editable scope.
 """
@@ -14,12 +14,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.draft import draft_contract
-from bot.priors import KNOB_PRIORS
-from bot.scan import RepoSummary
+from bot.stages.init.draft import draft_contract
+from bot.stages.run.priors import KNOB_PRIORS
+from bot.stages.init.scan import RepoSummary
 from infrarsi.contract.model import Contract
 from infrarsi.patches import Effect, PatchSpec
-from infrarsi.proposer import ContractProposal, PatchProposal, PriorTable, TrialSummary, Usage
+from infrarsi.seams.proposer import ContractProposal, PatchProposal, PriorTable, TrialSummary, Usage
 from infrarsi.search.space import SearchSpace
 
 
@@ -33,7 +33,7 @@ class BuiltinProposer:
 
     def draft_contract(self, command: str, repo_summary: RepoSummary, *,
                        tokens_per_step: int | None = None) -> ContractProposal:
-        """Raises :class:`bot.draft.DraftError` when the scan cannot infer what it must not guess."""
+        """Raises :class:`bot.stages.init.draft.DraftError` when the scan cannot infer what it must not guess."""
         draft = draft_contract(command, repo_summary, tokens_per_step=tokens_per_step)
         return ContractProposal(data=draft.data, rationale=dict(draft.notes), proposer=self.name)
 
@@ -57,7 +57,7 @@ class BuiltinProposer:
 
     def propose_patches(self, contract: Contract, doctor: Any, trials: Sequence[TrialSummary],
                         sources: Mapping[str, str], known: Sequence[PatchSpec] = ()) -> PatchProposal:
-        from bot.catalog import applicable_patches
+        from bot.patching.catalog import applicable_patches
 
         seen = {p.id for p in known}
         key = (str(contract.root), hashlib.sha256(json.dumps(sorted(sources.items())).encode()).hexdigest())

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from infrarsi.proposer import LLMCall, ProposalFailure, Usage
+from infrarsi.seams.proposer import LLMCall, ProposalFailure, Usage
 
 T = TypeVar("T")
 

@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.proposers.answers import DRAFT_KEYS, MAX_PATCHES
-from bot.scan import RepoSummary
+from bot.stages.init.scan import RepoSummary
 from infrarsi.contract.model import Contract
 from infrarsi.patches import PatchSpec
-from infrarsi.proposer import TrialSummary
+from infrarsi.seams.proposer import TrialSummary
 
 MAX_FILE_CHARS = 30_000
 

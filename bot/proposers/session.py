@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.catalog import _editable_files
+from bot.patching.catalog import _editable_files
 from infrarsi.contract.model import Contract
 from infrarsi.journal import Journal
 from infrarsi.patches import PatchSpec
-from infrarsi.proposer import LLMCall, ProposalFailure, Proposer, TrialSummary
+from infrarsi.seams.proposer import LLMCall, ProposalFailure, Proposer, TrialSummary
 from infrarsi.search.features import Priors
 from infrarsi.trial import TrialRecord
 

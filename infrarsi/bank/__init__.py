@@ -4,7 +4,7 @@ A :class:`Finding` records one candidate's verified effect (or failure) on one
 hardware and workload fingerprint. Banks store findings by content id, so
 they merge without conflicts; :func:`~infrarsi.bank.similarity.transfer`
 turns them into weighted candidates for a new run's first batch. Sharing
-between clusters goes through a git branch (``bot.bank_sync``).
+between clusters goes through a git branch (``bot.bank.sync``).
 
 Every backend implements :class:`Bank`; ``tests/test_bank_contract.py`` is the
 suite each one must pass (only SQLite exists today).

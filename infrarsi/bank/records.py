@@ -125,7 +125,7 @@ def _freeze(what: str, data: Mapping[str, object], *, ints: frozenset[str], fill
 
 
 def hardware_fingerprint(raw: Mapping[str, Any], *, world_size: int | None = None) -> FrozenMap:
-    """The comparable part of a doctor fingerprint (``bot.device_probe``): :data:`HARDWARE_KEYS` only.
+    """The comparable part of a doctor fingerprint (``bot.stages.doctor.device_probe``): :data:`HARDWARE_KEYS` only.
 
     Everything else a fingerprint may hold (platform strings, project metadata
     with local paths) is left out, because findings are shared with other

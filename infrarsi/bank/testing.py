@@ -1,6 +1,6 @@
 """Builders of plausible findings, shared by the bank's tests and by other projects' tests.
 
-Kept in the package (like ``bot.git.testing``) so a new bank backend's test
+Kept in the package (like ``bot.workspace.testing``) so a new bank backend's test
 suite, or the search engine's, can build the same findings.
 """
 

@@ -1,0 +1,1 @@
+"""The experience bank's bot side: sharing it through a git remote."""

@@ -1,0 +1,1 @@
+"""The five stages, one package each: init, doctor, run, report, apply."""

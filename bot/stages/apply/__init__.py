@@ -1,0 +1,1 @@
+"""Stage 5, apply: the promotion commit, the one pull request, approval and merge."""

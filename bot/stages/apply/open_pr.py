@@ -1,0 +1,205 @@
+"""``infrarsi apply REPO [--run ID] [--forge local|github] [--draft] [--dry-run]``: one branch, one pull request.
+
+The promotion branch ``infrarsi/promote/<run-id>`` holds one commit on the base
+(see :mod:`bot.stages.apply.promotion_commit`). The pull request is found by its head branch and
+updated, never opened twice; a closed one stays closed unless ``--reopen``.
+Labels ``infrarsi`` and ``performance``; review is requested from the
+contract's approvers. ``--dry-run`` prints the plan and changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
+
+from bot.forges import open_forge
+from bot.stages.apply.promotion_commit import PromotionCommit, PromotionError, build_promotion_commit, human_commits, promotion_branch
+from bot.stages.report.build import ReportError, ReportFiles, load_report
+from infrarsi.contract import load_contract
+from infrarsi.contract.model import Contract
+from infrarsi.seams.forge import EnsureAction, Forge, ForgeError, PullRequest, PullRequestDraft
+from infrarsi.report import pr_title, render_pr_body
+
+__all__ = ["ApplyError", "ApplyResult", "LABELS", "add_apply_parser", "apply_run", "base_branch", "promotion_message"]
+
+LABELS = ("infrarsi", "performance")
+
+
+class ApplyError(Exception):
+    """Nothing to apply, or the branch cannot be made; the message says what to do."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApplyResult:
+    run_id: str
+    branch: str
+    base: str
+    commit: str | None
+    pull_request: PullRequest | None
+    action: EnsureAction | None
+    plan: tuple[str, ...] = field(default=())
+    record: Path | None = None  # the local forge's pull-request record
+
+
+def base_branch(repo: Path) -> str:
+    """The branch HEAD is on: the base promotions target unless ``--base`` says otherwise."""
+    git = pygit2.Repository(str(repo))
+    if git.head_is_unborn or git.head_is_detached:
+        raise ApplyError(f"{repo}: HEAD is not on a branch; pass --base BRANCH")
+    return git.head.shorthand
+
+
+def promotion_message(files: ReportFiles) -> tuple[str, dict[str, str]]:
+    r = files.report
+    title = f"InfraRSI: promote run {r.run_id} ({r.speedup:.2f}x faster step)\n\n{r.winner}\n"
+    trailers = {"InfraRSI-Run": r.run_id, "InfraRSI-Candidate": r.winner_digest or "",
+                "InfraRSI-Trial-Commit": r.winner_commit or ""}
+    return title, trailers
+
+
+def make_commit(repo: Path, contract: Contract, files: ReportFiles, base_sha: str) -> PromotionCommit:
+    r = files.report
+    if not r.winner_commit:
+        raise ApplyError(f"run {r.run_id}: the winner has no trial commit to promote")
+    message, trailers = promotion_message(files)
+    try:
+        return build_promotion_commit(repo, contract=contract, trial_commit=r.winner_commit, base=base_sha,
+                                      knobs=dict(r.winner_knobs), message=message, trailers=trailers)
+    except PromotionError as exc:
+        raise ApplyError(str(exc)) from exc
+
+
+def place_branch(repo: Path, branch: str, commit: PromotionCommit) -> str:
+    """Point the promotion branch at ``commit`` unless it already holds the same single commit on the same base."""
+    git = pygit2.Repository(str(repo))
+    ref = git.references.get(f"refs/heads/{branch}")
+    if ref is not None:
+        current = git.get(ref.target)
+        if [str(p) for p in current.parent_ids] == [commit.base] and str(current.tree_id) == commit.tree:
+            return str(current.id)  # the same change on the same base: keep it, so nothing moves
+    git.references.create(f"refs/heads/{branch}", pygit2.Oid(hex=commit.sha), force=True)
+    return commit.sha
+
+
+def fetch_branches(repo: Path, remote: str, branches: tuple[str, ...]) -> None:
+    """Best effort: bring the forge's ``branches`` into ``refs/remotes/<remote>/`` (a hosted remote may need
+    credentials libgit2 does not have; then the local view is used)."""
+    git = pygit2.Repository(str(repo))
+    for branch in branches:
+        try:
+            git.remotes[remote].fetch([f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}"])
+        except (KeyError, IndexError, pygit2.GitError):
+            pass
+
+
+def check_no_human_pushes(repo: Path, pr: PullRequest | None, base_sha: str) -> None:
+    """Refuse when the branch on the forge carries a commit the bot did not make."""
+    if pr is None or pr.state != "open":
+        return
+    git = pygit2.Repository(str(repo))
+    if git.get(pr.head_sha) is None:
+        raise ApplyError(f"pull request #{pr.number}: its head {pr.head_sha[:10]} is not a commit InfraRSI made "
+                         f"here and cannot be fetched; someone may have pushed to {pr.head}. Stopping: the bot "
+                         "does not rewrite human commits")
+    fork = git.merge_base(pygit2.Oid(hex=pr.head_sha), pygit2.Oid(hex=base_sha))
+    humans = human_commits(repo, pr.head_sha, str(fork) if fork else base_sha)
+    if humans:
+        raise ApplyError(f"pull request #{pr.number}: {pr.head} has commits by someone else "
+                         f"({'; '.join(humans)}). Stopping: the bot does not rewrite human commits")
+
+
+def full_report_pointer(files: ReportFiles, repo: Path) -> str:
+    return str(files.markdown.relative_to(repo)) if files.markdown.is_relative_to(repo) else str(files.markdown)
+
+
+def apply_run(repo: Path, *, run_id: str | None = None, forge: Forge | None = None, forge_name: str = "local",
+              remote: str = "origin", base: str | None = None, draft: bool = False, dry_run: bool = False,
+              reopen: bool = False, say=print) -> ApplyResult:  # noqa: ANN001 - a print-like callable
+    repo = repo.resolve()
+    contract = load_contract(repo)
+    try:
+        files = load_report(repo, run_id, write=not dry_run)
+    except ReportError as exc:
+        raise ApplyError(str(exc)) from exc
+    report = files.report
+    if not report.promoted:
+        raise ApplyError(f"run {report.run_id}: no candidate was verified faster than the baseline; "
+                         "nothing to apply (see the report)")
+    base = base or base_branch(repo)
+    git = pygit2.Repository(str(repo))
+    base_ref = git.references.get(f"refs/heads/{base}")
+    if base_ref is None:
+        raise ApplyError(f"{repo}: no branch {base!r} to promote onto")
+    base_sha = str(base_ref.target)
+    branch = promotion_branch(report.run_id)
+    approvers = contract.approvers
+    plan = [f"branch {branch} from {base} ({base_sha[:10]}): one commit with",
+            *[f"  knob {c.name}: {c.old} -> {c.new} ({c.where})" for c in report.knob_changes],
+            *[f"  patch {p.patch_id}: " + ", ".join(f"{s.path}::{s.symbol}" for s in p.sources)
+              for p in report.patches],
+            f"push it to the {forge.name if forge else forge_name} forge (remote {remote})",
+            f"ensure one pull request {branch} -> {base}: {pr_title(report)!r}, labels {', '.join(LABELS)}"
+            + (", draft" if draft else ""),
+            "request review from " + (", ".join(approvers.users + approvers.teams) or "nobody (the contract "
+                                      "lists no approvers)")]
+    if dry_run:
+        say("dry run: nothing is changed")
+        for line in plan:
+            say(f"  would {line}" if not line.startswith("  ") else f"    {line.strip()}")
+        return ApplyResult(run_id=report.run_id, branch=branch, base=base, commit=None, pull_request=None,
+                           action=None, plan=tuple(plan))
+    try:
+        forge = forge or open_forge(forge_name, repo, remote)
+        existing = forge.find_pr(branch)
+        fetch_branches(repo, remote, (branch,))
+        check_no_human_pushes(repo, existing, base_sha)
+        commit = make_commit(repo, contract, files, base_sha)
+        sha = place_branch(repo, branch, commit)
+        say(f"commit {sha[:10]} on {branch}: " + "; ".join(commit.written))
+        for line in commit.unwritten:
+            say(f"  not written to a file: {line}")
+        forge.push(repo, branch, force=True)
+        body = render_pr_body(report, full_report=full_report_pointer(files, repo))
+        pr, action = forge.ensure_pr(PullRequestDraft(head=branch, base=base, title=pr_title(report), body=body,
+                                                      labels=LABELS, draft=draft), reopen=reopen)
+        if action == "closed":
+            say(f"pull request #{pr.number} is {pr.state}; not reopened (pass --reopen to reopen it)")
+        else:
+            if approvers.users or approvers.teams:
+                forge.request_review(pr.number, approvers.users, approvers.teams)
+            say(f"pull request #{pr.number} {action}: {pr.url}")
+    except ForgeError as exc:
+        raise ApplyError(str(exc)) from exc
+    record = getattr(forge, "record_path", None)
+    return ApplyResult(run_id=report.run_id, branch=branch, base=base, commit=sha, pull_request=pr, action=action,
+                       plan=tuple(plan), record=record(pr.number) if record else None)
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    try:
+        result = apply_run(Path(args.repo), run_id=args.run, forge_name=args.forge, remote=args.remote,
+                           base=args.base, draft=args.draft, dry_run=args.dry_run, reopen=args.reopen)
+    except ApplyError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if result.record is not None:
+        print(f"pull-request record: {result.record}")
+    return 0
+
+
+def add_apply_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("apply", help="push the verified winner as one commit on infrarsi/promote/<run> and ensure "
+                       "its pull request")
+    p.add_argument("repo")
+    p.add_argument("--run", help="the run id (default: the latest finished run)")
+    p.add_argument("--forge", default="local", help="local (default: a bare git remote on disk) or github")
+    p.add_argument("--remote", default="origin", help="the git remote the forge pushes to (default origin)")
+    p.add_argument("--base", help="the branch to promote onto (default: the branch HEAD is on)")
+    p.add_argument("--draft", action="store_true", help="open the pull request as a draft")
+    p.add_argument("--reopen", action="store_true", help="reopen the pull request if a human closed it")
+    p.add_argument("--dry-run", action="store_true", help="print what would be done and change nothing")
+    p.set_defaults(func=cmd_apply)

@@ -1,0 +1,224 @@
+"""The promotion commit: the winner's tree diff on a base, its knob values written where the job reads them.
+
+One commit on ``infrarsi/promote/<run-id>``, parent: the base branch's tip.
+It holds three things:
+
+- the code patches, as the three-way merge of the winner's trial commit onto the
+  base (the trial commit's own tree diff, never a re-application of the codemods);
+- the knob values, written where the repository's normal launch picks them up:
+  a flag knob's ``add_argument(FLAG, default=...)`` in the entry script
+  (rewritten with libcst), and every knob's ``default`` in the contract, which is
+  the baseline InfraRSI measures from then on;
+- the lock (``infrarsi.lock``) re-taken over that tree, because the promotion
+  deliberately changes what the contract records as the baseline.
+
+Re-creating the commit on a moved base is the same function with another base
+(Renovate's way): no rebase of anybody's commits.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import libcst as cst
+import pygit2
+
+from bot.workspace.commits import BOT_IDENTITY, format_message
+from infrarsi.contract import load_contract
+from infrarsi.contract.lock import LOCK_FILE, write_lock
+from infrarsi.contract.model import Contract, Knob, KnobValue
+
+__all__ = ["PromotionError", "PromotionCommit", "promotion_branch", "build_promotion_commit", "human_commits",
+           "set_argparse_defaults", "set_contract_defaults"]
+
+PROMOTE_PREFIX = "infrarsi/promote/"
+
+
+class PromotionError(Exception):
+    """The promotion commit cannot be made (a conflict, a missing trial commit); the message says why."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PromotionCommit:
+    sha: str
+    base: str
+    tree: str
+    written: tuple[str, ...]  # "path: what" lines for the PR and --dry-run
+    unwritten: tuple[str, ...]  # knobs the repo's launch cannot pick up from a file (env vars)
+
+
+def promotion_branch(run_id: str) -> str:
+    return f"{PROMOTE_PREFIX}{run_id}"
+
+
+# -- knob writers -------------------------------------------------------------------------------------
+
+
+def _literal(value: KnobValue, old: cst.BaseExpression | None) -> cst.BaseExpression:
+    if isinstance(value, bool):
+        if isinstance(old, cst.Integer):
+            return cst.Integer(str(int(value)))
+        return cst.Name("True" if value else "False")
+    if isinstance(value, int):
+        return cst.Integer(str(value))
+    if isinstance(value, float):
+        return cst.Float(repr(value))
+    text = str(value)
+    quote = old.quote if isinstance(old, cst.SimpleString) and old.quote in ('"', "'") else '"'
+    if quote in text or "\\" in text or "\n" in text:
+        return cst.SimpleString(repr(text))
+    return cst.SimpleString(f"{quote}{text}{quote}")
+
+
+class _Defaults(cst.CSTTransformer):
+    def __init__(self, values: dict[str, KnobValue]) -> None:
+        self.values = values
+        self.done: set[str] = set()
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        func = updated.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name != "add_argument" or not updated.args:
+            return updated
+        flags = {a.value.evaluated_value for a in updated.args
+                 if a.keyword is None and isinstance(a.value, cst.SimpleString)}
+        flag = next((f for f in flags if f in self.values), None)
+        if flag is None:
+            return updated
+        self.done.add(flag)
+        args = list(updated.args)
+        for i, a in enumerate(args):
+            if a.keyword is not None and a.keyword.value == "default":
+                args[i] = a.with_changes(value=_literal(self.values[flag], a.value))
+                return updated.with_changes(args=args)
+        new = cst.Arg(keyword=cst.Name("default"), value=_literal(self.values[flag], None),
+                      equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+        if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+            args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        return updated.with_changes(args=[*args, new])
+
+
+def set_argparse_defaults(source: str, values: dict[str, KnobValue]) -> tuple[str, set[str]]:
+    """``source`` with ``add_argument(FLAG, default=VALUE)`` set for each flag in ``values``; which flags were found."""
+    module = cst.parse_module(source)
+    transformer = _Defaults(values)
+    return module.visit(transformer).code, transformer.done
+
+
+def _toml(value: KnobValue) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def set_contract_defaults(text: str, values: dict[str, KnobValue]) -> tuple[str, set[str]]:
+    """The contract text with ``default = ...`` of each ``[knobs.NAME]`` table set; comments stay as they are."""
+    lines = text.splitlines(keepends=True)
+    done: set[str] = set()
+    current: str | None = None
+    for i, line in enumerate(lines):
+        header = re.match(r"\s*\[(?:tool\.infrarsi\.)?knobs\.([A-Za-z0-9_-]+)\]\s*(#.*)?$", line)
+        if header:
+            current = header[1]
+            continue
+        if re.match(r"\s*\[", line):
+            current = None
+            continue
+        if current in values and current not in done:
+            m = re.match(r"(\s*default\s*=\s*)([^#\n]*?)(\s*(#.*)?)(\r?\n?)$", line)
+            if m:
+                lines[i] = f"{m[1]}{_toml(values[current])}{m[3]}{m[5]}"
+                done.add(current)
+    return "".join(lines), done
+
+
+# -- the commit -------------------------------------------------------------------------------------
+
+
+def human_commits(repo: Path, head: str, base: str) -> list[str]:
+    """Commits on ``head`` since it left ``base``'s history that the bot did not commit ("sha author" lines)."""
+    git = pygit2.Repository(str(repo))
+    out = []
+    walker = git.walk(pygit2.Oid(hex=head), pygit2.enums.SortMode.TOPOLOGICAL)
+    walker.hide(pygit2.Oid(hex=base))
+    for commit in walker:
+        if commit.committer.email != BOT_IDENTITY.email:
+            out.append(f"{str(commit.id)[:10]} {commit.author.name} <{commit.author.email}>")
+    return out
+
+
+def _entry_file(contract: Contract) -> str | None:
+    script = next((a for a in contract.workload.command if a.endswith(".py")), None)
+    if script is None:
+        return None
+    return str(Path(contract.workload.cwd, script).as_posix()).removeprefix("./")
+
+
+def build_promotion_commit(repo: Path, *, contract: Contract, trial_commit: str, base: str,
+                           knobs: dict[str, KnobValue], message: str, trailers: dict[str, str]) -> PromotionCommit:
+    """Make (not yet on any branch) the promotion commit of ``trial_commit``'s change on ``base``."""
+    git = pygit2.Repository(str(repo))
+    trial = git.get(trial_commit)
+    if trial is None:
+        raise PromotionError(f"trial commit {trial_commit[:10]} is not in {repo}; was the trial branch removed "
+                             "by `infrarsi gc`?")
+    trial = trial.peel(pygit2.Commit)
+    base_commit = git.revparse_single(base).peel(pygit2.Commit)
+    ancestor = trial.parents[0].tree if trial.parents else None
+    index = git.merge_trees(ancestor, base_commit.tree, trial.tree) if ancestor is not None else None
+    if index is None:
+        raise PromotionError(f"trial commit {trial_commit[:10]} has no parent to diff against")
+    if index.conflicts is not None:
+        paths = sorted({next(e for e in c if e is not None).path for c in index.conflicts})
+        raise PromotionError(f"the winner's change conflicts with {base} ({str(base_commit.id)[:10]}) in "
+                             f"{', '.join(paths)}; rerun the search on the new base")
+    merged = git.get(index.write_tree(git))
+    changed = {k: v for k, v in knobs.items() if v != contract.knob(k).default}
+    written: list[str] = []
+    unwritten: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="infrarsi-promote-") as tmp:
+        work = Path(tmp)
+        git.checkout_tree(merged, directory=str(work), strategy=pygit2.enums.CheckoutStrategy.FORCE)
+        touched: list[str] = []
+        entry = _entry_file(contract)
+        flags = {contract.knob(k).flag: v for k, v in changed.items()
+                 if contract.knob(k).flag and contract.knob(k).env is None}
+        if flags and entry and (work / entry).is_file():
+            code, found = set_argparse_defaults((work / entry).read_text(encoding="utf-8"), flags)
+            if found:
+                (work / entry).write_text(code, encoding="utf-8")
+                touched.append(entry)
+                written += [f"{entry}: add_argument({f!r}, default={flags[f]!r})" for f in sorted(found)]
+            unwritten += [f"{f} {flags[f]} (no add_argument({f!r}) in {entry})" for f in sorted(set(flags) - found)]
+        for name, value in changed.items():
+            knob: Knob = contract.knob(name)
+            if knob.env is not None:
+                unwritten.append(f"{knob.env}={knob.format(value)} (an environment variable: set it in the launcher)")
+        source = contract.source.relative_to(contract.root).as_posix()
+        text, done = set_contract_defaults((work / source).read_text(encoding="utf-8"), changed)
+        if changed and done != set(changed):
+            raise PromotionError(f"{source}: could not find the default of knob(s) "
+                                 f"{', '.join(sorted(set(changed) - done))} to update")
+        if changed:
+            (work / source).write_text(text, encoding="utf-8")
+            touched.append(source)
+            written += [f"{source}: knobs.{k}.default = {_toml(v)}" for k, v in sorted(changed.items())]
+        write_lock(load_contract(work))
+        touched.append(LOCK_FILE)
+        written.append(f"{LOCK_FILE}: re-taken over the promoted tree")
+        final = pygit2.Index()
+        final.read_tree(merged)
+        for rel in touched:
+            data = (work / rel).read_bytes()
+            mode = final[rel].mode if rel in final else pygit2.enums.FileMode.BLOB
+            final.add(pygit2.IndexEntry(rel, git.create_blob(data), mode))
+        tree = final.write_tree(git)
+    sig = BOT_IDENTITY.signature()
+    sha = git.create_commit(None, sig, sig, format_message(message, trailers), tree, [base_commit.id])
+    return PromotionCommit(sha=str(sha), base=str(base_commit.id), tree=str(tree), written=tuple(written),
+                           unwritten=tuple(unwritten))

@@ -1,0 +1,1 @@
+"""Stage 2, doctor: profile the baseline (noise, phases, memory, MFU, fingerprint)."""

@@ -1,0 +1,104 @@
+"""``infrarsi doctor``: run the baseline several times and write doctor.json and doctor.md for the run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bot.stages.run.candidate import TrialContext
+from bot.executors.environment import scrubbed_environment
+from bot.stages.doctor.project_metadata import project_metadata
+from bot.stages.run.trial import state_dir, trial_spec
+from infrarsi.doctor import DoctorReport, build_report, render_markdown
+from infrarsi.trial import Candidate, TrialRecord
+
+
+def run_dir(root: Path, run_id: str) -> Path:
+    path = state_dir(root) / "runs" / run_id
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def new_run_id() -> str:
+    return time.strftime("r%Y%m%d-%H%M%S", time.gmtime())
+
+
+def measure_device(timeout_s: float = 300.0) -> dict[str, Any]:
+    """Peak FLOP/s per dtype and the hardware/software fingerprint, from a fresh process."""
+    result = subprocess.run([sys.executable, "-m", "bot.stages.doctor.device_probe"], capture_output=True, text=True,
+                            timeout=timeout_s, env=scrubbed_environment())
+    if result.returncode != 0:
+        raise RuntimeError(f"device probe failed: {result.stderr.strip()[-500:]}")
+    return json.loads(result.stdout)
+
+
+def profile_phases(ctx: TrialContext, candidate: Candidate, timeout_s: float) -> dict[str, float] | None:
+    """Phase shares from one torch.profiler pass over the job (for harnesses without phase markers)."""
+    spec = trial_spec(ctx.contract, candidate, tree=ctx.repo, memory_limit_bytes=None, timeout_s=timeout_s)
+    argv = list(spec.argv)
+    if not Path(argv[0]).name.startswith("python") or len(argv) < 2:
+        return None  # only Python entry points can be wrapped
+    with tempfile.TemporaryDirectory(prefix="infrarsi-profile-") as tmp:
+        out = Path(tmp) / "phases.json"
+        cmd = [argv[0], "-m", "bot.stages.doctor.profile_job", str(out), *argv[1:]]
+        try:
+            subprocess.run(cmd, cwd=spec.cwd, env=scrubbed_environment(dict(spec.env)), capture_output=True,
+                           timeout=timeout_s, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            return None
+        if not out.exists():
+            return None
+        return {k: float(v) for k, v in json.loads(out.read_text())["phases_s"].items()}
+
+
+def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
+               progress: Callable[[str], None] = lambda _: None) -> tuple[DoctorReport, Path]:
+    """Run the baseline ``repeats`` times, measure the device, and write the report files."""
+    contract = ctx.contract
+    baseline = Candidate.of(contract.defaults())
+    ctx.journal.ensure_run(run_id, kind="run", base_commit=ctx.base)
+    records: list[TrialRecord] = []
+    for i in range(repeats):
+        progress(f"baseline {i + 1}/{repeats}")
+        records.append(ctx.run(run_id, baseline))
+        r = records[-1]
+        progress(f"baseline {i + 1}/{repeats}: {r.outcome.value}"
+                 + (f", {r.metrics.step_time_s * 1000:.1f} ms/step" if r.metrics.step_time_s else f" {r.reason}"))
+    progress("measuring peak FLOP/s and the fingerprint")
+    device = measure_device()
+    fingerprint = dict(device["fingerprint"])
+    fingerprint["world_size"] = 1
+    fingerprint["executor"] = ctx.executor.name
+    metadata = project_metadata(contract.root)
+    if metadata is not None:
+        fingerprint["project"] = metadata.to_dict()
+    profiled = None
+    if not any(r.metrics.phases_s for r in records):
+        progress("no phase markers: one torch.profiler pass")
+        profiled = profile_phases(ctx, baseline, contract.budget.trial_timeout_s)
+    report = build_report(contract, records, run_id=run_id, created_at=time.time(),
+                          peak_flops=device["peak_flops"], peak_flops_method=device["peak_flops_method"],
+                          fingerprint=fingerprint, profiled_phases=profiled)
+    out = run_dir(contract.root, run_id)
+    (out / "doctor.json").write_text(report.to_json(), encoding="utf-8")
+    (out / "doctor.md").write_text(render_markdown(report), encoding="utf-8")
+    return report, out
+
+
+def load_doctor(root: Path, run_id: str) -> DoctorReport | None:
+    path = state_dir(root) / "runs" / run_id / "doctor.json"
+    if not path.is_file():
+        return None
+    return DoctorReport.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def latest_run(root: Path) -> str | None:
+    runs = state_dir(root) / "runs"
+    found = sorted((p for p in runs.glob("*/doctor.json")), key=lambda p: p.stat().st_mtime) if runs.is_dir() else []
+    return found[-1].parent.name if found else None

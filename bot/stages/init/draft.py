@@ -1,0 +1,245 @@
+"""Draft a contract from a human command and a static scan (the built-in, offline drafter).
+
+Every value this module had to guess carries a note; the TOML writer puts the
+note above the value as a comment, so a reviewer sees what was inferred.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.stages.init.scan import ArgFlag, RepoSummary
+
+# Flag names (argparse dests) that are performance knobs: they change how the job
+# runs, not what it computes. Everything else defines the workload and is fixed.
+_KNOB_PATTERNS: tuple[tuple[str, str], ...] = (
+    (r"^(micro_?batch(_size)?|mbs|micro_bs|per_device_(train_)?batch_size)$", "micro-batch size"),
+    (r"^(dtype|precision|amp|autocast|mixed_precision|amp_dtype)$", "numeric precision"),
+    (r"^(compile|torch_compile|use_compile)$", "torch.compile"),
+    (r"^(threads|num_threads|nthreads|torch_threads|intra_op_threads)$", "thread count"),
+    (r"^(optimizer|optim|optimizer_impl)$", "optimizer implementation"),
+    (r"^(grad_ckpt|gradient_checkpointing|activation_checkpointing|checkpoint_activations|recompute)$",
+     "activation checkpointing"),
+    (r"^(num_workers|workers|dataloader_workers)$", "data-loader workers"),
+    (r"^(fused|foreach|flash|use_flash|sdpa|fused_adam)$", "fused kernels"),
+)
+_GLOBAL_BATCH = re.compile(r"^(global_batch(_size)?|total_batch(_size)?|batch_size|gbs)$")
+_SEQ_LEN = re.compile(r"^(seq_len|seq_length|block_size|context_length|max_seq_len|sequence_length|ctx_len)$")
+_STEPS = re.compile(r"^(steps|max_steps|iters|max_iters|num_steps|train_steps)$")
+_PYTHONS = re.compile(r"^(python[0-9.]*|.*/python[0-9.]*)$")
+_DEFAULT_STDOUT_REGEX = r"step\s+(?P<step>\d+).*?loss[\s:=|]+(?P<loss>[-+0-9.eE]+|nan|inf)"
+
+
+class DraftError(ValueError):
+    """``init`` could not infer something it must not guess; the message says which flag to pass."""
+
+
+@dataclass(kw_only=True)
+class ContractDraft:
+    """A contract table being drafted, with a note for every inferred field (dotted key → note)."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def set(self, dotted: str, value: Any, note: str = "") -> None:
+        table = self.data
+        *parents, last = dotted.split(".")
+        for p in parents:
+            table = table.setdefault(p, {})
+        table[last] = value
+        if note:
+            self.notes[dotted] = note
+
+
+def _knob_reason(dest: str) -> str | None:
+    for pattern, reason in _KNOB_PATTERNS:
+        if re.match(pattern, dest):
+            return reason
+    return None
+
+
+def _command_values(argv: list[str]) -> dict[str, str]:
+    """Flag values given on the human's command line (``--x 1`` and ``--x=1``)."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("--") and "=" in arg:
+            k, v = arg.split("=", 1)
+            out[k] = v
+        elif arg.startswith("-") and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            out[arg] = argv[i + 1]
+            i += 1
+        i += 1
+    return out
+
+
+def _value_of(flag: ArgFlag, given: dict[str, str]) -> Any:
+    if flag.flag in given:
+        raw = given[flag.flag]
+        for cast in (int, float):
+            try:
+                return cast(raw)
+            except ValueError:
+                pass
+        return raw
+    return flag.default if flag.has_default else None
+
+
+def _powers_of_two_dividing(n: int) -> list[int]:
+    return [v for v in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if v <= n and n % v == 0]
+
+
+def _knob_table(flag: ArgFlag, current: Any, global_batch: int | None) -> tuple[dict[str, Any], str] | None:
+    reason = _knob_reason(flag.dest)
+    if reason is None:
+        return None
+    note = f"guessed: {flag.flag} looks like a knob for {reason} (line {flag.line} of the entry script)"
+    table: dict[str, Any] = {"flag": flag.flag}
+    choices = list(flag.choices) if flag.choices else None
+    if flag.action in ("store_true", "store_false"):
+        table.update(kind="bool", switch=True, default=bool(current) if flag.action == "store_true" else False)
+    elif choices and sorted(map(str, choices)) == ["0", "1"]:
+        table.update(kind="bool", default=bool(int(current or 0)))
+    elif choices:
+        table.update(kind="categorical", values=choices, default=current if current in choices else choices[0])
+    elif flag.type == "int" and "micro" in reason and global_batch:
+        table.update(kind="int", values=_powers_of_two_dividing(global_batch), default=int(current or 1))
+        note += f"; values are the powers of two dividing the global batch ({global_batch})"
+    elif flag.type == "int" and "thread" in reason:
+        cores = os.cpu_count() or 1
+        values = sorted({int(current or 0), *[v for v in (1, 2, 4, 8, 16, 32, 64) if v <= cores]})
+        table.update(kind="int", values=values, default=int(current or 0))
+        note += f"; values up to this machine's {cores} cores"
+    elif flag.type == "int" and "worker" in reason:
+        table.update(kind="int", values=sorted({int(current or 0), 0, 1, 2, 4}), default=int(current or 0))
+    else:
+        return None
+    if flag.help:
+        note += f" — help: {flag.help!r}"
+    return table, note
+
+
+def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int | None = None) -> ContractDraft:
+    """A contract for ``command`` in the scanned repo; raises :class:`DraftError` when it must ask."""
+    argv = shlex.split(command)
+    if not argv:
+        raise DraftError("the command is empty; pass --command \"python train.py ...\"")
+    draft = ContractDraft()
+    draft.set("version", 1)
+    prog: list[str] = []
+    rest = argv
+    if _PYTHONS.match(argv[0]):
+        prog, rest = ["python"], argv[1:]
+    script = rest[0] if rest and not rest[0].startswith("-") else None
+    prog += rest[:1] if script else []
+    user_args = rest[1:] if script else rest
+    given = _command_values(user_args)
+
+    values = {f.dest: _value_of(f, given) for f in summary.flags}
+    global_batch = next((v for d, v in values.items() if _GLOBAL_BATCH.match(d) and isinstance(v, int)), None)
+    seq_len = next((v for d, v in values.items() if _SEQ_LEN.match(d) and isinstance(v, int)), None)
+    steps = next((v for d, v in values.items() if _STEPS.match(d) and isinstance(v, int)), None)
+
+    knobs: dict[str, dict[str, Any]] = {}
+    for f in summary.flags:
+        made = _knob_table(f, values[f.dest], global_batch)
+        if made is not None:
+            table, note = made
+            knobs[f.dest] = table
+            draft.notes[f"knobs.{f.dest}"] = note
+    knob_flags = {t["flag"] for t in knobs.values()}
+    fixed = _strip_flags(user_args, knob_flags)
+    draft.set("workload.command", prog, "the entry command; 'python' means the interpreter that runs infrarsi")
+    draft.set("workload.args", fixed, "fixed arguments that define the job; every candidate runs with them")
+
+    if tokens_per_step is not None:
+        draft.set("workload.tokens_per_step", tokens_per_step, "given on the command line")
+    elif global_batch and seq_len:
+        gb = next(f for f in summary.flags if _GLOBAL_BATCH.match(f.dest))
+        sl = next(f for f in summary.flags if _SEQ_LEN.match(f.dest))
+        draft.set("workload.tokens_per_step", global_batch * seq_len,
+                  f"guessed: {gb.flag} ({global_batch}) x {sl.flag} ({seq_len})")
+    else:
+        raise DraftError("cannot infer the tokens processed per step (no global-batch and sequence-length flags "
+                         "found); pass --tokens-per-step N")
+
+    uses_probe = any(f.uses_probe for f in summary.files)
+    if uses_probe:
+        draft.set("timing.source", "probe", "guessed: the repo imports infrarsi.probe")
+    else:
+        draft.set("timing.source", "stdout", "guessed: no infrarsi.probe import found; step lines are read from stdout")
+        draft.set("timing.stdout_regex", _DEFAULT_STDOUT_REGEX, "guessed: check it matches one line per step")
+    warmup = 2
+    if steps:
+        warmup = max(1, min(2, steps // 4))
+        draft.set("timing.warmup_steps", warmup, f"guessed: the first {warmup} of {steps} steps are warm-up")
+        draft.set("timing.measured_steps", steps - warmup, f"guessed: the remaining steps of {flags_name(summary, _STEPS)}")
+    else:
+        draft.set("timing.warmup_steps", warmup, "default: no steps flag found")
+        draft.set("timing.measured_steps", 6, "default: no steps flag found; make sure the job runs this many")
+
+    draft.set("loss.rtol", 0.02, "default per-step relative tolerance until `infrarsi doctor` calibrates a band")
+
+    editable, locked = _scope(summary)
+    draft.set("scope.editable", editable, "guessed: nn.Module classes and functions of model files, and the "
+              "entry script's builder/step functions")
+    draft.set("scope.locked", locked, "guessed: files that time steps, report loss or load data; everything not "
+              "editable is implicitly locked too")
+    draft.set("scope.allow_imports", False, "default: patches may not add imports")
+
+    for name, table in knobs.items():
+        for key, value in table.items():
+            draft.set(f"knobs.{name}.{key}", value)
+    micro = next((n for n in knobs if "micro" in (_knob_reason(n) or "")), None)
+    if micro and global_batch:
+        draft.data.setdefault("constraints", []).append(
+            {"kind": "divides", "knob": micro, "value": global_batch, "reason": "gradient accumulation needs whole micro-batches"})
+        draft.notes["constraints"] = "guessed: the micro-batch must divide the global batch"
+
+    draft.set("budget.trials", 30, "default")
+    draft.set("budget.trial_timeout_s", 600, "default: a trial running longer is killed as a timeout")
+    draft.set("approvers.users", [], "nobody yet: add the logins of the team leads who approve promotions")
+    return draft
+
+
+def flags_name(summary: RepoSummary, pattern: re.Pattern[str]) -> str:
+    return next((f.flag for f in summary.flags if pattern.match(f.dest)), "the job")
+
+
+def _strip_flags(argv: list[str], knob_flags: set[str]) -> list[str]:
+    """The user's arguments minus knob flags (a knob's value comes from the contract, not the command)."""
+    out: list[str] = []
+    skip = False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in knob_flags:
+            skip = "=" not in arg and i + 1 < len(argv) and not argv[i + 1].startswith("--")
+            continue
+        out.append(arg)
+    return out
+
+
+def _scope(summary: RepoSummary) -> tuple[list[str], list[str]]:
+    editable: list[str] = []
+    locked: list[str] = []
+    for f in summary.files:
+        name = f.path.rsplit("/", 1)[-1]
+        if f.uses_timing or f.uses_probe or re.search(r"data|dataset|loader|harness|metric|eval", name):
+            if f.path != summary.entry and not f.modules:
+                locked.append(f.path)
+                continue
+        if f.modules:
+            editable += [f"{f.path}::{c}" for c in f.modules]
+            editable += [f"{f.path}::{fn}" for fn in f.functions if not fn.startswith("_")]
+        elif f.path == summary.entry:
+            editable += [f"{f.path}::{fn}" for fn in f.functions
+                         if re.search(r"(^build_|^make_|step|optimi[sz]er|^create_)", fn)]
+    return editable, locked

@@ -1,0 +1,1 @@
+"""Stage 4, report: report.md and report.json of a finished run."""

@@ -1,0 +1,1 @@
+"""Stage 3, run: trials, the search loop and verification."""

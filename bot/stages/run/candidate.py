@@ -1,0 +1,158 @@
+"""A candidate as a git branch: worktree, patches, scope audit, commit, then the trial.
+
+The promise to a reviewer: every candidate that ran is an ordinary commit on
+``infrarsi/<run-id>/<trial-no>`` that touched only what the contract allows. A
+candidate whose patch does not apply, or whose change leaves the editable scope,
+is recorded as ``rejected`` with the offending path and symbol, and nothing is
+launched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pygit2
+
+from bot.workspace.commits import BOT_IDENTITY, BotIdentity, commit_worktree
+from bot.workspace.errors import GitLayerError
+from bot.workspace.worktrees import create_trial_worktree, remove_trial_worktree
+from bot.patching.apply import apply_patches
+from bot.patching.audit import AuditResult, audit_tree
+from bot.patching.results import Applied, Failed, NotApplicable
+from bot.stages.run.trial import TrialRequest, record_rejected, run_trial
+from infrarsi.contract.lock import Lock
+from infrarsi.contract.model import Contract
+from infrarsi.seams.executor import Executor
+from infrarsi.journal import Journal
+from infrarsi.patches import PatchSpec
+from infrarsi.trial import Candidate, TrialRecord
+
+
+class UnknownPatchError(KeyError):
+    """A candidate names a patch nobody proposed."""
+
+
+def is_git_repo(path: Path) -> bool:
+    return pygit2.discover_repository(str(path)) is not None
+
+
+def changed_files(worktree: Path, base: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """(before, after) contents of every path that differs between ``base`` and the worktree's files."""
+    repo = pygit2.Repository(str(worktree))
+    tree = repo.revparse_single(base).peel(pygit2.Tree)
+    before: dict[str, bytes] = {}
+    after: dict[str, bytes] = {}
+    for path, flags in repo.status().items():
+        if flags & pygit2.enums.FileStatus.IGNORED:
+            continue
+        try:
+            before[path] = tree[path].data
+        except KeyError:
+            pass
+        file = worktree / path
+        if file.is_file():
+            after[path] = file.read_bytes()
+    return before, after
+
+
+def audit_records(audit: AuditResult) -> tuple[dict[str, object], ...]:
+    return tuple(asdict(change) for change in audit.changes)
+
+
+def _patch_failures(results: tuple[Applied | NotApplicable | Failed, ...]) -> list[str]:
+    out = []
+    for r in results:
+        if isinstance(r, NotApplicable):
+            out.append(f"patch {r.patch_id} not applicable: {r.reason}")
+        elif isinstance(r, Failed):
+            out.append(f"patch {r.patch_id} failed: {r.error}")
+    return out
+
+
+def run_candidate(contract: Contract, lock: Lock, *, repo: Path, base: str, run_id: str, candidate: Candidate,
+                  patches: Mapping[str, PatchSpec], executor: Executor, journal: Journal,
+                  memory_limit_bytes: int | None = None, timeout_s: float | None = None,
+                  identity: BotIdentity = BOT_IDENTITY) -> TrialRecord:
+    """Run one candidate in its own worktree of ``repo`` at ``base``; always returns its record."""
+    missing = [p for p in candidate.patches if p not in patches]
+    if missing:
+        raise UnknownPatchError(f"unknown patch(es): {', '.join(missing)} (known: {', '.join(sorted(patches))})")
+    trial_no = journal.begin_trial(run_id, candidate)
+    try:
+        wt = create_trial_worktree(repo, base=base, run_id=run_id, trial_no=trial_no)
+    except GitLayerError:
+        journal.discard_pending(run_id, trial_no)  # nothing ran; the candidate is not to blame
+        raise
+    committed = False  # a rejected candidate leaves no branch: it would only point at the base
+    try:
+        request = TrialRequest(run_id=run_id, candidate=candidate, tree=wt.path,
+                               memory_limit_bytes=memory_limit_bytes, timeout_s=timeout_s)
+        results = apply_patches(wt.path, [patches[p] for p in candidate.patches])
+        failures = _patch_failures(results)
+        if failures:
+            return record_rejected(contract, request, trial_no=trial_no, reason="; ".join(failures),
+                                   journal=journal, executor_name=executor.name)
+        before, after = changed_files(wt.path, wt.base_commit)
+        audit = audit_tree(before, after, editable=contract.scope.editable, locked=contract.scope.locked,
+                           allow_imports=contract.scope.allow_imports)
+        records = audit_records(audit)
+        if not audit.ok:
+            reason = "outside the editable scope: " + "; ".join(str(v) for v in audit.violations)
+            return record_rejected(contract, request, trial_no=trial_no, reason=reason, journal=journal,
+                                   executor_name=executor.name, audit=records)
+        title = candidate.describe()
+        commit = commit_worktree(wt.path, message=f"infrarsi trial {run_id}/{trial_no}: {title}\n",
+                                 author=identity,
+                                 trailers={"InfraRSI-Run": run_id, "InfraRSI-Trial": str(trial_no),
+                                           "InfraRSI-Candidate": candidate.digest()})
+        committed = True
+        request = TrialRequest(run_id=run_id, candidate=candidate, tree=wt.path, commit=commit,
+                               memory_limit_bytes=memory_limit_bytes, timeout_s=timeout_s)
+        return run_trial(contract, lock, request, executor=executor, journal=journal, trial_no=trial_no,
+                         audit=records)
+    finally:
+        remove_trial_worktree(wt, keep_branch=committed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialContext:
+    """Everything the stages share to run candidates of one repo: in worktrees when it is a git repo."""
+
+    contract: Contract
+    lock: Lock
+    repo: Path
+    executor: Executor
+    journal: Journal
+    patches: Mapping[str, PatchSpec]
+    base: str | None = None  # the commit trials start from; None: not a git repo (working tree, no patches)
+    memory_limit_bytes: int | None = None
+    timeout_s: float | None = None
+
+    def run(self, run_id: str, candidate: Candidate) -> TrialRecord:
+        if self.base is not None:
+            return run_candidate(self.contract, self.lock, repo=self.repo, base=self.base, run_id=run_id,
+                                 candidate=candidate, patches=self.patches, executor=self.executor,
+                                 journal=self.journal, memory_limit_bytes=self.memory_limit_bytes,
+                                 timeout_s=self.timeout_s)
+        if candidate.patches:
+            raise UnknownPatchError("code patches need a git repository (each candidate is a commit)")
+        return run_trial(self.contract, self.lock,
+                         TrialRequest(run_id=run_id, candidate=candidate, tree=self.repo,
+                                      memory_limit_bytes=self.memory_limit_bytes, timeout_s=self.timeout_s),
+                         executor=self.executor, journal=self.journal)
+
+
+def trial_context(contract: Contract, lock: Lock, *, executor: Executor, journal: Journal,
+                  memory_limit_bytes: int | None = None, timeout_s: float | None = None) -> TrialContext:
+    """A context for the contract's repo: HEAD as the base and the applicable catalog when it is a git repo."""
+    from bot.patching.catalog import applicable_patches
+    from bot.workspace.commits import repo_head_commit
+
+    repo = contract.root
+    in_git = is_git_repo(repo)
+    return TrialContext(contract=contract, lock=lock, repo=repo, executor=executor, journal=journal,
+                        patches=applicable_patches(contract) if in_git else {},
+                        base=repo_head_commit(repo) if in_git else None,
+                        memory_limit_bytes=memory_limit_bytes, timeout_s=timeout_s)

@@ -1,0 +1,311 @@
+"""``infrarsi run``: doctor, diverse start, model-guided batches until the budget, then verification.
+
+Everything the loop knows is rebuilt from the journal, so ``--resume`` after a
+kill (SIGKILL included) continues without repeating a finished trial: the
+interrupted one is recorded as ``interrupted`` with its cost, the models are
+refitted from every record, and the proposals continue from there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from bot.stages.run.candidate import TrialContext
+from bot.stages.doctor.baseline import load_doctor, run_dir, run_doctor
+from bot.stages.run.priors import builtin_priors
+from bot.stages.run.verify import verify_candidate
+from infrarsi.bank import Bank, Finding, FindingOutcome, as_pairs, hardware_fingerprint, workload_fingerprint
+from infrarsi.bank import Effect as BankEffect
+from infrarsi.contract.model import Contract
+from infrarsi.doctor import DoctorReport
+from infrarsi.journal import Journal
+from infrarsi.search.acquisition import Proposal
+from infrarsi.search.engine import SearchEngine
+from infrarsi.search.space import SearchSpace
+from infrarsi.trial import Candidate, Outcome, TrialRecord
+from infrarsi.verify import Verdict
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunOptions:
+    budget_trials: int
+    budget_seconds: float | None = None
+    parallel: int = 1
+    initial: int = 8
+    seed: int = 0
+    stop_early: bool = True
+    repeats: int = 5  # doctor repeats when the run has no doctor report yet
+    proposer: Any = None  # an infrarsi.seams.proposer.Proposer: priors at the start, patches between batches
+    proposal_rounds: int = 3  # rounds of patch proposals at most (each one model call for the LLM proposer)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunResult:
+    run_id: str
+    doctor: DoctorReport
+    search: tuple[TrialRecord, ...]
+    verdicts: tuple[Verdict, ...]
+    path: Path
+    llm: Mapping[str, Any] | None = None  # the proposer's cost and proposals (run.json `llm`)
+
+    @property
+    def best(self) -> Verdict | None:
+        promoted = [v for v in self.verdicts if v.promoted]
+        return max(promoted, key=lambda v: v.speedup or 0.0) if promoted else None
+
+
+def recover_interrupted(journal: Journal, run_id: str, candidates: dict[str, Candidate], timeout_s: float) -> int:
+    """Record every trial whose bot died mid-run as ``interrupted``; returns how many."""
+    count = 0
+    for pending in journal.orphaned(run_id):
+        candidate = candidates.get(pending.candidate_hash, Candidate())
+        cost = min(max(0.0, time.time() - pending.started_at), timeout_s)
+        journal.mark_interrupted(pending, candidate, cost_s=cost)
+        count += 1
+    return count
+
+
+def _geo_mean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def top_candidates(records: list[TrialRecord], k: int, baseline: Candidate) -> list[tuple[Candidate, float]]:
+    """The k fastest distinct candidates that ran ok, by their own measurements (baseline excluded)."""
+    times: dict[str, tuple[Candidate, list[float]]] = {}
+    for r in records:
+        if r.outcome is Outcome.OK and r.metrics.step_time_s and r.candidate.digest() != baseline.digest():
+            times.setdefault(r.candidate.digest(), (r.candidate, []))[1].append(r.metrics.step_time_s)
+    ranked = sorted(((_geo_mean(ts), c) for c, ts in times.values()), key=lambda x: x[0])
+    return [(c, t) for t, c in ranked[:k]]
+
+
+def _emit(progress: Progress, **event: Any) -> None:
+    progress(event)
+
+
+def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress: Progress,
+               bank: Bank | None = None) -> RunResult:
+    contract = ctx.contract
+    journal = ctx.journal
+    journal.ensure_run(run_id, kind="run", base_commit=ctx.base)
+    doctor = load_doctor(contract.root, run_id)
+    if doctor is None:
+        _emit(progress, event="stage", stage="doctor", message=f"doctor: {options.repeats} baseline runs")
+        doctor, _ = run_doctor(ctx, run_id=run_id, repeats=options.repeats,
+                               progress=lambda m: _emit(progress, event="doctor", message=m))
+    bank_candidates = bank_seeds(bank, contract, doctor) if bank is not None else []
+    if bank_candidates:
+        _emit(progress, event="bank", message=f"{len(bank_candidates)} configuration(s) from the experience bank")
+    session = None
+    if options.proposer is not None:
+        from bot.proposers.session import ProposerSession
+
+        session = ProposerSession(proposer=options.proposer, journal=journal, run_id=run_id,
+                                  run_dir=run_dir(contract.root, run_id), max_rounds=options.proposal_rounds)
+        ctx = replace(ctx, patches={**ctx.patches, **{p.id: p for p in session.load()}})
+    space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(ctx.patches.values()))
+    baseline = Candidate.of(contract.defaults())
+    priors = builtin_priors(space)
+    if session is not None:
+        priors = session.priors(contract, doctor, list(ctx.patches.values()), base=priors)
+    engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes,
+                          seed=options.seed)
+    seen = {r.candidate.digest(): r.candidate for r in journal.trials(run_id)}
+    interrupted = recover_interrupted(journal, run_id, seen, contract.budget.trial_timeout_s)
+    if interrupted:
+        _emit(progress, event="resume", message=f"{interrupted} interrupted trial(s) recorded")
+    doctor_trials = set(doctor.trials)
+    records = journal.trials(run_id)
+    engine.observe(records)
+    state_path = run_dir(contract.root, run_id) / "search.json"
+    verified_from = _verification_start(state_path)
+    search = [r for r in records if r.trial_no not in doctor_trials
+              and (verified_from is None or r.trial_no < verified_from)]
+    started = time.time() - sum(r.cost_s for r in search)
+    base_time = doctor.median_s
+
+    def spent() -> bool:
+        if len(search) >= options.budget_trials:
+            return True
+        return options.budget_seconds is not None and time.time() - started >= options.budget_seconds
+
+    _emit(progress, event="stage", stage="search",
+          message=f"search: {options.budget_trials} trials, resuming after {len(search)}" if search else
+          f"search: {options.budget_trials} trials")
+    # The first batch, when trials run one at a time, runs pick by pick and is revised after each
+    # (SearchEngine.refresh_initial): what is left of it waits here.
+    first_rest: list[Proposal] = []
+    while verified_from is None and not spent():
+        first = not any(r.candidate.digest() != baseline.digest() for r in search)
+        if first_rest:
+            proposals, first_rest = first_rest, []
+        elif first:
+            proposals = engine.initial_batch(min(options.initial, options.budget_trials - len(search)),
+                                             bank_candidates, include_baseline=False)
+            if options.parallel <= 1:
+                proposals, first_rest = proposals[:1], proposals[1:]
+        else:
+            if session is not None and session.wants_more() and ctx.base is not None:
+                new = session.propose(contract, doctor, search, ctx.patches,
+                                      lambda m: _emit(progress, event="llm", message=m))
+                if new:  # the space grows: rebuild the engine over every record so far
+                    ctx = replace(ctx, patches={**ctx.patches, **{p.id: p for p in new}})
+                    space = SearchSpace.from_contract(contract.knobs, contract.constraints,
+                                                      list(ctx.patches.values()))
+                    engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes,
+                                          seed=options.seed)
+                    engine.observe(journal.trials(run_id))
+            if options.stop_early and len(search) >= options.initial:
+                advice = engine.stop_advice(min_effect=contract.verify.min_effect)
+                if advice.should_stop:
+                    _emit(progress, event="stop", message=f"model predicts at most "
+                          f"{advice.relative_improvement:.1%} further improvement: stopping the search")
+                    break
+            proposals = engine.next_batch(q=max(1, options.parallel))
+        if not proposals:
+            _emit(progress, event="stop", message="no untried candidate left in the space")
+            break
+        room = options.budget_trials - len(search)
+        batch = proposals[:max(0, room)]
+        for proposal, record in zip(batch, _run_batch(ctx, run_id, [p.candidate for p in batch], options.parallel)):
+            search.append(record)
+            engine.observe([record])
+            failed = [r for r in search if r.outcome is not Outcome.OK]
+            ok = [r.metrics.step_time_s for r in search if r.outcome is Outcome.OK and r.metrics.step_time_s]
+            remaining = options.budget_trials - len(search)
+            mean_cost = statistics.fmean(r.cost_s for r in search)
+            _emit(progress, event="trial", n=len(search), total=options.budget_trials, trial_no=record.trial_no,
+                  candidate=record.candidate.describe(), origin=proposal.origin, outcome=record.outcome.value,
+                  reason=record.reason, step_time_s=record.metrics.step_time_s, cost_s=record.cost_s,
+                  best_speedup=(base_time / min(ok)) if ok else None, failures=len(failed),
+                  failed_cost_s=sum(r.cost_s for r in failed), eta_s=remaining * mean_cost)
+        if first_rest:
+            first_rest = engine.refresh_initial(first_rest, bank_candidates)
+
+    state_path.write_text(json.dumps({"verification_from": _next_trial_no(journal, run_id)}), encoding="utf-8")
+    verdicts = _verify_top(ctx, run_id=run_id, doctor=doctor, search=search, baseline=baseline, progress=progress)
+    result = RunResult(run_id=run_id, doctor=doctor, search=tuple(search), verdicts=tuple(verdicts),
+                       path=run_dir(contract.root, run_id) / "run.json",
+                       llm=session.summary() if session is not None else None)
+    result.path.write_text(json.dumps(run_summary(result, engine), indent=2, sort_keys=True, default=str) + "\n",
+                           encoding="utf-8")
+    if bank is not None:
+        added = remember(bank, result, contract)
+        _emit(progress, event="bank", message=f"{added} new finding(s) stored in the experience bank")
+    return result
+
+
+def _verification_start(path: Path) -> int | None:
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8")).get("verification_from")
+
+
+def _next_trial_no(journal: Journal, run_id: str) -> int:
+    numbers = [r.trial_no for r in journal.trials(run_id)] + [p.trial_no for p in journal.pending(run_id)]
+    return max(numbers, default=0) + 1
+
+
+def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search: list[TrialRecord],
+                baseline: Candidate, progress: Progress) -> list[Verdict]:
+    verdicts = []
+    top = top_candidates(search, ctx.contract.verify.top_k, baseline)
+    out = run_dir(ctx.contract.root, run_id)
+    for i, (candidate, measured) in enumerate(top, start=1):
+        cached = out / f"verify-{candidate.digest()}.json"
+        _emit(progress, event="stage", stage="verify",
+              message=f"verify {i}/{len(top)}: {candidate.describe()} (searched at {measured * 1000:.1f} ms/step)")
+        verdict = verify_candidate(ctx, run_id=run_id, candidate=candidate, doctor=doctor,
+                                   progress=lambda m: _emit(progress, event="verify", message=m))
+        cached.write_text(json.dumps(verdict.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        _emit(progress, event="verdict", candidate=candidate.describe(), verdict=verdict.kind.value,
+              speedup=verdict.speedup, reason=verdict.reason)
+        verdicts.append(verdict)
+    return verdicts
+
+
+def run_summary(result: RunResult, engine: SearchEngine) -> dict[str, Any]:
+    search = list(result.search)
+    failed = [r for r in search if r.outcome is not Outcome.OK]
+    best = result.best
+    return {
+        "run_id": result.run_id,
+        "baseline_step_s": result.doctor.median_s,
+        "trials": [{"trial_no": r.trial_no, "candidate": r.candidate.describe(), "outcome": r.outcome.value,
+                    "reason": r.reason, "step_time_s": r.metrics.step_time_s, "peak_mem_bytes": r.metrics.peak_mem_bytes,
+                    "peak_mem_censored": r.metrics.peak_mem_censored, "cost_s": r.cost_s, "commit": r.commit}
+                   for r in search],
+        "failed_cost_s": sum(r.cost_s for r in failed),
+        "oom": [{"trial_no": r.trial_no, "candidate": r.candidate.describe(), "cost_s": r.cost_s,
+                 "peak_mem_bytes": r.metrics.peak_mem_bytes} for r in failed if r.outcome is Outcome.OOM],
+        "verdicts": [v.to_dict() for v in result.verdicts],
+        "best": best.to_dict() if best else None,
+        "posterior": engine.posterior_report().to_dict(),
+        "llm": dict(result.llm) if result.llm is not None else None,
+    }
+
+
+def _run_batch(ctx: TrialContext, run_id: str, candidates: list[Candidate], parallel: int) -> Iterator[TrialRecord]:
+    """Run a batch: one after another, or ``parallel`` at a time, each thread with its own journal connection.
+
+    Records are yielded in the batch's order as soon as each is done, so progress
+    is reported per trial rather than per batch.
+    """
+    if parallel <= 1 or len(candidates) <= 1:
+        for c in candidates:
+            yield ctx.run(run_id, c)
+        return
+
+    def isolated(candidate: Candidate) -> TrialRecord:
+        with Journal(ctx.journal.path) as journal:
+            return replace(ctx, journal=journal).run(run_id, candidate)
+
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        yield from pool.map(isolated, candidates)
+
+
+def fingerprints(contract: Contract, doctor: DoctorReport) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """(hardware, workload) fingerprints of this run, as the bank compares them."""
+    parameters = doctor.model_flops_per_step / 6 / contract.workload.tokens_per_step \
+        if doctor.model_flops_per_step else None
+    # The contract's launch says how many ranks the job runs on; the doctor's reading is the fallback.
+    world = contract.launch.world_size if contract.launch.executor == "torchrun" \
+        else int(doctor.fingerprint.get("world_size") or 1)
+    hardware = hardware_fingerprint(doctor.fingerprint, world_size=world)
+    workload = workload_fingerprint(family=contract.workload.family,
+                                    parameters=int(parameters) if parameters else None,
+                                    global_batch=contract.workload.tokens_per_step,
+                                    world_size=world, experts=contract.workload.experts,
+                                    top_k=contract.workload.top_k)
+    return hardware, workload
+
+
+def bank_seeds(bank: Bank, contract: Contract, doctor: DoctorReport, top: int = 4) -> list[tuple[Candidate, float]]:
+    hardware, workload = fingerprints(contract, doctor)
+    return as_pairs(bank.similar(hardware, workload, top=top))
+
+
+def remember(bank: Bank, result: RunResult, contract: Contract) -> int:
+    """Store the run's verdicts and failed trials as findings; returns how many were new."""
+    hardware, workload = fingerprints(contract, result.doctor)
+    repo = contract.root.name
+    findings = [Finding(hardware=hardware, workload=workload, candidate=v.candidate,
+                        effect=BankEffect.from_speedup(v.speedup, v.comparison.ci_low if v.comparison else None,
+                                                       v.comparison.ci_high if v.comparison else None),
+                        outcome=FindingOutcome(v.kind.value), run_id=result.run_id, repo=repo)
+                for v in result.verdicts]
+    for r in result.search:
+        if r.outcome in (Outcome.OOM, Outcome.CRASH, Outcome.TIMEOUT, Outcome.INVALID):
+            findings.append(Finding(hardware=hardware, workload=workload, candidate=r.candidate,
+                                    outcome=FindingOutcome(r.outcome.value), run_id=result.run_id, repo=repo))
+    return bank.add_many(findings)

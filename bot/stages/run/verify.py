@@ -1,0 +1,90 @@
+"""``infrarsi verify``: interleave baseline and candidate from fresh processes and judge the candidate.
+
+A B, B A, A B … (counterbalanced), each run its own process (and, in a git repo, its own worktree
+and commit), so slow drift of the machine hits both arms alike. The number of
+pairs comes from the doctor's noise calibration. A candidate trial that breaks
+an invariant ends verification at once: more runs cannot make it valid.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from collections.abc import Callable
+from pathlib import Path
+
+import pygit2
+
+from bot.stages.run.candidate import TrialContext
+from bot.stages.doctor.project_metadata import project_metadata
+from infrarsi.doctor import DoctorReport
+from infrarsi.trial import Candidate, Outcome, TrialRecord
+from infrarsi.verify import InvariantCheck, Verdict, VerdictKind, VerifyPolicy, judge, trial_invariants
+
+
+def metadata_check(repo: Path, commit: str | None) -> InvariantCheck | None:
+    """A patched pyproject-based project must still prepare its metadata through its own backend."""
+    if commit is None or not (repo / "pyproject.toml").is_file():
+        return None
+    git = pygit2.Repository(str(repo))
+    with tempfile.TemporaryDirectory(prefix="infrarsi-meta-") as tmp:
+        git.checkout_tree(git.get(commit).peel(pygit2.Tree), directory=tmp,
+                          strategy=pygit2.enums.CheckoutStrategy.FORCE)
+        meta = project_metadata(Path(tmp))
+    if meta is None:
+        return None
+    return InvariantCheck(name="project_metadata", ok=meta.ok,
+                          detail=f"candidate commit {commit[:10]}: " + (
+                              f"{meta.name} {meta.version} prepares its metadata" if meta.ok else meta.error))
+
+
+def candidate_first(pair: int) -> bool:
+    """A B, B A, A B, B A …: counterbalanced, so a steady drift of the machine (warming caches, a
+    throttling GPU) adds as much to one arm as to the other instead of always favouring the later run."""
+    return pair % 2 == 1
+
+
+def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, doctor: DoctorReport,
+                     pairs: int | None = None, progress: Callable[[str], None] = lambda _: None) -> Verdict:
+    """Run ``pairs`` interleaved A/B pairs (default: the doctor's choice) and return the verdict."""
+    contract = ctx.contract
+    n = pairs or doctor.verify_pairs
+    baseline = Candidate.of(contract.defaults())
+    policy = VerifyPolicy(min_effect=contract.verify.min_effect, alpha=contract.verify.alpha,
+                          max_speedup=contract.verify.max_speedup)
+    base_runs: list[TrialRecord] = []
+    cand_runs: list[TrialRecord] = []
+    extra: list[InvariantCheck] = []
+
+    def run_baseline(i: int) -> None:
+        progress(f"pair {i + 1}/{n}: baseline")
+        base_runs.append(ctx.run(run_id, baseline))
+
+    for i in range(n):
+        if not candidate_first(i):
+            run_baseline(i)
+        progress(f"pair {i + 1}/{n}: candidate")
+        record = ctx.run(run_id, candidate)
+        cand_runs.append(record)
+        broken = [c for c in trial_invariants(record, doctor.loss_band) if not c.ok]
+        if i == 0 and record.outcome is Outcome.OK and candidate.patches:
+            check = metadata_check(ctx.repo, record.commit)
+            if check is not None:
+                extra.append(check)
+                if not check.ok:
+                    broken.append(check)
+        if broken:
+            progress(f"invariant broken: {broken[0].detail}")
+            break
+        if candidate_first(i):
+            run_baseline(i)
+    peak = doctor.peak_flops.get("bf16") or max(doctor.peak_flops.values(), default=None)
+    verdict = judge(base_runs, cand_runs, band=doctor.loss_band, policy=policy, peak_flops=peak,
+                    model_flops_per_step=doctor.model_flops_per_step)
+    if not extra:
+        return verdict
+    verdict = replace(verdict, invariants=verdict.invariants + tuple(extra))
+    failed = next((c for c in extra if not c.ok), None)
+    if failed is not None and verdict.kind is not VerdictKind.INVALID:
+        verdict = replace(verdict, kind=VerdictKind.INVALID, reason=f"{failed.name}: {failed.detail}")
+    return verdict

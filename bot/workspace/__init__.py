@@ -1,0 +1,73 @@
+"""InfraRSI's git layer: trial worktrees, trial commits and garbage collection.
+
+Everything goes through pygit2 (no ``git`` subprocess), and no function keeps a
+``pygit2.Repository`` across calls, so the API is safe to use from many
+threads running trials in parallel.
+"""
+
+from bot.workspace.commits import (
+    BOT_IDENTITY,
+    BotIdentity,
+    ChangedPath,
+    changed_paths,
+    commit_worktree,
+    is_dirty,
+    read_trailers,
+    repo_head_commit,
+)
+from bot.workspace.errors import (
+    CommitError,
+    GitLayerError,
+    InvalidRunIdError,
+    NotARepositoryError,
+    RevisionNotFoundError,
+    StaleBranchError,
+    StaleWorktreeError,
+    WorktreeError,
+)
+from bot.workspace.gc import (
+    GcReport,
+    KeptItem,
+    RemovedWorktree,
+    TrialWorktreeInfo,
+    collect_garbage,
+    find_trial_worktrees,
+)
+from bot.workspace.naming import parse_trial_branch, trial_branch
+from bot.workspace.worktrees import (
+    Worktree,
+    create_trial_worktree,
+    remove_trial_worktree,
+    trial_worktree,
+)
+
+__all__ = [
+    "BOT_IDENTITY",
+    "BotIdentity",
+    "ChangedPath",
+    "CommitError",
+    "GcReport",
+    "GitLayerError",
+    "InvalidRunIdError",
+    "KeptItem",
+    "NotARepositoryError",
+    "RemovedWorktree",
+    "RevisionNotFoundError",
+    "StaleBranchError",
+    "StaleWorktreeError",
+    "TrialWorktreeInfo",
+    "Worktree",
+    "WorktreeError",
+    "changed_paths",
+    "collect_garbage",
+    "commit_worktree",
+    "create_trial_worktree",
+    "find_trial_worktrees",
+    "is_dirty",
+    "parse_trial_branch",
+    "read_trailers",
+    "remove_trial_worktree",
+    "repo_head_commit",
+    "trial_branch",
+    "trial_worktree",
+]

@@ -1,0 +1,1 @@
+"""The seams: every Protocol the bot implements (executor, workspace, proposer, forge, bank)."""

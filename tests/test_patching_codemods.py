@@ -54,7 +54,7 @@ class Config:
 def test_registry_has_the_codemods() -> None:
     assert set(REGISTRY) == {
         "sdpa_causal_attention", "fused_gelu", "fused_cross_entropy", "optimizer_foreach", "optimizer_fused",
-        "zero_grad_set_to_none", "checkpoint_blocks", "autocast_bf16", "torch_compile_model",
+        "zero_grad_set_to_none", "checkpoint_blocks", "autocast_bf16", "autocast_forward_bf16", "torch_compile_model",
         "dataloader_gpu_settings", "cuda_backend_flags", "grouped_experts", "ddp_no_sync",
     }
     assert all(summary for summary in describe().values())

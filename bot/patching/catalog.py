@@ -63,7 +63,14 @@ CATALOG: tuple[CatalogEntry, ...] = (
                  effect=_e(1.25, 0.1, 0.65, 0.15, "docs/priors.md#checkpointing")),
     CatalogEntry(codemod="autocast_bf16", title="bf16 autocast around forward and loss",
                  rationale="matmuls in bf16 run on tensor cores (AMX on recent CPUs) at several times fp32 speed",
-                 effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast")),
+                 effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast"),
+                 conflicts_with=("autocast_forward_bf16",)),
+    CatalogEntry(codemod="autocast_forward_bf16", title="bf16 autocast inside the model's forward",
+                 rationale="where the training loop is locked, the model's own forward is the editable place "
+                 "that every forward runs through; matmuls in bf16 run several times faster than fp32 "
+                 "(tensor cores, AMX/AVX-512 bf16 on CPUs) while the loss stays in fp32",
+                 effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast"),
+                 conflicts_with=("autocast_bf16",)),
     CatalogEntry(codemod="torch_compile_model", title="torch.compile the model",
                  rationale="fuses elementwise chains and removes Python overhead; costs compile time in warm-up",
                  effect=_e(0.8, 0.3, 0.9, 0.2, "docs/priors.md#compile")),

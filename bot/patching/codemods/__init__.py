@@ -16,6 +16,7 @@ from libcst.codemod import CodemodContext, TransformFailure, TransformSkip, Tran
 
 from bot.patching.codemods.attention import CausalAttentionToSDPA
 from bot.patching.codemods.autocast import AutocastBf16
+from bot.patching.codemods.autocast_forward import AutocastForwardBf16
 from bot.patching.codemods.base import PatchCodemod
 from bot.patching.codemods.checkpointing import CheckpointBlocks
 from bot.patching.codemods.compile import CompileModel
@@ -36,6 +37,7 @@ _ALL: tuple[type[PatchCodemod], ...] = (
     ZeroGradSetToNone,
     CheckpointBlocks,
     AutocastBf16,
+    AutocastForwardBf16,
     CompileModel,
     DataLoaderGpuSettings,
     CudaBackendFlags,

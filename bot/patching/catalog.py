@@ -9,10 +9,12 @@ documented with their sources in ``docs/priors.md``.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
 from bot.patching.codemods import REGISTRY, run_codemod
+from bot.patching.reach import Reach, analyse, command_argv
 from bot.patching.results import Broken, Declined, Rewritten
 from infrarsi.contract.model import Contract
 from infrarsi.contract.scope import split_symbol
@@ -124,11 +126,34 @@ def _editable_files(contract: Contract) -> dict[str, list[str] | None]:
     return files
 
 
+def reach_of(contract: Contract, tree: Path | None = None) -> Reach:
+    """What the contract's command can run in ``tree``; knobs are undecided (the search changes them)."""
+    knobs = {k.name for k in contract.knobs} | {k.flag.lstrip("-").split("=")[0] for k in contract.knobs if k.flag}
+    return analyse(tree or contract.root, command_argv(contract.workload.command, contract.workload.args),
+                   knobs=knobs)
+
+
+def changed_lines(before: str, after: str) -> list[int]:
+    """1-based lines of ``before`` that a rewrite replaced, deleted or inserted after."""
+    lines: list[int] = []
+    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    for op, i1, i2, _, _ in matcher.get_opcodes():
+        if op in ("replace", "delete"):
+            lines += range(i1 + 1, i2 + 1)
+        elif op == "insert":
+            lines.append(max(i1, 1))
+    return lines
+
+
 def catalog_for_repo(contract: Contract, tree: Path | None = None) -> list[Applicability]:
-    """Every catalog entry, with a PatchSpec targeting the editable symbols it rewrites in ``tree``."""
+    """Every catalog entry, with a PatchSpec targeting the editable symbols it rewrites in ``tree``.
+
+    A rewrite whose every changed line is proven never to run from the entry point (a dead branch,
+    a function nothing reached calls) does not apply: no trial is spent on it."""
     root = tree or contract.root
     files = _editable_files(contract)
     sources = {path: (root / path).read_text(encoding="utf-8") for path in files}
+    reach = reach_of(contract, root)
     out = []
     for entry in CATALOG:
         targets: list[str] = []
@@ -136,6 +161,10 @@ def catalog_for_repo(contract: Contract, tree: Path | None = None) -> list[Appli
         for path, symbols in files.items():
             outcome = run_codemod(entry.codemod, sources[path], scope=symbols)
             if isinstance(outcome, Rewritten):
+                dead = reach.unreached(path, changed_lines(sources[path], outcome.code))
+                if dead is not None:
+                    reasons.append(f"{path}: does not apply: not reached from the entry point ({dead})")
+                    continue
                 targets += [s if "::" in s else f"{path}::{s}" for s in outcome.symbols] or [path]
             elif isinstance(outcome, Declined):
                 reasons.append(f"{path}: {outcome.reason}")

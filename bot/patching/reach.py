@@ -1,0 +1,501 @@
+"""Which lines of a training repo can run: a static reach analysis from the entry point (libcst, best effort).
+
+A catalog patch that rewrites code the job never runs costs a trial and buys
+nothing: a hand-written attention in the fallback branch of ``if self.flash:``
+(nanoGPT's ``CausalSelfAttention.forward``), a model built inside
+``GPT.from_pretrained`` when the command trains from scratch. This module
+answers, per file, which lines are *decided dead*:
+
+- functions and methods of a reached module whose names nothing reached ever
+  mentions (by name, attribute, string literal, or in a config file of the repo);
+- branches of ``if`` statements whose condition is decided: literals,
+  ``TYPE_CHECKING``, ``__name__ == "__main__"``, module globals assigned once
+  from a literal (overridden, nanoGPT-style, by ``--key=value`` arguments of
+  the command when the entry point ``exec``s a configurator), attributes
+  ``self.x`` assigned once from a decided expression, and
+  ``hasattr(torch.…, "name")`` asked of the installed torch.
+
+Everything else is undecided and counts as reached: the analysis only ever
+removes a patch site it can prove dead, so a false "does not apply" needs a
+wrong proof, not a missing one. The user's code is parsed, never imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+_UNKNOWN: Any = object()
+_ENTRY_METHODS = {"forward", "__init__", "__call__", "__enter__", "__exit__", "__iter__", "__next__", "__len__",
+                  "__getitem__", "__post_init__", "__new__", "training_step", "configure_optimizers"}
+_SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", ".infrarsi", "node_modules", "site-packages", ".tox"}
+_CONFIG_SUFFIXES = {".yaml", ".yml", ".json", ".toml", ".cfg", ".ini"}
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Reach:
+    """Per repo-relative file, the 1-based lines proven never to run; files absent were not decided."""
+
+    dead: dict[str, frozenset[int]] = field(default_factory=dict)
+    why: dict[tuple[str, int], str] = field(default_factory=dict)
+
+    def unreached(self, path: str, lines: Iterable[int]) -> str | None:
+        """Why every one of ``lines`` of ``path`` never runs, or None when some may run (or nothing is known)."""
+        dead = self.dead.get(path)
+        lines = list(lines)
+        if not dead or not lines or any(line not in dead for line in lines):
+            return None
+        return self.why.get((path, lines[0]), "not reached from the entry point")
+
+
+def analyse(root: Path, command: Iterable[str], *, knobs: Iterable[str] = ()) -> Reach:
+    """The reach of ``command`` (its ``.py`` entry point and arguments) in the repo at ``root``."""
+    argv = list(command)
+    entry = next((a for a in argv if a.endswith(".py")), None)
+    if entry is None or not (root / entry).is_file():
+        return Reach()
+    modules = _repo_modules(root)
+    try:
+        trees = {path: cst.parse_module((root / path).read_text(encoding="utf-8")) for path in modules.values()}
+    except (cst.ParserSyntaxError, UnicodeDecodeError, OSError):
+        return Reach()
+    entry_path = Path(entry).as_posix()
+    if entry_path not in trees:
+        return Reach()
+    walker = _Walker(root=root, modules=modules, trees=trees, entry=entry_path,
+                     argv=argv[argv.index(entry) + 1:], knobs=set(knobs))
+    return walker.run()
+
+
+def _repo_modules(root: Path) -> dict[str, str]:
+    """Dotted module name -> repo-relative path, for every .py file of the repo (not its venvs)."""
+    found: dict[str, str] = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if any(part in _SKIP_DIRS or part.startswith(".") for part in rel.parts[:-1]):
+            continue
+        parts = list(rel.with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts:
+            found[".".join(parts)] = rel.as_posix()
+    return found
+
+
+class _Walker:
+    """Fixed point over 'reached' definitions: a def is reached once reached code mentions its name."""
+
+    def __init__(self, *, root: Path, modules: dict[str, str], trees: dict[str, cst.Module], entry: str,
+                 argv: list[str], knobs: set[str]) -> None:
+        self.root = root
+        self.modules = modules
+        self.trees = trees
+        self.entry = entry
+        self.argv = argv
+        self.knobs = knobs
+        self.mentioned: set[str] = set(_config_identifiers(root))
+        self.reached_modules: set[str] = set()
+        self.reached_defs: set[int] = set()  # id() of FunctionDef/ClassDef nodes
+        self.dead_branches: dict[str, list[tuple[cst.CSTNode, str]]] = {}
+        self.dynamic = False  # getattr(x, <not a literal>) somewhere reached: every method may run
+        self.env: dict[str, dict[str, Any]] = {}
+
+    # -- driving ------------------------------------------------------------------------------------
+    def run(self) -> Reach:
+        self._reach_module(self.entry)
+        changed = True
+        while changed:
+            changed = False
+            for path in list(self.reached_modules):
+                for node, owner in _defs(self.trees[path]):
+                    if id(node) in self.reached_defs or not self._is_reached(node, owner):
+                        continue
+                    self.reached_defs.add(id(node))
+                    self._scan(path, node, owner)
+                    changed = True
+        return self._result()
+
+    def _is_reached(self, node: cst.FunctionDef | cst.ClassDef, owner: cst.ClassDef | None) -> bool:
+        name = node.name.value
+        if owner is not None and id(owner) not in self.reached_defs:
+            return False
+        if owner is not None and isinstance(node, cst.FunctionDef):
+            return name in _ENTRY_METHODS or name in self.mentioned or self.dynamic or _is_property(node)
+        return name in self.mentioned
+
+    def _reach_module(self, path: str) -> None:
+        if path in self.reached_modules:
+            return
+        self.reached_modules.add(path)
+        tree = self.trees[path]
+        self.env[path] = self._module_env(path, tree)
+        for statement in tree.body:
+            if not isinstance(statement, cst.FunctionDef | cst.ClassDef):
+                self._scan(path, statement, None)
+
+    # -- one reached unit ---------------------------------------------------------------------------
+    def _scan(self, path: str, node: cst.CSTNode, owner: cst.ClassDef | None) -> None:
+        """Collect what ``node`` mentions, skipping nested defs (reached on their own) and dead branches."""
+        walker = self
+        top_level = {id(d) for d, _ in _defs(self.trees[path])}
+        self_env = _self_attributes(owner, walker, path) if owner is not None else {}
+        if isinstance(node, cst.ClassDef):
+            self_env = _self_attributes(node, walker, path)
+
+        class _Collect(cst.CSTVisitor):
+            def visit_FunctionDef(self, fn: cst.FunctionDef) -> bool:
+                if fn is node:
+                    for deco in fn.decorators:
+                        deco.visit(self)
+                    fn.params.visit(self)
+                    fn.body.visit(self)
+                    return False
+                return id(fn) not in top_level  # a closure runs with its parent; a def is reached on its own
+
+            def visit_ClassDef(self, cls: cst.ClassDef) -> bool:
+                if id(cls) not in top_level and cls is not node:
+                    return True
+                if cls is node:
+                    for base in cls.bases:
+                        base.visit(self)
+                    for deco in cls.decorators:
+                        deco.visit(self)
+                    for statement in cls.body.body:
+                        if not isinstance(statement, cst.FunctionDef | cst.ClassDef):
+                            statement.visit(self)
+                return False
+
+            def visit_If(self, stmt: cst.If) -> bool:
+                value = walker.evaluate(stmt.test, path, self_env)
+                stmt.test.visit(self)
+                if value is True:
+                    stmt.body.visit(self)
+                    if stmt.orelse is not None:
+                        walker.dead_branches.setdefault(path, []).append(
+                            (stmt.orelse, f"the `else` of `if {_code(stmt.test)}:`, which is always true"))
+                    return False
+                if value is False:
+                    walker.dead_branches.setdefault(path, []).append(
+                        (stmt.body, f"the branch `if {_code(stmt.test)}:`, which is never true"))
+                    if stmt.orelse is not None:
+                        stmt.orelse.visit(self)
+                    return False
+                return True
+
+            def visit_Name(self, name: cst.Name) -> None:
+                walker.mentioned.add(name.value)
+
+            def visit_Attribute(self, attr: cst.Attribute) -> None:
+                walker.mentioned.add(attr.attr.value)
+
+            def visit_SimpleString(self, s: cst.SimpleString) -> None:
+                walker.mentioned.update(_IDENT.findall(s.value))
+
+            def visit_Call(self, call: cst.Call) -> None:
+                if (isinstance(call.func, cst.Name) and call.func.value in {"getattr", "hasattr", "setattr"}
+                        and (len(call.args) < 2 or not isinstance(call.args[1].value, cst.SimpleString))):
+                    walker.dynamic = True
+
+            def visit_Import(self, imp: cst.Import) -> None:
+                for alias in imp.names:
+                    walker._import(_code(alias.name), path)
+
+            def visit_ImportFrom(self, imp: cst.ImportFrom) -> None:
+                base = _code(imp.module) if imp.module is not None else ""
+                dots = len(imp.relative)
+                if dots:
+                    package = Path(path).parent.parts
+                    package = package[:len(package) - (dots - 1)] if dots > 1 else package
+                    base = ".".join([*package, base] if base else package)
+                walker._import(base, path)
+                if not isinstance(imp.names, cst.ImportStar):
+                    for alias in imp.names:
+                        walker._import(f"{base}.{_code(alias.name)}" if base else _code(alias.name), path)
+
+        node.visit(_Collect())
+
+    def _import(self, dotted: str, importer: str) -> None:
+        parts = dotted.split(".")
+        for i in range(1, len(parts) + 1):  # `import a.b.c` runs a, a.b and a.b.c
+            target = self.modules.get(".".join(parts[:i]))
+            if target is not None:
+                self._reach_module(target)
+
+    # -- deciding conditions ------------------------------------------------------------------------
+    def _module_env(self, path: str, tree: cst.Module) -> dict[str, Any]:
+        """Module globals assigned exactly once from a literal, then the command's configurator overrides."""
+        counts: dict[str, int] = {}
+        values: dict[str, Any] = {}
+        configurator = False
+        for statement in tree.body:
+            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+                if isinstance(small, cst.Assign):
+                    for target in small.targets:
+                        for name in _names(target.target):
+                            counts[name] = counts.get(name, 0) + 1
+                            values[name] = _literal(small.value) if isinstance(target.target, cst.Name) else _UNKNOWN
+                elif isinstance(small, cst.AnnAssign | cst.AugAssign):
+                    for name in _names(small.target):
+                        counts[name] = counts.get(name, 0) + 2
+                elif isinstance(small, cst.Expr) and "exec(" in _code(small):
+                    configurator = True
+            if isinstance(statement, cst.If | cst.For | cst.While | cst.With | cst.Try):
+                for name in _assigned_anywhere(statement):
+                    counts[name] = counts.get(name, 0) + 2
+        env = {k: v for k, v in values.items() if counts.get(k) == 1}
+        env["TYPE_CHECKING"] = False
+        env["__name__"] = "__main__" if path == self.entry else _UNKNOWN
+        if path == self.entry and configurator:
+            env.update(self._configurator_overrides(set(env)))
+        for knob in self.knobs:
+            env[knob] = _UNKNOWN
+        return env
+
+    def _configurator_overrides(self, names: set[str]) -> dict[str, Any]:
+        """nanoGPT's convention: ``config/x.py`` arguments exec'd in order, then ``--key=value`` overrides."""
+        out: dict[str, Any] = {}
+        for arg in self.argv:
+            if "=" not in arg and arg.endswith(".py") and (self.root / arg).is_file():
+                try:
+                    module = cst.parse_module((self.root / arg).read_text(encoding="utf-8"))
+                except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
+                    return {name: _UNKNOWN for name in names}
+                for statement in module.body:
+                    for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+                        if isinstance(small, cst.Assign):
+                            for target in small.targets:
+                                for name in _names(target.target):
+                                    out[name] = _literal(small.value)
+            elif arg.startswith("--") and "=" in arg:
+                key, _, raw = arg[2:].partition("=")
+                try:
+                    out[key] = ast.literal_eval(raw)
+                except (ValueError, SyntaxError):
+                    out[key] = raw
+        return out
+
+    def evaluate(self, node: cst.BaseExpression, path: str, self_env: dict[str, Any]) -> Any:
+        """True/False when decided, else an undecided marker (anything but a bool)."""
+        value = self._value(node, path, self_env)
+        return value if isinstance(value, bool) else _UNKNOWN
+
+    def _value(self, node: cst.BaseExpression, path: str, self_env: dict[str, Any]) -> Any:
+        env = self.env.get(path, {})
+        if isinstance(node, cst.Name):
+            if node.value in ("True", "False", "None"):
+                return {"True": True, "False": False, "None": None}[node.value]
+            return env.get(node.value, _UNKNOWN)
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+            return self_env.get(node.attr.value, _UNKNOWN)
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            inner = self._value(node.expression, path, self_env)
+            return _UNKNOWN if inner is _UNKNOWN else not inner
+        if isinstance(node, cst.BooleanOperation):
+            left = self._value(node.left, path, self_env)
+            right = self._value(node.right, path, self_env)
+            if isinstance(node.operator, cst.And):
+                if left is False or right is False:
+                    return False
+                return _UNKNOWN if _UNKNOWN in (left, right) else bool(left and right)
+            if left is True or right is True:
+                return True
+            return _UNKNOWN if _UNKNOWN in (left, right) else bool(left or right)
+        if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+            left = self._value(node.left, path, self_env)
+            right = self._value(node.comparisons[0].comparator, path, self_env)
+            if left is _UNKNOWN or right is _UNKNOWN:
+                return _UNKNOWN
+            op = node.comparisons[0].operator
+            try:
+                if isinstance(op, cst.Equal):
+                    return left == right
+                if isinstance(op, cst.NotEqual):
+                    return left != right
+                if isinstance(op, cst.Is):
+                    return left is right
+                if isinstance(op, cst.IsNot):
+                    return left is not right
+                if isinstance(op, cst.In):
+                    return left in right
+                if isinstance(op, cst.NotIn):
+                    return left not in right
+            except TypeError:
+                return _UNKNOWN
+            return _UNKNOWN
+        if isinstance(node, cst.Call):
+            return self._call_value(node, path, self_env)
+        literal = _literal(node)
+        return literal
+
+    def _call_value(self, node: cst.Call, path: str, self_env: dict[str, Any]) -> Any:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value == "hasattr" and len(node.args) == 2:
+            target, attr = _code(node.args[0].value), _literal(node.args[1].value)
+            if isinstance(attr, str) and target.startswith("torch"):
+                return _torch_hasattr(target, attr)
+            return _UNKNOWN
+        if isinstance(func, cst.Attribute) and func.attr.value in ("startswith", "endswith") and len(node.args) == 1:
+            receiver = self._value(func.value, path, self_env)
+            arg = _literal(node.args[0].value)
+            if isinstance(receiver, str) and isinstance(arg, str | tuple):
+                return getattr(receiver, func.attr.value)(arg)
+        return _UNKNOWN
+
+    # -- the answer ---------------------------------------------------------------------------------
+    def _result(self) -> Reach:
+        dead: dict[str, set[int]] = {}
+        why: dict[tuple[str, int], str] = {}
+        for path in self.reached_modules:
+            tree = self.trees[path]
+            positions = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
+            lines = dead.setdefault(path, set())
+
+            def mark(node: cst.CSTNode, reason: str) -> None:
+                pos = positions.get(node)
+                if pos is None:
+                    return
+                for line in range(pos.start.line, pos.end.line + 1):
+                    lines.add(line)
+                    why.setdefault((path, line), reason)
+
+            for node, owner in _defs(tree):
+                if id(node) in self.reached_defs:
+                    continue
+                if owner is not None and id(owner) not in self.reached_defs:
+                    continue  # marked with its class
+                kind = "class" if isinstance(node, cst.ClassDef) else "function"
+                where = f"{owner.name.value}.{node.name.value}" if owner is not None else node.name.value
+                mark(node, f"{kind} `{where}` is never used on the path from the entry point")
+            for branch, reason in self.dead_branches.get(path, []):
+                mark(branch, reason)
+        return Reach(dead={p: frozenset(v) for p, v in dead.items() if v}, why=why)
+
+
+def _defs(tree: cst.Module) -> list[tuple[cst.FunctionDef | cst.ClassDef, cst.ClassDef | None]]:
+    """Top-level defs and classes, and the methods of top-level classes, with their owning class."""
+    out: list[tuple[cst.FunctionDef | cst.ClassDef, cst.ClassDef | None]] = []
+    for statement in tree.body:
+        if isinstance(statement, cst.FunctionDef):
+            out.append((statement, None))
+        elif isinstance(statement, cst.ClassDef):
+            out.append((statement, None))
+            for member in statement.body.body:
+                if isinstance(member, cst.FunctionDef):
+                    out.append((member, statement))
+    return out
+
+
+def _self_attributes(cls: cst.ClassDef | None, walker: _Walker, path: str) -> dict[str, Any]:
+    """``self.x`` assigned exactly once in the class, from an expression the walker can decide."""
+    if cls is None:
+        return {}
+    seen: dict[str, list[cst.BaseExpression | None]] = {}
+
+    class _Assigns(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                    seen.setdefault(t.attr.value, []).append(node.value)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            t = node.target
+            if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                seen.setdefault(t.attr.value, []).append(None)
+
+    cls.visit(_Assigns())
+    out: dict[str, Any] = {}
+    for name, values in seen.items():
+        if len(values) == 1 and values[0] is not None:
+            value = walker._value(values[0], path, {})
+            if isinstance(value, bool | int | float | str) or value is None:
+                out[name] = value
+    return out
+
+
+def _torch_hasattr(dotted: str, attr: str) -> Any:
+    """``hasattr(torch.x.y, attr)`` asked of the installed torch (the bot's own dependency, not user code)."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for part in parts[i:]:
+            if not hasattr(obj, part):
+                return _UNKNOWN
+            obj = getattr(obj, part)
+        return hasattr(obj, attr)
+    return _UNKNOWN
+
+
+def _literal(node: cst.BaseExpression) -> Any:
+    try:
+        return ast.literal_eval(_code(node))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return _UNKNOWN
+
+
+def _names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, cst.Tuple | cst.List):
+        return [n for el in target.elements for n in _names(el.value)]
+    return []
+
+
+def _assigned_anywhere(node: cst.CSTNode) -> set[str]:
+    names: set[str] = set()
+
+    class _Targets(cst.CSTVisitor):
+        def visit_AssignTarget(self, t: cst.AssignTarget) -> None:
+            names.update(_names(t.target))
+
+        def visit_AugAssign(self, t: cst.AugAssign) -> None:
+            names.update(_names(t.target))
+
+        def visit_For(self, t: cst.For) -> None:
+            names.update(_names(t.target))
+
+    node.visit(_Targets())
+    return names
+
+
+def _is_property(fn: cst.FunctionDef) -> bool:
+    return any(_code(d.decorator).split(".")[-1] in ("property", "setter", "cached_property") for d in fn.decorators)
+
+
+def _config_identifiers(root: Path) -> set[str]:
+    """Identifiers in the repo's config files: Hydra's ``_target_: model.GPT`` names a class by string."""
+    found: set[str] = set()
+    for path in root.rglob("*"):
+        if path.suffix in _CONFIG_SUFFIXES and path.is_file() and not any(
+                part in _SKIP_DIRS for part in path.relative_to(root).parts):
+            try:
+                if path.stat().st_size < 1_000_000:
+                    found.update(_IDENT.findall(path.read_text(encoding="utf-8", errors="replace")))
+            except OSError:
+                continue
+    return found
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def command_argv(command: Iterable[str], args: Iterable[str] = ()) -> list[str]:
+    """The workload's argv as one list (a single-string command is split as a shell would)."""
+    parts = list(command)
+    if len(parts) == 1 and " " in parts[0]:
+        parts = shlex.split(parts[0])
+    return [*parts, *args]

@@ -28,7 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from bot.workspace import commit_worktree, create_trial_worktree, remove_trial_worktree  # noqa: E402
-from bot.workspace.testing import commit_all  # noqa: E402
+from tests.support.repos import commit_all  # noqa: E402
 
 import pygit2  # noqa: E402
 

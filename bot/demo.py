@@ -21,9 +21,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import pygit2
-
-from bot.workspace.commits import BOT_IDENTITY
+from bot.workspace.commits import commit_all
+from bot.workspace.refs import init_repository
+from bot.workspace.remotes import add_remote, push
+from infrarsi.rundir import RunDir
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tinygpt"
 RUN_ID = "demo"
@@ -38,25 +39,15 @@ CONFIGS = {
 DROPPED_KNOBS = ("compile", "threads")
 
 
-def commit_all(repo: Path, message: str) -> str:
-    """Commit every file of the demo repo (the demo plays the user here, so the bot identity signs)."""
-    git = pygit2.Repository(str(repo))
-    git.index.add_all()
-    git.index.write()
-    sig = pygit2.Signature(BOT_IDENTITY.name, BOT_IDENTITY.email)
-    parents = [] if git.head_is_unborn else [git.head.target]
-    return str(git.create_commit("HEAD", sig, sig, message, git.index.write_tree(), parents))
-
-
 def prepare_repo(workdir: Path) -> tuple[Path, Path]:
     """``workdir/tinygpt`` as its own git repository on ``main``, with ``workdir/remote.git`` as origin."""
     repo = workdir / "tinygpt"
     shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.*"))
-    pygit2.init_repository(str(repo), initial_head="main")
-    commit_all(repo, "tinygpt fixture")
+    init_repository(repo, initial_head="main")
+    commit_all(repo, "tinygpt fixture")  # the demo plays the user here, so the bot identity signs
     remote = workdir / "remote.git"
-    pygit2.init_repository(str(remote), bare=True, initial_head="main")
-    pygit2.Repository(str(repo)).remotes.create("origin", str(remote))
+    init_repository(remote, bare=True, initial_head="main")
+    add_remote(repo, "origin", str(remote))
     return repo, remote
 
 
@@ -127,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cli("lock", str(repo)) != 0:
         return 1
     commit_all(repo, "infrarsi: contract and lock")
-    pygit2.Repository(str(repo)).remotes["origin"].push(["refs/heads/main:refs/heads/main"])
+    push(repo, "origin", ["refs/heads/main:refs/heads/main"])
 
     stage(2, "doctor: the baseline's noise, phases, memory and MFU")
     if cli("doctor", str(repo), "--repeats", str(args.repeats), "--run-id", RUN_ID) != 0:
@@ -139,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stage(4, "report")
     if cli("report", str(repo), "--run", RUN_ID) != 0:
         return 1
-    report_json = repo / ".infrarsi" / "runs" / RUN_ID / "report.json"
+    report_json = RunDir(repo, RUN_ID).report_json
     report = json.loads(report_json.read_text(encoding="utf-8"))
     if not report["promoted"]:
         print(f"\nno candidate was verified faster than the baseline on this machine (a busy machine hides "

@@ -33,6 +33,7 @@ __all__ = [
     "test_push_refuses_a_non_fast_forward_unless_forced",
     "test_find_pr_of_an_unknown_branch_is_none",
     "test_get_pr_by_number",
+    "test_record_path_is_none_or_a_file_naming_the_pull_request",
     "test_ensure_pr_opens_once_then_updates_then_leaves_alone",
     "test_ensure_pr_needs_a_pushed_head",
     "test_a_closed_pr_stays_closed_unless_reopen",
@@ -123,6 +124,16 @@ def test_push_refuses_a_non_fast_forward_unless_forced(forge_harness: ForgeHarne
     assert h.remote_branch("infrarsi/promote/r1") == first
     assert h.forge.push(h.repo, "infrarsi/promote/r1", force=True) == other
     assert h.remote_branch("infrarsi/promote/r1") == other
+
+
+def test_record_path_is_none_or_a_file_naming_the_pull_request(forge_harness: ForgeHarness) -> None:
+    """The optional capability is declared on every forge: a local file with the record, or None (hosted)."""
+    h = forge_harness
+    _pushed(h, "infrarsi/promote/r1")
+    pr, _ = h.forge.ensure_pr(_draft("infrarsi/promote/r1"))
+    path = h.forge.record_path(pr.number)
+    if path is not None:
+        assert path.is_file() and "infrarsi/promote/r1" in path.read_text(encoding="utf-8")
 
 
 def test_find_pr_of_an_unknown_branch_is_none(forge_harness: ForgeHarness) -> None:

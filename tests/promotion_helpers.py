@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pygit2
 
-from bot.workspace.testing import commit_all
+from tests.support.repos import commit_all
 from infrarsi.contract import load_contract
 from infrarsi.doctor import DoctorReport
 from infrarsi.journal import Journal

@@ -10,9 +10,9 @@ import pygit2
 import pytest
 
 from bot.cli.bank import add_bank_parser
-from bot.workspace.testing import init_repo
+from tests.support.repos import init_repo
 from infrarsi.bank import SqliteBank, default_bank_path
-from infrarsi.bank.testing import make_finding
+from tests.support.findings import make_finding
 
 
 def run(*argv: str) -> int:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from infrarsi.bank import SqliteBank
-from infrarsi.bank.testing import write_findings
+from tests.support.findings import write_findings
 
 WRITERS = 4
 PER_WRITER = 50

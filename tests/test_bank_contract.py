@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from infrarsi.bank import Bank, FindingOutcome, SqliteBank
-from infrarsi.bank.testing import A100, CPU, H100, dense, make_finding, moe
+from tests.support.findings import A100, CPU, H100, dense, make_finding, moe
 
 BankFactory = Callable[[Path], Bank]
 
@@ -38,8 +38,13 @@ def bank(factory: BankFactory, tmp_path: Path) -> Iterator[Bank]:
     b.close()
 
 
-def test_is_a_bank(bank: Bank) -> None:
-    assert isinstance(bank, Bank)
+def test_an_empty_bank_answers_every_verb(bank: Bank, tmp_path: Path) -> None:
+    """Every verb of the Protocol works before anything was stored (a new cluster's first run)."""
+    assert bank.ids() == frozenset() and bank.findings() == []
+    assert bank.similar(H100, dense()) == []
+    out = tmp_path / "empty.jsonl"
+    assert bank.export_jsonl(out) == 0 and out.read_text() == ""
+    assert bank.import_jsonl(out) == 0 and bank.add_many([]) == 0
 
 
 def test_add_then_find(bank: Bank) -> None:

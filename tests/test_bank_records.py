@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 from infrarsi.bank import FINDING_SCHEMA_VERSION, WORKLOAD_KEYS, Effect, Finding, FindingOutcome
-from infrarsi.bank.testing import H100, dense, make_finding
+from tests.support.findings import H100, dense, make_finding
 from infrarsi.trial import Candidate
 
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from infrarsi.bank import as_pairs, hardware_similarity, same_hardware, transfer, workload_similarity
 from infrarsi.bank.records import workload_fingerprint
-from infrarsi.bank.testing import A100, CPU, H100, dense, make_finding, moe
+from tests.support.findings import A100, CPU, H100, dense, make_finding, moe
 
 
 def test_identical_is_one() -> None:

@@ -10,10 +10,12 @@ import pygit2
 import pytest
 
 import bot.bank.sync as bank_sync
-from bot.bank.sync import DEFAULT_BRANCH, BankSyncError, SyncCallbacks, finding_path, sync
-from bot.workspace.testing import init_repo
+from bot.bank.sync import DEFAULT_BRANCH, BankSyncError, finding_path, sync
+from bot.workspace.errors import RemoteError
+from bot.workspace.remotes import Credentials
+from tests.support.repos import init_repo
 from infrarsi.bank import Finding, SqliteBank
-from infrarsi.bank.testing import make_finding
+from tests.support.findings import make_finding
 
 _SIG = pygit2.Signature("Tester", "t@example.com", 1_700_000_000, 0)
 
@@ -124,11 +126,11 @@ def test_remote_moving_during_push_is_retried(setup: Setup, monkeypatch: pytest.
         real_push = bank_sync._push
         raced: list[str] = []
 
-        def push_after_b(remote, branch, callbacks):  # type: ignore[no-untyped-def]
+        def push_after_b(repo, remote, branch, callbacks):  # type: ignore[no-untyped-def]
             if not raced:  # B gets in between A's fetch and A's push, once
                 raced.append("B is syncing")
                 raced[0] = sync(bank_b, setup.b).commit or ""
-            return real_push(remote, branch, callbacks)
+            return real_push(repo, remote, branch, callbacks)
 
         monkeypatch.setattr(bank_sync, "_push", push_after_b)
         report = sync(bank_a, setup.a)
@@ -197,13 +199,13 @@ def test_credentials_are_bounded() -> None:
         calls.append(url)
         return pygit2.UserPass("bot", "wrong-token")
 
-    cb = SyncCallbacks(creds, max_credential_attempts=2)
+    cb = Credentials(creds, max_attempts=2)
     for _ in range(2):
         assert isinstance(cb.credentials("https://example.invalid/r.git", None,
                                          pygit2.enums.CredentialType.USERPASS_PLAINTEXT), pygit2.UserPass)
-    with pytest.raises(BankSyncError, match="failed 2 times"):
+    with pytest.raises(RemoteError, match="failed 2 times"):
         cb.credentials("https://example.invalid/r.git", None, pygit2.enums.CredentialType.USERPASS_PLAINTEXT)
     assert len(calls) == 2
-    with pytest.raises(BankSyncError, match="asks for credentials"):
-        SyncCallbacks().credentials("https://example.invalid/r.git", None,
+    with pytest.raises(RemoteError, match="asks for credentials"):
+        Credentials().credentials("https://example.invalid/r.git", None,
                                     pygit2.enums.CredentialType.USERPASS_PLAINTEXT)

@@ -32,7 +32,7 @@ def make_repo(dest: Path, *, git: bool = True) -> Path:
     """A copy of the ddp fixture whose contract runs the tiny config (4 rows per rank), locked and committed."""
     import pygit2
 
-    from bot.workspace.testing import commit_all
+    from tests.support.repos import commit_all
 
     repo = dest / "ddp"
     shutil.copytree(DDP, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.lock"))

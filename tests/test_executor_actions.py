@@ -31,7 +31,7 @@ from bot.executors.actions import (
 )
 from bot.forges.github import GitHubForge
 from bot.workspace.commits import is_dirty
-from bot.workspace.testing import commit_all, init_repo
+from tests.support.repos import commit_all, init_repo
 from bot.forges.github_api import GitHubTarget, RateLimitPolicy
 from infrarsi.seams.executor import Execution, Executor, TrialSpec
 from infrarsi.measure import classify, summarize

@@ -16,7 +16,7 @@ import pytest
 
 from bot.forges import open_forge
 from bot.forges.github import GitHubForge, forge_for_repo, target_from_remote_url
-from bot.workspace.testing import init_repo
+from tests.support.repos import init_repo
 from bot.forges.github_api import GitHubTarget, RateLimitPolicy
 from infrarsi.seams.forge import Forge, ForgeError, PullRequestDraft, ReviewState, StatusState
 from tests.fake_github import TOKEN, FakeGitHub

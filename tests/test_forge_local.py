@@ -11,7 +11,7 @@ import pytest
 
 from bot.forges import open_forge
 from bot.forges.local import LocalForge, local_remote_path
-from bot.workspace.testing import init_repo
+from tests.support.repos import init_repo
 from infrarsi.seams.forge import ForgeError, ReviewState, StatusState
 from tests.forge_contract import *  # noqa: F401,F403  (the contract suite's tests)
 from tests.forge_contract import commit_on

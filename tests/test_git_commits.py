@@ -21,7 +21,7 @@ from bot.workspace import (
     trial_worktree,
 )
 from bot.workspace.commits import format_message
-from bot.workspace.testing import MODEL_V1, make_model_repo
+from tests.support.repos import MODEL_V1, make_model_repo
 
 TRAILERS = {
     "InfraRSI-Run": "run-7",

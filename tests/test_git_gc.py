@@ -20,7 +20,7 @@ from bot.workspace import (
     remove_trial_worktree,
     trial_worktree,
 )
-from bot.workspace.testing import make_model_repo
+from tests.support.repos import make_model_repo
 
 
 def git(repo: Path, *args: str) -> str:

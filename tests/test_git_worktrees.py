@@ -24,7 +24,7 @@ from bot.workspace import (
     trial_branch,
     trial_worktree,
 )
-from bot.workspace.testing import MODEL_V1, MODEL_V2, make_model_repo
+from tests.support.repos import MODEL_V1, MODEL_V2, make_model_repo
 
 
 def git(repo: Path, *args: str) -> str:

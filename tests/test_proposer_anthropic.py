@@ -17,7 +17,7 @@ import pytest
 from bot.proposers.answers import PATCH_TOOL
 from bot.proposers.llm import LLMConfig
 from bot.proposers.prompts import SYSTEM
-from bot.proposers.replay import ReplayServer, replayed_proposer
+from tests.support.anthropic_replay import ReplayServer, replayed_proposer
 from bot.proposers.session import ProposerSession, editable_sources
 from infrarsi.contract import load_contract
 from infrarsi.journal import Journal

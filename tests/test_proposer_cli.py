@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.proposers.llm import DEFAULT_MODEL
-from bot.proposers.replay import ReplayServer, load_recording
+from tests.support.anthropic_replay import ReplayServer, load_recording
 from tests.conftest import TINY_ARGS, copy_fixture, infrarsi
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from bot.proposers import BuiltinProposer
-from bot.proposers.replay import replayed_proposer
+from tests.support.anthropic_replay import replayed_proposer
 from bot.proposers.session import editable_sources
 from bot.stages.init.scan import scan_repo
 from infrarsi.contract import load_contract
 from infrarsi.contract.load import CONTRACT_FILE, parse_contract
 from infrarsi.patches import PatchSpec
-from infrarsi.seams.proposer import ContractProposal, PatchProposal, PriorTable, Proposer, TrialSummary
+from infrarsi.seams.proposer import ContractProposal, PatchProposal, PriorTable, Proposer, TrialSummary, Usage
 from infrarsi.search.space import SearchSpace
 from tests.conftest import TINY_ARGS, copy_fixture
 
@@ -50,8 +50,18 @@ def proposer(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[P
         yield pair
 
 
-def test_it_is_a_proposer(proposer) -> None:
-    assert isinstance(proposer[0], Proposer)
+def test_charge_counts_against_the_budget_or_is_ignored(proposer) -> None:
+    """A resumed run charges what it spent before; a proposer with a model counts it, one without ignores it."""
+    p, _ = proposer
+    before = p.usage()
+    assert isinstance(before, Usage)
+    p.charge(1_000, 200, 0.01)
+    after = p.usage()
+    if p.model is None:
+        assert after == before
+    else:
+        assert (after.input_tokens, after.output_tokens) == (before.input_tokens + 1_000, before.output_tokens + 200)
+        assert after.cost_usd == pytest.approx(before.cost_usd + 0.01)
 
 
 def test_the_three_jobs_answer_with_valid_records(proposer, tiny_repo: Path) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from bot.workspace.testing import commit_all
-from bot.proposers.replay import ReplayServer, load_recording
+from tests.support.repos import commit_all
+from tests.support.anthropic_replay import ReplayServer, load_recording
 from infrarsi.journal import Journal
 from tests.conftest import infrarsi
 

@@ -17,10 +17,10 @@ import pytest
 from bot.stages.run.candidate import run_candidate
 from bot.executors.local import LocalExecutor
 from bot.workspace.commits import repo_head_commit
-from bot.workspace.testing import commit_all
-from bot.proposers.replay import replayed_proposer
+from tests.support.repos import commit_all
+from tests.support.anthropic_replay import replayed_proposer
 from bot.proposers.session import editable_sources
-from bot.stages.run.trial import journal_path
+from infrarsi.rundir import journal_path
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
 from infrarsi.seams.executor import Execution, TrialSpec

@@ -46,7 +46,7 @@ def make_repo(dest: Path, *, args: str = TINY_ARGS, tokens: int = TINY_TOKENS, k
     result = infrarsi("lock", str(repo))
     assert result.returncode == 0, result.stderr
     if git:
-        from bot.workspace.testing import commit_all
+        from tests.support.repos import commit_all
 
         pygit2.init_repository(str(repo), initial_head="main")
         commit_all(repo, "tinymoe with its contract")

@@ -19,7 +19,7 @@ from bot.stages.apply.open_pr import add_apply_parser
 from bot.stages.apply.merge import add_approve_parser, add_promote_parser
 from bot.stages.report.build import add_report_parser
 from bot.stages.run.candidate import is_git_repo, run_candidate, trial_context
-from bot.stages.doctor.baseline import latest_run, load_doctor, new_run_id, run_dir, run_doctor
+from bot.stages.doctor.baseline import load_doctor, new_run_id, run_doctor
 from bot.stages.run.search import RunOptions, run_search
 from bot.stages.run.verify import verify_candidate
 from bot.proposers import ProposerSetupError, add_proposer_arguments, draft_with, proposer_from_args
@@ -31,11 +31,12 @@ from bot.workspace.gc import collect_garbage
 from bot.executors.local import LocalExecutor
 from bot.stages.init.scan import scan_repo
 from bot.stages.init.toml_writer import render_contract
-from bot.stages.run.trial import CandidateError, TrialRequest, journal_path, make_candidate, metrics_summary, run_trial, state_dir
+from bot.stages.run.trial import CandidateError, TrialRequest, make_candidate, metrics_summary, run_trial
 from infrarsi.contract import ContractError, load_contract
 from infrarsi.contract.load import CONTRACT_FILE, find_contract, parse_memory
 from infrarsi.contract.lock import LOCK_FILE, read_lock, verify_lock, write_lock
 from infrarsi.journal import Journal
+from infrarsi.rundir import RunDir, ensure_state_dir, journal_path, latest_run, write_json
 from infrarsi.bank import open_bank
 from infrarsi.doctor import DoctorError
 from infrarsi.patches import PatchSpec
@@ -87,7 +88,7 @@ def cmd_init(args: argparse.Namespace) -> int:
               f"{len(draft.data['scope']['locked'])} locked paths; {len(draft.notes)} guessed or defaulted fields "
               "are marked with comments — review them")
     contract = load_contract(root)
-    state_dir(root)
+    ensure_state_dir(root)
     lock_path = write_lock(contract)
     print(f"wrote {lock_path.name}: {len(read_lock(root).files)} locked files and the contract hashed")
     return 0
@@ -299,8 +300,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"verifying {candidate.describe()} against the baseline: {pairs} interleaved pairs", file=sys.stderr)
         verdict = verify_candidate(ctx, run_id=run_id, candidate=candidate, doctor=doctor, pairs=pairs,
                                    progress=_say(args))
-    out = run_dir(root, run_id) / f"verify-{candidate.digest()}.json"
-    out.write_text(json.dumps(verdict.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    out = write_json(RunDir(root, run_id).verify_json(candidate.digest()), verdict.to_dict())
     if args.json:
         print(json.dumps(verdict.to_dict(), sort_keys=True))
     else:

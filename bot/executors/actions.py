@@ -32,8 +32,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bot.workspace._repo import open_repository
-from bot.workspace.commits import is_dirty
+from bot.workspace.commits import is_dirty, repo_head_commit
+from bot.workspace.refs import head_branch, repository_dir
 from bot.workspace.naming import parse_trial_branch
 from bot.forges.github_api import GitHubAPIError, GitHubClient
 from infrarsi.contract.model import PYTHON_PLACEHOLDER
@@ -94,10 +94,10 @@ def spec_from_input(text: str, *, checkout: Path, log_dir: Path | None = None) -
 
 def trial_ref(cwd: str) -> tuple[Path, str]:
     """The repository root and the branch checked out at ``cwd`` (the trial's worktree)."""
-    git = open_repository(cwd)
-    if git.head_is_detached or git.head_is_unborn:
+    branch = head_branch(cwd)
+    if branch is None:
         raise ValueError(f"{cwd}: the Actions executor runs a branch; HEAD is detached or unborn")
-    return Path(git.workdir), git.head.shorthand
+    return repository_dir(cwd), branch
 
 
 # -- the queue --------------------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ class ActionsExecutor:
                 with self._push_lock:  # one push at a time: two trials of one branch must not race on its ref
                     self.push(root, branch)
             return
-        local = str(open_repository(root).head.target)
+        local = repo_head_commit(root)
         try:
             remote = self.client.json("GET", f"/git/ref/heads/{branch}")["object"]["sha"]
         except GitHubAPIError:

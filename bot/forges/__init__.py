@@ -8,7 +8,6 @@ HTTP client.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,11 +25,9 @@ def _local(repo: Path, remote: str) -> Forge:
 
 
 def _github(repo: Path, remote: str) -> Forge:
-    module = importlib.import_module("bot.forges.github")
-    factory = getattr(module, "forge_for_repo", None)
-    if factory is None:
-        raise ForgeError("bot.forges.github has no forge_for_repo(repo, remote) factory yet")
-    return factory(repo, remote)
+    from bot.forges.github import forge_for_repo
+
+    return forge_for_repo(repo, remote)
 
 
 FORGES: dict[str, ForgeFactory] = {"local": _local, "github": _github}

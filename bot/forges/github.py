@@ -1,4 +1,4 @@
-"""The GitHub forge: pull requests through github3.py, pushes through pygit2 with the token.
+"""The GitHub forge: pull requests through github3.py, pushes through :mod:`bot.workspace.remotes` with the token.
 
 Works against github.com and GitHub Enterprise Server (``base_url``). Every verb
 is idempotent (see :mod:`infrarsi.seams.forge`): ``ensure_pr`` looks the head branch
@@ -17,9 +17,10 @@ from typing import Any
 
 import github3
 import github3.exceptions
-import pygit2
 
-from bot.workspace._repo import open_repository
+from bot.workspace.errors import RemoteError
+from bot.workspace.refs import branch_tip, remote_url
+from bot.workspace.remotes import Credentials, push, strip_auth as _strip_auth, token_credentials
 from bot.forges.github_api import (
     BASE_URL_ENV,
     TOKEN_ENV,
@@ -31,41 +32,9 @@ from bot.forges.github_api import (
 )
 from infrarsi.seams.forge import EnsureAction, ForgeError, PullRequest, PullRequestDraft, Review, StatusState
 
-__all__ = ["GitHubForge", "PushCallbacks", "forge_for_repo", "target_from_remote_url"]
+__all__ = ["GitHubForge", "forge_for_repo", "target_from_remote_url"]
 
 MAX_AUTH_ATTEMPTS = 2  # libgit2 asks again after a 401; a bad token must fail, not loop
-
-
-class PushCallbacks(pygit2.RemoteCallbacks):
-    """Token credentials with a bound on retries, and the server's verdict on each ref."""
-
-    def __init__(self, token: str, *, username: str = "x-access-token",
-                 max_attempts: int = MAX_AUTH_ATTEMPTS) -> None:
-        super().__init__()
-        self.token, self.username, self.max_attempts = token, username, max_attempts
-        self.attempts = 0
-        self.rejected: dict[str, str] = {}
-        self.accepted: list[str] = []
-
-    def credentials(self, url: str, username_from_url: str | None, allowed_types: Any) -> Any:
-        self.attempts += 1
-        if self.attempts > self.max_attempts:
-            raise ForgeError(f"authentication to {_strip_auth(url)} failed {self.max_attempts} times: the token "
-                             "is wrong or lacks contents:write on the repository")
-        if not allowed_types & pygit2.enums.CredentialType.USERPASS_PLAINTEXT:
-            raise ForgeError(f"{_strip_auth(url)} does not accept token (user/password) authentication")
-        return pygit2.UserPass(self.username, self.token)
-
-    def push_update_reference(self, refname: str, message: str | None) -> None:
-        if message is None:
-            self.accepted.append(refname)
-        else:
-            self.rejected[refname] = message
-
-
-def _strip_auth(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    return scheme + sep + rest.split("@", 1)[-1] if sep else url
 
 
 class GitHubForge:
@@ -130,26 +99,26 @@ class GitHubForge:
         return self._raw("GET", f"/pulls/{number}")
 
     # -- Forge verbs ---------------------------------------------------------------------------------------
+    def record_path(self, number: int) -> None:
+        """None: the pull request lives on GitHub (its ``url``)."""
+        return None
+
     def push(self, repo: Path, branch: str, *, force: bool = False) -> str:
-        git = open_repository(repo)
-        ref = git.references.get(f"refs/heads/{branch}")
-        if ref is None:
+        sha = branch_tip(repo, branch)
+        if sha is None:
             raise ForgeError(f"{repo}: no local branch {branch!r} to push")
-        sha = str(ref.resolve().target)
         url = self._push_url or self.repo.clone_url
-        remote = git.remotes.create_anonymous(url)
-        callbacks = PushCallbacks(self.client.token)
+        callbacks = Credentials(token_credentials(self.client.token), max_attempts=MAX_AUTH_ATTEMPTS,
+                                hint="the token is wrong or lacks contents:write on the repository")
         refname = f"refs/heads/{branch}"
         try:
-            remote.push([f"{'+' if force else ''}{refname}:{refname}"], callbacks=callbacks)
-        except ForgeError:
-            raise
-        except (pygit2.GitError, OSError) as e:
+            rejected = push(repo, url, [f"{'+' if force else ''}{refname}:{refname}"], callbacks=callbacks)
+        except RemoteError as e:
             if callbacks.attempts > callbacks.max_attempts:
-                raise ForgeError(f"push of {branch} to {_strip_auth(url)}: authentication failed") from e
+                raise ForgeError(f"push of {branch} to {_strip_auth(url)}: authentication failed ({e})") from e
             raise ForgeError(f"push of {refname} to {_strip_auth(url)} failed: {e}") from e
-        if refname in callbacks.rejected:
-            raise ForgeError(f"{_strip_auth(url)} rejected {refname}: {callbacks.rejected[refname]}")
+        if refname in rejected:
+            raise ForgeError(f"{_strip_auth(url)} rejected {refname}: {rejected[refname]}")
         return sha
 
     def find_pr(self, head: str) -> PullRequest | None:
@@ -297,11 +266,7 @@ def forge_for_repo(repo: Path, remote: str = "origin", *, environ: dict[str, str
     if not token:
         raise ForgeError(f"the GitHub forge needs a token in one of {', '.join(TOKEN_ENV)}")
     base_url = env.get(BASE_URL_ENV) or None
-    git = open_repository(repo)
-    try:
-        url = git.remotes[remote].url
-    except (KeyError, IndexError):
-        url = None
+    url = remote_url(repo, remote)
     if env.get(REPOSITORY_ENV):
         target = GitHubTarget.parse(env[REPOSITORY_ENV], base_url)
         push_url = target_from_remote_url(url, base_url=base_url)[1] if url else None

@@ -145,20 +145,6 @@ class GitHubClient:
         response = self.call(method, path, **kwargs)
         return response.json() if response.content else None
 
-    def paginate(self, path: str, *, key: str | None = None, params: dict[str, Any] | None = None,
-                 limit: int = 1000) -> list[Any]:
-        """Every item of a listing, following ``Link: rel=next`` (``key`` for wrapped listings)."""
-        items: list[Any] = []
-        url: str | None = self.url(path)
-        query = {"per_page": 100, **(params or {})}
-        while url and len(items) < limit:
-            response = self.call("GET", url, params=query)
-            page = response.json()
-            items.extend(page[key] if key else page)
-            url = response.links.get("next", {}).get("url")
-            query = {}  # the next link carries the query
-        return items
-
     def download(self, url: str) -> bytes:
         """A binary download (artifact zip): GitHub redirects to storage that must not get our token."""
         response = self.session.request("GET", self.url(url), allow_redirects=False)

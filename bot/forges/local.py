@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-import pygit2
-
-from bot.workspace._repo import open_repository
+from bot.workspace.commits import BotIdentity
+from bot.workspace.errors import GitLayerError, MergeConflictError, RemoteError, RevisionNotFoundError
+from bot.workspace.refs import branch_tip, is_bare, is_descendant, remote_url, repository_dir
+from bot.workspace.remotes import push
+from bot.workspace.trees import merge_into_branch
 from infrarsi.seams.forge import (
     EnsureAction,
     ForgeError,
@@ -37,21 +39,19 @@ from infrarsi.seams.forge import (
 __all__ = ["LocalForge", "local_remote_path"]
 
 RECORDS_DIR = "infrarsi-forge"
-MERGER = pygit2.Signature("infrarsi-local-forge", "forge@infrarsi.local")
+MERGER = BotIdentity(name="infrarsi-local-forge", email="forge@infrarsi.local")
 
 
 def local_remote_path(repo: Path, remote: str = "origin") -> Path:
     """The bare repository a local ``remote`` of ``repo`` points to; ForgeError if it is not a local path."""
-    git = open_repository(repo)
-    try:
-        url = git.remotes[remote].url
-    except (KeyError, IndexError):
+    url = remote_url(repo, remote)
+    if url is None:
         raise ForgeError(f"{repo}: no git remote {remote!r}; the local forge needs one that is a bare repository "
                          f"on disk (git remote add {remote} /path/to/remote.git)") from None
     parsed = urlparse(url)
     if parsed.scheme in ("", "file"):
         path = Path(unquote(parsed.path) if parsed.scheme == "file" else url)
-        path = path if path.is_absolute() else (Path(git.workdir or git.path) / path)
+        path = path if path.is_absolute() else (repository_dir(repo) / path)
         if path.is_dir():
             return path.resolve()
     raise ForgeError(f"{repo}: remote {remote!r} is {url!r}, not a repository on disk; use --forge github "
@@ -66,10 +66,10 @@ class LocalForge:
     def __init__(self, remote: Path) -> None:
         self.remote = Path(remote).resolve()
         try:
-            bare = pygit2.Repository(str(self.remote))
-        except pygit2.GitError as exc:
+            bare = is_bare(self.remote)
+        except GitLayerError as exc:
             raise ForgeError(f"{self.remote}: not a git repository ({exc})") from exc
-        if not bare.is_bare:
+        if not bare:
             raise ForgeError(f"{self.remote}: the local forge's remote must be a bare repository")
         self.records = self.remote / RECORDS_DIR
         (self.records / "pulls").mkdir(parents=True, exist_ok=True)
@@ -109,12 +109,8 @@ class LocalForge:
     def _all(self) -> list[dict[str, Any]]:
         return [json.loads(p.read_text(encoding="utf-8")) for p in (self.records / "pulls").glob("*.json")]
 
-    def _bare(self) -> pygit2.Repository:
-        return pygit2.Repository(str(self.remote))
-
     def _branch_sha(self, branch: str) -> str | None:
-        ref = self._bare().references.get(f"refs/heads/{branch}")
-        return str(ref.target) if ref is not None else None
+        return branch_tip(self.remote, branch)
 
     def _pr(self, record: dict[str, Any]) -> PullRequest:
         head_sha = record["head_sha"]
@@ -129,23 +125,20 @@ class LocalForge:
     # -- the Forge verbs ---------------------------------------------------------------------------
 
     def push(self, repo: Path, branch: str, *, force: bool = False) -> str:
-        local = open_repository(repo)
-        ref = local.references.get(f"refs/heads/{branch}")
-        if ref is None:
+        sha = branch_tip(repo, branch)
+        if sha is None:
             raise ForgeError(f"refs/heads/{branch}: no such branch in {repo}")
-        sha = str(ref.target)
         current = self._branch_sha(branch)
         if current == sha:
             return sha
         if current is not None and not force:
-            known = local.get(current) is not None
-            if not known or not local.descendant_of(sha, current):
+            if not is_descendant(repo, sha, current):
                 raise ForgeError(f"refs/heads/{branch}: rejected by {self.remote} (non-fast-forward: the remote "
                                  f"branch is at {current[:10]}, which {sha[:10]} does not contain)")
         spec = f"{'+' if force else ''}refs/heads/{branch}:refs/heads/{branch}"
         try:
-            local.remotes.create_anonymous(str(self.remote)).push([spec])
-        except pygit2.GitError as exc:
+            push(repo, str(self.remote), [spec])
+        except RemoteError as exc:
             raise ForgeError(f"refs/heads/{branch}: push to {self.remote} failed: {exc}") from exc
         if self._branch_sha(branch) != sha:
             raise ForgeError(f"refs/heads/{branch}: {self.remote} did not take the push")
@@ -227,22 +220,17 @@ class LocalForge:
             if pr.head_sha != expected_head_sha:
                 raise ForgeError(f"pull request #{number}: head is {pr.head_sha[:10]}, not the expected "
                                  f"{expected_head_sha[:10]}; someone pushed since it was checked")
-            bare = self._bare()
-            base_ref = bare.references.get(f"refs/heads/{pr.base}")
-            if base_ref is None:
+            if self._branch_sha(pr.base) is None:
                 raise ForgeError(f"pull request #{number}: base branch {pr.base!r} is gone from {self.remote}")
-            base = bare.get(base_ref.target)
-            head = bare.get(pr.head_sha)
-            index = bare.merge_commits(base, head)
-            if index.conflicts is not None:
-                paths = sorted({next(e for e in entries if e is not None).path for entries in index.conflicts})
-                raise ForgeError(f"pull request #{number} conflicts with {pr.base} in {', '.join(paths)}")
-            tree = index.write_tree(bare)
-            sha = bare.create_commit(None, MERGER, MERGER, message, tree, [base.id, head.id])
-            base_ref.set_target(sha, f"merge pull request #{number}")
-            record.update(state="merged", merge_commit=str(sha), head_sha=pr.head_sha, merged_at=time.time())
+            try:
+                sha = merge_into_branch(self.remote, pr.base, pr.head_sha, message=message, identity=MERGER)
+            except MergeConflictError as exc:
+                raise ForgeError(f"pull request #{number} conflicts with {pr.base} in {', '.join(exc.paths)}") from exc
+            except RevisionNotFoundError as exc:
+                raise ForgeError(f"pull request #{number}: {exc}") from exc
+            record.update(state="merged", merge_commit=sha, head_sha=pr.head_sha, merged_at=time.time())
             self._save(record)
-            return str(sha)
+            return sha
 
     def set_status(self, sha: str, *, context: str, state: StatusState, description: str) -> None:
         with self._locked():

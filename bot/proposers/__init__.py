@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from bot.proposers.builtin import BuiltinProposer
 from bot.proposers.llm import LLMConfig
+from infrarsi.rundir import llm_cache_dir
 from infrarsi.seams.proposer import Proposer
 
 PROPOSERS = ("builtin", "anthropic")
@@ -71,7 +72,7 @@ def proposer_from_args(args: argparse.Namespace, root: Path) -> Proposer:
         config = replace(config, base_url=args.llm_base_url)
     if args.llm_token_budget is not None:
         config = replace(config, token_budget=args.llm_token_budget or None)
-    cache = Path(args.llm_cache) if args.llm_cache else root / ".infrarsi" / "llm-cache"
+    cache = Path(args.llm_cache) if args.llm_cache else llm_cache_dir(root)
     return make_proposer(args.proposer, config=config, cache_dir=cache)
 
 
@@ -90,7 +91,7 @@ def draft_with(proposer: Proposer, command: str, summary: "RepoSummary", *,
         raise DraftError(f"the {proposer.name} proposer could not draft a contract: {why}")
     if proposer.name == "builtin":
         return ContractDraft(data=dict(proposal.data), notes=dict(proposal.rationale))
-    model = getattr(getattr(proposer, "config", None), "model", proposer.name)
+    model = proposer.model or proposer.name
     return ContractDraft(data=dict(proposal.data),
                          notes={k: f"{model}: {v}" for k, v in proposal.rationale.items()})
 

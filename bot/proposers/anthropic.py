@@ -51,6 +51,10 @@ class AnthropicProposer:
         self.caller = ToolCaller(client=make_client(api_key, config, http_client), config=config,
                                  cache=ResponseCache(cache_dir), sleep=sleep)
 
+    @property
+    def model(self) -> str:
+        return self.config.model
+
     def usage(self) -> Usage:
         return self.caller.usage()
 

@@ -27,6 +27,7 @@ class BuiltinProposer:
     """The offline default; every method is a pure function of its inputs and the repo on disk."""
 
     name = "builtin"
+    model: str | None = None
 
     def __init__(self) -> None:
         self._catalog: dict[tuple[str, str], dict[str, PatchSpec]] = {}  # (root, sources digest) → applicable
@@ -68,3 +69,6 @@ class BuiltinProposer:
 
     def usage(self) -> Usage:
         return Usage()
+
+    def charge(self, input_tokens: int, output_tokens: int, cost_usd: float) -> None:
+        """Nothing to charge: the built-in tables cost no tokens."""

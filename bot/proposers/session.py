@@ -64,10 +64,9 @@ class ProposerSession:
     def load(self) -> list[PatchSpec]:
         """Patches proposed earlier in this run (a resumed run), and the tokens they cost against the budget."""
         calls = [c for c in self.journal.llm_calls(self.run_id) if not c.cached]
-        charge = getattr(self.proposer, "charge", None)
-        if charge is not None and calls:
-            charge(sum(c.input_tokens for c in calls), sum(c.output_tokens for c in calls),
-                   sum(c.cost_usd for c in calls))
+        if calls:
+            self.proposer.charge(sum(c.input_tokens for c in calls), sum(c.output_tokens for c in calls),
+                                 sum(c.cost_usd for c in calls))
         state: dict[str, Any] = {}
         if self.state_path.is_file():
             state = json.loads(self.state_path.read_text(encoding="utf-8"))
@@ -132,7 +131,7 @@ class ProposerSession:
             note = f"token budget spent after {self.rounds} round(s): stopped proposing"
         elif self.rounds >= self.max_rounds:
             note = f"stopped after {self.max_rounds} proposal round(s)"
-        return {"proposer": self.proposer.name, "model": getattr(getattr(self.proposer, "config", None), "model", None),
+        return {"proposer": self.proposer.name, "model": self.proposer.model,
                 "calls": sum(1 for c in calls if not c.cached), "cached_calls": sum(1 for c in calls if c.cached),
                 "input_tokens": tin, "output_tokens": tout, "tokens": tin + tout,
                 "cost_usd": round(sum(c.cost_usd for c in calls), 6), "token_budget": usage.token_budget,

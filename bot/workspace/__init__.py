@@ -1,4 +1,9 @@
-"""InfraRSI's git layer: trial worktrees, trial commits and garbage collection.
+"""InfraRSI's git layer: the :class:`infrarsi.seams.workspace.Workspace` seam over pygit2.
+
+Trial worktrees and commits, refs and history (:mod:`bot.workspace.refs`),
+trees built without a worktree (:mod:`bot.workspace.trees`), fetch and push
+(:mod:`bot.workspace.remotes`) and garbage collection; :class:`GitWorkspace`
+binds them to one repository. No other module of the bot imports pygit2.
 
 Everything goes through pygit2 (no ``git`` subprocess), and no function keeps a
 ``pygit2.Repository`` across calls, so the API is safe to use from many
@@ -34,6 +39,7 @@ from bot.workspace.gc import (
     find_trial_worktrees,
 )
 from bot.workspace.naming import parse_trial_branch, trial_branch
+from bot.workspace.repository import GitWorkspace
 from bot.workspace.worktrees import (
     Worktree,
     create_trial_worktree,
@@ -48,6 +54,7 @@ __all__ = [
     "CommitError",
     "GcReport",
     "GitLayerError",
+    "GitWorkspace",
     "InvalidRunIdError",
     "KeptItem",
     "NotARepositoryError",

@@ -24,6 +24,7 @@ __all__ = [
     "BotIdentity",
     "BOT_IDENTITY",
     "ChangedPath",
+    "commit_all",
     "commit_worktree",
     "format_message",
     "read_trailers",
@@ -125,6 +126,17 @@ def commit_worktree(
     except (pygit2.GitError, OSError) as exc:
         raise CommitError(f"could not commit the trial in {worktree_path}: {exc}") from exc
     return str(commit_id)
+
+
+def commit_all(repo_path: Path | str, message: str, *, author: BotIdentity = BOT_IDENTITY) -> str:
+    """Stage every file of the working tree and commit it on HEAD (the first commit too); the commit id."""
+    repo = open_repository(repo_path)
+    index = repo.index
+    index.add_all()
+    index.write()
+    signature = author.signature()
+    parents = [] if repo.head_is_unborn else [repo.head.target]
+    return str(repo.create_commit("HEAD", signature, signature, message, index.write_tree(), parents))
 
 
 def read_trailers(repo_path: Path | str, commit_id: str) -> dict[str, str]:

@@ -82,3 +82,15 @@ class WorktreeError(GitLayerError):
 
 class CommitError(GitLayerError):
     """Staging or committing a trial's changes failed."""
+
+
+class RemoteError(GitLayerError):
+    """Fetching from or pushing to a remote failed; the message holds libgit2's reason."""
+
+
+class MergeConflictError(GitLayerError):
+    """Two changes touch the same lines; ``paths`` are the conflicting files."""
+
+    def __init__(self, paths: list[str], what: str) -> None:
+        self.paths = sorted(set(paths))
+        super().__init__(f"{what} conflicts in {', '.join(self.paths)}")

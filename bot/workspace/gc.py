@@ -32,7 +32,8 @@ from bot.workspace.naming import (
     parse_worktree_name,
 )
 from bot.workspace.owner import Owner, read_owner
-from bot.workspace.worktrees import INFRARSI_DIR, force_rmtree, delete_branch, discard_worktree
+from bot.workspace.worktrees import force_rmtree, delete_branch, discard_worktree
+from infrarsi.rundir import worktrees_dir
 
 __all__ = [
     "TrialWorktreeInfo",
@@ -116,7 +117,7 @@ def find_trial_worktrees(repo_path: Path | str) -> list[TrialWorktreeInfo]:
     directory lives under ``<repo>/.infrarsi/worktrees``, or InfraRSI named it.
     """
     repo = open_main_repository(repo_path)
-    root = main_workdir(repo) / INFRARSI_DIR / "worktrees"
+    root = worktrees_dir(main_workdir(repo))
     found = []
     for name in repo.list_worktrees():
         try:
@@ -280,7 +281,7 @@ def _collect_orphan_dirs(
     the two, or ``git worktree prune`` run by hand on a moved directory). Only a
     directory holding a ``.git`` link file, or an empty one, is deleted.
     """
-    root = main_workdir(repo) / INFRARSI_DIR / "worktrees"
+    root = worktrees_dir(main_workdir(repo))
     if not root.is_dir():
         return []
     removed = []

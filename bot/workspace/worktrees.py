@@ -26,7 +26,6 @@ import os
 import shutil
 import stat
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -55,6 +54,7 @@ from bot.workspace.naming import (
     worktree_name,
 )
 from bot.workspace.owner import Owner, write_owner
+from infrarsi.rundir import ensure_state_dir, worktrees_dir
 
 __all__ = [
     "Worktree",
@@ -63,19 +63,11 @@ __all__ = [
     "create_trial_worktree",
     "remove_trial_worktree",
     "default_worktree_root",
-    "ensure_infrarsi_dir",
     "resolve_commit",
     "delete_branch",
 ]
 
 log = logging.getLogger(__name__)
-
-INFRARSI_DIR = ".infrarsi"
-_GITIGNORE_TEXT = (
-    "# Created by InfraRSI. Everything in this directory (trial worktrees,\n"
-    "# caches) is scratch space, so it ignores itself; your .gitignore is untouched.\n"
-    "*\n"
-)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -95,29 +87,7 @@ class Worktree:
 
 def default_worktree_root(repo_path: Path | str) -> Path:
     """``<repo>/.infrarsi/worktrees`` for the main working tree of ``repo_path``."""
-    return main_workdir(open_main_repository(repo_path)) / INFRARSI_DIR / "worktrees"
-
-
-def ensure_infrarsi_dir(workdir: Path) -> Path:
-    """Create ``<workdir>/.infrarsi/`` with a ``.gitignore`` holding ``*``.
-
-    The ignore file ignores the directory *and itself*, so ``git status`` of the
-    user's repository stays clean without editing the user's own .gitignore.
-    """
-    directory = workdir / INFRARSI_DIR
-    directory.mkdir(parents=True, exist_ok=True)
-    gitignore = directory / ".gitignore"
-    try:
-        existing: str | None = gitignore.read_text()
-    except FileNotFoundError:
-        existing = None
-    if existing is not None and "*" in (line.strip() for line in existing.splitlines()):
-        return directory
-    text = _GITIGNORE_TEXT if existing is None else existing.rstrip("\n") + "\n*\n"
-    tmp = directory / f".gitignore.{os.getpid()}.{threading.get_ident()}.tmp"
-    tmp.write_text(text)
-    os.replace(tmp, gitignore)
-    return directory
+    return worktrees_dir(main_workdir(open_main_repository(repo_path)))
 
 
 def resolve_commit(repo: pygit2.Repository, base: str) -> pygit2.Commit:
@@ -155,8 +125,8 @@ def create_trial_worktree(
     commit = resolve_commit(repo, base)
     workdir = main_workdir(repo)
     if root is None:
-        ensure_infrarsi_dir(workdir)
-        root = workdir / INFRARSI_DIR / "worktrees"
+        ensure_state_dir(workdir)
+        root = worktrees_dir(workdir)
     root = Path(root).resolve()
     path = root / worktree_dirname(run_id, trial_no)
 

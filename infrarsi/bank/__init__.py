@@ -6,15 +6,12 @@ they merge without conflicts; :func:`~infrarsi.bank.similarity.transfer`
 turns them into weighted candidates for a new run's first batch. Sharing
 between clusters goes through a git branch (``bot.bank.sync``).
 
-Every backend implements :class:`Bank`; ``tests/test_bank_contract.py`` is the
-suite each one must pass (only SQLite exists today).
+Every backend implements :class:`infrarsi.seams.bank.Bank` (re-exported here);
+``tests/test_bank_contract.py`` is the suite each one must pass (only SQLite
+exists today).
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable, Mapping
-from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from infrarsi.bank.records import (
     FAILURE_OUTCOMES,
@@ -39,41 +36,7 @@ from infrarsi.bank.similarity import (
     workload_similarity,
 )
 from infrarsi.bank.store import SqliteBank, default_bank_path, open_bank
-
-
-@runtime_checkable
-class Bank(Protocol):
-    """Where findings live. ``add`` is idempotent on the finding's id; ``add_many`` is all-or-none."""
-
-    def add(self, finding: Finding) -> bool:
-        """Store one finding; True if it was new."""
-        ...
-
-    def add_many(self, findings: Iterable[Finding]) -> int:
-        """Store several at once; the number that were new."""
-        ...
-
-    def ids(self) -> frozenset[str]:
-        """The ids of every stored finding (cheap: what sync compares)."""
-        ...
-
-    def findings(self) -> list[Finding]:
-        """Every finding, oldest first, upgraded to the current schema."""
-        ...
-
-    def similar(self, hardware: Mapping[str, Scalar], workload: Mapping[str, Scalar], top: int = 5) -> list[Transfer]:
-        """The best transfers for a new run on (hardware, workload)."""
-        ...
-
-    def export_jsonl(self, path: Path | str) -> int:
-        """Write every finding to a JSONL file; how many were written."""
-        ...
-
-    def import_jsonl(self, path: Path | str) -> int:
-        """Read a JSONL file of findings; how many were new."""
-        ...
-
-    def close(self) -> None: ...
+from infrarsi.seams.bank import Bank  # the Protocol lives with the other seams; re-exported here
 
 
 __all__ = [

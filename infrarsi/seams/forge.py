@@ -6,7 +6,7 @@ head branch before it opens one, ``ensure_comment`` edits the comment carrying
 its marker instead of posting another. Two implementations pass one contract
 test suite (``tests/forge_contract.py``): the local forge (a bare git remote
 plus pull-request records on disk, the offline default) and the GitHub forge
-(github3.py plus pygit2 pushes).
+(github3.py plus pushes through the bot's workspace).
 """
 
 from __future__ import annotations
@@ -61,7 +61,25 @@ class Review:
 
 
 class Forge(Protocol):
+    """Where a promotion becomes a pull request a team lead approves, and where it is merged.
+
+    Call order (``infrarsi apply``, then ``infrarsi promote``): ``push`` the
+    promotion branch, ``find_pr``/``ensure_pr``, ``request_review``; later
+    ``get_pr``, ``reviews``, ``set_status``, ``ensure_comment``, ``merge``.
+    Ownership: the forge owns pull requests, reviews and statuses; the caller
+    owns the local repository it pushes from. Records returned are frozen
+    snapshots; read again for fresh state. Thread safety: the local forge
+    serialises record updates with a file lock; the GitHub forge is one HTTP
+    session and is not shared between threads. Every failure raises
+    :class:`ForgeError` with a message that says what to do.
+    """
+
     name: str
+
+    def record_path(self, number: int) -> Path | None:
+        """A file on this machine that holds pull request ``number``'s record for a human to open (the
+        local forge); None where the pull request lives on a server."""
+        ...
 
     def push(self, repo: Path, branch: str, *, force: bool = False) -> str:
         """Push ``refs/heads/<branch>`` of the local repo to the forge; returns the pushed commit id.

@@ -148,9 +148,13 @@ class Proposer(Protocol):
     inputs give the same records (the anthropic proposer caches responses by
     request), so a rerun is reproducible. ``usage()`` is the running total of
     every call this instance made.
+
+    Thread safety: none; one run's search drives one instance from one thread.
     """
 
     name: str
+    #: The model that answers (reported in run.json and in contract comments); None for the built-in tables.
+    model: str | None
 
     def draft_contract(self, command: str, repo_summary: Any, *,
                        tokens_per_step: int | None = None) -> ContractProposal: ...
@@ -161,6 +165,11 @@ class Proposer(Protocol):
                         sources: Mapping[str, str], known: Sequence[PatchSpec] = ()) -> PatchProposal: ...
 
     def usage(self) -> Usage: ...
+
+    def charge(self, input_tokens: int, output_tokens: int, cost_usd: float) -> None:
+        """Count tokens an earlier process of this run spent (a resumed run) against the budget.
+        A proposer without a budget ignores it."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -69,9 +69,6 @@ class FeasibilityPosterior:
         return [EffectRow(feature=n, prior_mean=float(pm), prior_sd=float(ps), post_mean=float(m), post_sd=float(s))
                 for n, pm, ps, m, s in zip(self.names, self.prior_mean, self.prior_sd, self.mean, sd)]
 
-    #: Prior vs posterior per coefficient, for reports (same as :meth:`effects`).
-    posterior_effects = effects
-
 
 def _quad(x: np.ndarray, cov: np.ndarray) -> np.ndarray:
     """Row-wise ``x_i' cov x_i`` (one matrix product; einsum's three-operand path is far slower)."""

@@ -87,9 +87,6 @@ class MemoryPosterior:
         return [EffectRow(feature=n, prior_mean=float(pm), prior_sd=float(ps), post_mean=float(m), post_sd=float(s))
                 for n, pm, ps, m, s in zip(self.names, self.prior_mean, self.prior_sd, self.mean, sd)]
 
-    #: Prior vs posterior per coefficient, for reports (same as :meth:`effects`).
-    posterior_effects = effects
-
     def prices(self) -> list[MemoryPrice]:
         """Every coefficient but the intercept as a memory price, cheapest (most saving) first."""
         base = self.baseline_bytes

@@ -118,8 +118,6 @@ class PartsMemoryPosterior:
         return [EffectRow(feature=n, prior_mean=float(pm), prior_sd=float(ps), post_mean=float(m), post_sd=float(s))
                 for n, pm, ps, m, s in zip(self.coefficient_names, self.prior_mean, self.prior_sd, self.mean, sd)]
 
-    posterior_effects = effects
-
     def prices(self) -> list[MemoryPrice]:
         """Every design feature as a memory price at the baseline (the change of the *sum*), most saving first."""
         p = len(self.names) - 1

@@ -24,13 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pygit2
-
-from bot.stages.apply.open_pr import ApplyError, check_no_human_pushes, fetch_branches as _fetch, make_commit, place_branch
+from bot.stages.apply.open_pr import ApplyError, check_no_human_pushes, make_commit, place_branch
 from bot.stages.doctor.baseline import load_doctor
 from bot.forges import open_forge
 from bot.stages.apply.promotion_commit import PROMOTE_PREFIX
 from bot.stages.report.build import ReportError, load_report
+from bot.workspace.refs import commit_info, ref_tip
+from bot.workspace.remotes import fetch_branches as _fetch
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
 from infrarsi.seams.forge import Forge, ForgeError, PullRequest, approvals
@@ -59,11 +59,10 @@ class PromoteResult:
 
 
 def _base_tip(repo: Path, remote: str, base: str) -> str:
-    git = pygit2.Repository(str(repo))
     for ref in (f"refs/remotes/{remote}/{base}", f"refs/heads/{base}"):
-        found = git.references.get(ref)
+        found = ref_tip(repo, ref)
         if found is not None:
-            return str(found.target)
+            return found
     raise PromoteError(f"cannot find the base branch {base!r} on {remote} or locally")
 
 
@@ -72,7 +71,7 @@ def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, 
     """Interleaved A/B of ``candidate`` against ``base_sha``, with the run's doctor calibration."""
     from bot.stages.run.candidate import trial_context
     from bot.executors.local import LocalExecutor
-    from bot.stages.run.trial import journal_path
+    from infrarsi.rundir import journal_path
     from bot.stages.run.verify import verify_candidate
     from infrarsi.journal import Journal
 
@@ -125,12 +124,11 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
     say(f"#{number}: approved by {approver} at head {pr.head_sha[:10]}")
     _fetch(repo, remote, (pr.base, pr.head))
     base_sha = _base_tip(repo, remote, pr.base)
-    git = pygit2.Repository(str(repo))
-    head = git.get(pr.head_sha)
     try:
         check_no_human_pushes(repo, pr, base_sha)
     except ApplyError as exc:
         raise PromoteError(str(exc)) from exc
+    head = commit_info(repo, pr.head_sha)
     try:
         files = load_report(repo, run_id)
     except ReportError as exc:
@@ -141,7 +139,7 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
     candidate = Candidate.of(dict(report.winner_knobs), report.winner_patches)
     head_sha = pr.head_sha
     recreated = False
-    if [str(p) for p in head.parent_ids] != [base_sha]:
+    if list(head.parents) != [base_sha]:
         say(f"#{number}: {pr.base} moved to {base_sha[:10]}; re-creating the promotion commit on it")
         try:
             commit = make_commit(repo, contract, files, base_sha)

@@ -14,11 +14,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pygit2
-
 from bot.forges import open_forge
 from bot.stages.apply.promotion_commit import PromotionCommit, PromotionError, build_promotion_commit, human_commits, promotion_branch
 from bot.stages.report.build import ReportError, ReportFiles, load_report
+from bot.workspace.refs import branch_tip, commit_info, has_commit, head_branch, merge_base, set_branch
+from bot.workspace.remotes import fetch_branches
 from infrarsi.contract import load_contract
 from infrarsi.contract.model import Contract
 from infrarsi.seams.forge import EnsureAction, Forge, ForgeError, PullRequest, PullRequestDraft
@@ -47,10 +47,10 @@ class ApplyResult:
 
 def base_branch(repo: Path) -> str:
     """The branch HEAD is on: the base promotions target unless ``--base`` says otherwise."""
-    git = pygit2.Repository(str(repo))
-    if git.head_is_unborn or git.head_is_detached:
+    branch = head_branch(repo)
+    if branch is None:
         raise ApplyError(f"{repo}: HEAD is not on a branch; pass --base BRANCH")
-    return git.head.shorthand
+    return branch
 
 
 def promotion_message(files: ReportFiles) -> tuple[str, dict[str, str]]:
@@ -75,38 +75,25 @@ def make_commit(repo: Path, contract: Contract, files: ReportFiles, base_sha: st
 
 def place_branch(repo: Path, branch: str, commit: PromotionCommit) -> str:
     """Point the promotion branch at ``commit`` unless it already holds the same single commit on the same base."""
-    git = pygit2.Repository(str(repo))
-    ref = git.references.get(f"refs/heads/{branch}")
-    if ref is not None:
-        current = git.get(ref.target)
-        if [str(p) for p in current.parent_ids] == [commit.base] and str(current.tree_id) == commit.tree:
-            return str(current.id)  # the same change on the same base: keep it, so nothing moves
-    git.references.create(f"refs/heads/{branch}", pygit2.Oid(hex=commit.sha), force=True)
+    tip = branch_tip(repo, branch)
+    if tip is not None:
+        current = commit_info(repo, tip)
+        if list(current.parents) == [commit.base] and current.tree == commit.tree:
+            return current.sha  # the same change on the same base: keep it, so nothing moves
+    set_branch(repo, branch, commit.sha)
     return commit.sha
-
-
-def fetch_branches(repo: Path, remote: str, branches: tuple[str, ...]) -> None:
-    """Best effort: bring the forge's ``branches`` into ``refs/remotes/<remote>/`` (a hosted remote may need
-    credentials libgit2 does not have; then the local view is used)."""
-    git = pygit2.Repository(str(repo))
-    for branch in branches:
-        try:
-            git.remotes[remote].fetch([f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}"])
-        except (KeyError, IndexError, pygit2.GitError):
-            pass
 
 
 def check_no_human_pushes(repo: Path, pr: PullRequest | None, base_sha: str) -> None:
     """Refuse when the branch on the forge carries a commit the bot did not make."""
     if pr is None or pr.state != "open":
         return
-    git = pygit2.Repository(str(repo))
-    if git.get(pr.head_sha) is None:
+    if not has_commit(repo, pr.head_sha):
         raise ApplyError(f"pull request #{pr.number}: its head {pr.head_sha[:10]} is not a commit InfraRSI made "
                          f"here and cannot be fetched; someone may have pushed to {pr.head}. Stopping: the bot "
                          "does not rewrite human commits")
-    fork = git.merge_base(pygit2.Oid(hex=pr.head_sha), pygit2.Oid(hex=base_sha))
-    humans = human_commits(repo, pr.head_sha, str(fork) if fork else base_sha)
+    fork = merge_base(repo, pr.head_sha, base_sha)
+    humans = human_commits(repo, pr.head_sha, fork or base_sha)
     if humans:
         raise ApplyError(f"pull request #{pr.number}: {pr.head} has commits by someone else "
                          f"({'; '.join(humans)}). Stopping: the bot does not rewrite human commits")
@@ -130,11 +117,9 @@ def apply_run(repo: Path, *, run_id: str | None = None, forge: Forge | None = No
         raise ApplyError(f"run {report.run_id}: no candidate was verified faster than the baseline; "
                          "nothing to apply (see the report)")
     base = base or base_branch(repo)
-    git = pygit2.Repository(str(repo))
-    base_ref = git.references.get(f"refs/heads/{base}")
-    if base_ref is None:
+    base_sha = branch_tip(repo, base)
+    if base_sha is None:
         raise ApplyError(f"{repo}: no branch {base!r} to promote onto")
-    base_sha = str(base_ref.target)
     branch = promotion_branch(report.run_id)
     approvers = contract.approvers
     plan = [f"branch {branch} from {base} ({base_sha[:10]}): one commit with",
@@ -174,9 +159,8 @@ def apply_run(repo: Path, *, run_id: str | None = None, forge: Forge | None = No
             say(f"pull request #{pr.number} {action}: {pr.url}")
     except ForgeError as exc:
         raise ApplyError(str(exc)) from exc
-    record = getattr(forge, "record_path", None)
     return ApplyResult(run_id=report.run_id, branch=branch, base=base, commit=sha, pull_request=pr, action=action,
-                       plan=tuple(plan), record=record(pr.number) if record else None)
+                       plan=tuple(plan), record=forge.record_path(pr.number))
 
 
 def cmd_apply(args: argparse.Namespace) -> int:

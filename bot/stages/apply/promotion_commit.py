@@ -24,9 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
-import pygit2
 
 from bot.workspace.commits import BOT_IDENTITY, format_message
+from bot.workspace.errors import MergeConflictError
+from bot.workspace.refs import commit_info, commits_since, has_commit
+from bot.workspace.trees import commit_files, export_tree, merge_change
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import LOCK_FILE, write_lock
 from infrarsi.contract.model import Contract, Knob, KnobValue
@@ -142,14 +144,8 @@ def set_contract_defaults(text: str, values: dict[str, KnobValue]) -> tuple[str,
 
 def human_commits(repo: Path, head: str, base: str) -> list[str]:
     """Commits on ``head`` since it left ``base``'s history that the bot did not commit ("sha author" lines)."""
-    git = pygit2.Repository(str(repo))
-    out = []
-    walker = git.walk(pygit2.Oid(hex=head), pygit2.enums.SortMode.TOPOLOGICAL)
-    walker.hide(pygit2.Oid(hex=base))
-    for commit in walker:
-        if commit.committer.email != BOT_IDENTITY.email:
-            out.append(f"{str(commit.id)[:10]} {commit.author.name} <{commit.author.email}>")
-    return out
+    return [f"{c.sha[:10]} {c.author_name} <{c.author_email}>" for c in commits_since(repo, head, base)
+            if c.committer_email != BOT_IDENTITY.email]
 
 
 def _entry_file(contract: Contract) -> str | None:
@@ -162,28 +158,23 @@ def _entry_file(contract: Contract) -> str | None:
 def build_promotion_commit(repo: Path, *, contract: Contract, trial_commit: str, base: str,
                            knobs: dict[str, KnobValue], message: str, trailers: dict[str, str]) -> PromotionCommit:
     """Make (not yet on any branch) the promotion commit of ``trial_commit``'s change on ``base``."""
-    git = pygit2.Repository(str(repo))
-    trial = git.get(trial_commit)
-    if trial is None:
+    if not has_commit(repo, trial_commit):
         raise PromotionError(f"trial commit {trial_commit[:10]} is not in {repo}; was the trial branch removed "
                              "by `infrarsi gc`?")
-    trial = trial.peel(pygit2.Commit)
-    base_commit = git.revparse_single(base).peel(pygit2.Commit)
-    ancestor = trial.parents[0].tree if trial.parents else None
-    index = git.merge_trees(ancestor, base_commit.tree, trial.tree) if ancestor is not None else None
-    if index is None:
-        raise PromotionError(f"trial commit {trial_commit[:10]} has no parent to diff against")
-    if index.conflicts is not None:
-        paths = sorted({next(e for e in c if e is not None).path for c in index.conflicts})
-        raise PromotionError(f"the winner's change conflicts with {base} ({str(base_commit.id)[:10]}) in "
-                             f"{', '.join(paths)}; rerun the search on the new base")
-    merged = git.get(index.write_tree(git))
+    base_sha = commit_info(repo, base).sha
+    try:
+        merged = merge_change(repo, trial_commit, onto=base_sha)
+    except ValueError as exc:
+        raise PromotionError(f"trial commit {trial_commit[:10]} has no parent to diff against") from exc
+    except MergeConflictError as exc:
+        raise PromotionError(f"the winner's change conflicts with {base} ({base_sha[:10]}) in "
+                             f"{', '.join(exc.paths)}; rerun the search on the new base") from exc
     changed = {k: v for k, v in knobs.items() if v != contract.knob(k).default}
     written: list[str] = []
     unwritten: list[str] = []
     with tempfile.TemporaryDirectory(prefix="infrarsi-promote-") as tmp:
         work = Path(tmp)
-        git.checkout_tree(merged, directory=str(work), strategy=pygit2.enums.CheckoutStrategy.FORCE)
+        export_tree(repo, merged, work)
         touched: list[str] = []
         entry = _entry_file(contract)
         flags = {contract.knob(k).flag: v for k, v in changed.items()
@@ -211,14 +202,7 @@ def build_promotion_commit(repo: Path, *, contract: Contract, trial_commit: str,
         write_lock(load_contract(work))
         touched.append(LOCK_FILE)
         written.append(f"{LOCK_FILE}: re-taken over the promoted tree")
-        final = pygit2.Index()
-        final.read_tree(merged)
-        for rel in touched:
-            data = (work / rel).read_bytes()
-            mode = final[rel].mode if rel in final else pygit2.enums.FileMode.BLOB
-            final.add(pygit2.IndexEntry(rel, git.create_blob(data), mode))
-        tree = final.write_tree(git)
-    sig = BOT_IDENTITY.signature()
-    sha = git.create_commit(None, sig, sig, format_message(message, trailers), tree, [base_commit.id])
-    return PromotionCommit(sha=str(sha), base=str(base_commit.id), tree=str(tree), written=tuple(written),
-                           unwritten=tuple(unwritten))
+        files = {rel: (work / rel).read_bytes() for rel in touched}
+    sha, tree = commit_files(repo, tree=merged, files=files, parents=[base_sha],
+                             message=format_message(message, trailers))
+    return PromotionCommit(sha=sha, base=base_sha, tree=tree, written=tuple(written), unwritten=tuple(unwritten))

@@ -14,15 +14,10 @@ from typing import Any
 from bot.stages.run.candidate import TrialContext
 from bot.executors.environment import scrubbed_environment
 from bot.stages.doctor.project_metadata import project_metadata
-from bot.stages.run.trial import state_dir, trial_spec
+from bot.stages.run.trial import trial_spec
 from infrarsi.doctor import DoctorReport, build_report, render_markdown
+from infrarsi.rundir import RunDir, read_json, write_text
 from infrarsi.trial import Candidate, TrialRecord
-
-
-def run_dir(root: Path, run_id: str) -> Path:
-    path = state_dir(root) / "runs" / run_id
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def new_run_id() -> str:
@@ -85,20 +80,12 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
     report = build_report(contract, records, run_id=run_id, created_at=time.time(),
                           peak_flops=device["peak_flops"], peak_flops_method=device["peak_flops_method"],
                           fingerprint=fingerprint, profiled_phases=profiled)
-    out = run_dir(contract.root, run_id)
-    (out / "doctor.json").write_text(report.to_json(), encoding="utf-8")
-    (out / "doctor.md").write_text(render_markdown(report), encoding="utf-8")
-    return report, out
+    out = RunDir(contract.root, run_id)
+    write_text(out.doctor_json, report.to_json())
+    write_text(out.doctor_md, render_markdown(report))
+    return report, out.path
 
 
 def load_doctor(root: Path, run_id: str) -> DoctorReport | None:
-    path = state_dir(root) / "runs" / run_id / "doctor.json"
-    if not path.is_file():
-        return None
-    return DoctorReport.from_dict(json.loads(path.read_text(encoding="utf-8")))
-
-
-def latest_run(root: Path) -> str | None:
-    runs = state_dir(root) / "runs"
-    found = sorted((p for p in runs.glob("*/doctor.json")), key=lambda p: p.stat().st_mtime) if runs.is_dir() else []
-    return found[-1].parent.name if found else None
+    data = read_json(RunDir(root, run_id).doctor_json)
+    return None if data is None else DoctorReport.from_dict(data)

@@ -8,21 +8,19 @@ every trial of the run from the journal and the winner's trial commit from git
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import pygit2
-
-from bot.stages.doctor.baseline import load_doctor, run_dir
+from bot.stages.doctor.baseline import load_doctor
 from bot.workspace.naming import trial_branch
-from bot.stages.run.trial import journal_path, state_dir
+from bot.workspace.trees import diff_to_parent
 from infrarsi.contract import load_contract
 from infrarsi.contract.model import Contract
 from infrarsi.journal import Journal
 from infrarsi.report import RepoFacts, Report, build_report, render_markdown
+from infrarsi.rundir import RunDir, journal_path, latest_run, read_json, write_json, write_text
 from infrarsi.trial import Outcome, TrialRecord
 
 __all__ = ["ReportError", "ReportFiles", "add_report_parser", "latest_finished_run", "load_report", "write_report"]
@@ -42,9 +40,8 @@ class ReportFiles:
 
 
 def latest_finished_run(root: Path) -> str | None:
-    runs = state_dir(root) / "runs"
-    found = sorted(runs.glob("*/run.json"), key=lambda p: p.stat().st_mtime) if runs.is_dir() else []
-    return found[-1].parent.name if found else None
+    """The latest run that wrote run.json (:func:`infrarsi.rundir.latest_run`'s rule)."""
+    return latest_run(root, finished=True)
 
 
 def _winner_commit(report_records: list[TrialRecord], best: dict | None) -> TrialRecord | None:
@@ -59,14 +56,13 @@ def _winner_commit(report_records: list[TrialRecord], best: dict | None) -> Tria
 
 
 def _write_diff(root: Path, commit: str, out: Path | None) -> tuple[str | None, Path | None]:
-    git = pygit2.Repository(str(root))
-    c = git.get(commit)
-    if c is None or not c.parents:
+    found = diff_to_parent(root, commit)
+    if found is None:
         return None, None
-    base = c.parents[0]
+    base, patch = found
     if out is not None:
-        out.write_text(git.diff(base.tree, c.tree).patch or "", encoding="utf-8")
-    return str(base.id), out
+        write_text(out, patch)
+    return base, out
 
 
 def write_report(contract: Contract, run_id: str | None = None, *, write: bool = True) -> ReportFiles:
@@ -77,22 +73,21 @@ def write_report(contract: Contract, run_id: str | None = None, *, write: bool =
     run_id = run_id or latest_finished_run(root)
     if run_id is None:
         raise ReportError(f"{root}: no finished run (run.json) to report; run `infrarsi run {root}` first")
-    summary_path = state_dir(root) / "runs" / run_id / "run.json"
-    if not summary_path.is_file():
-        raise ReportError(f"run {run_id!r} has no run.json in {summary_path.parent}: it never finished "
+    rundir = RunDir(root, run_id)
+    run = read_json(rundir.run_json)
+    if run is None:
+        raise ReportError(f"run {run_id!r} has no run.json in {rundir.path}: it never finished "
                           "(resume it with `infrarsi run --resume`)")
-    run = json.loads(summary_path.read_text(encoding="utf-8"))
     doctor = load_doctor(root, run_id)
     if doctor is None:
         raise ReportError(f"run {run_id!r} has no doctor.json")
     with Journal(journal_path(root)) as journal:
         records = journal.trials(run_id)
-    out = run_dir(root, run_id) if write else state_dir(root) / "runs" / run_id
     winner = _winner_commit(records, run.get("best") if (run.get("best") or {}).get("verdict") == "promoted"
                             else None)
     base = diff = None
     if winner is not None and winner.commit:
-        base, diff = _write_diff(root, winner.commit, out / "winner.diff" if write else None)
+        base, diff = _write_diff(root, winner.commit, rundir.winner_diff if write else None)
     from bot.patching.catalog import applicable_patches
 
     try:
@@ -106,10 +101,10 @@ def write_report(contract: Contract, run_id: str | None = None, *, write: bool =
     report = build_report(run=run, doctor=doctor, records=records, knobs=contract.knobs,
                           command=contract.workload.command, args=contract.workload.args, facts=facts,
                           created_at=time.time(), patch_targets=targets)
-    md, js = out / "report.md", out / "report.json"
+    md, js = rundir.report_md, rundir.report_json
     if write:
-        md.write_text(render_markdown(report), encoding="utf-8")
-        js.write_text(json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+        write_text(md, render_markdown(report))
+        write_json(js, report.to_dict())
     return ReportFiles(report=report, markdown=md, json=js, diff=diff, records=tuple(records))
 
 

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import pygit2
-
 from bot.workspace.commits import BOT_IDENTITY, BotIdentity, commit_worktree
 from bot.workspace.errors import GitLayerError
+from bot.workspace.refs import is_git_repo
+from bot.workspace.trees import changed_files
 from bot.workspace.worktrees import create_trial_worktree, remove_trial_worktree
 from bot.patching.apply import apply_patches
 from bot.patching.audit import AuditResult, audit_tree
@@ -32,29 +32,6 @@ from infrarsi.trial import Candidate, TrialRecord
 
 class UnknownPatchError(KeyError):
     """A candidate names a patch nobody proposed."""
-
-
-def is_git_repo(path: Path) -> bool:
-    return pygit2.discover_repository(str(path)) is not None
-
-
-def changed_files(worktree: Path, base: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    """(before, after) contents of every path that differs between ``base`` and the worktree's files."""
-    repo = pygit2.Repository(str(worktree))
-    tree = repo.revparse_single(base).peel(pygit2.Tree)
-    before: dict[str, bytes] = {}
-    after: dict[str, bytes] = {}
-    for path, flags in repo.status().items():
-        if flags & pygit2.enums.FileStatus.IGNORED:
-            continue
-        try:
-            before[path] = tree[path].data
-        except KeyError:
-            pass
-        file = worktree / path
-        if file.is_file():
-            after[path] = file.read_bytes()
-    return before, after
 
 
 def audit_records(audit: AuditResult) -> tuple[dict[str, object], ...]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.stages.run.candidate import TrialContext
-from bot.stages.doctor.baseline import load_doctor, run_dir, run_doctor
+from bot.stages.doctor.baseline import load_doctor, run_doctor
 from bot.stages.run.priors import builtin_priors
 from bot.stages.run.verify import verify_candidate
 from infrarsi.bank import Bank, Finding, FindingOutcome, as_pairs, hardware_fingerprint, workload_fingerprint
@@ -27,6 +27,7 @@ from infrarsi.bank import Effect as BankEffect
 from infrarsi.contract.model import Contract
 from infrarsi.doctor import DoctorReport
 from infrarsi.journal import Journal
+from infrarsi.rundir import RunDir, write_json
 from infrarsi.search.acquisition import Proposal
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.space import SearchSpace
@@ -111,7 +112,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         from bot.proposers.session import ProposerSession
 
         session = ProposerSession(proposer=options.proposer, journal=journal, run_id=run_id,
-                                  run_dir=run_dir(contract.root, run_id), max_rounds=options.proposal_rounds)
+                                  run_dir=RunDir(contract.root, run_id).path, max_rounds=options.proposal_rounds)
         ctx = replace(ctx, patches={**ctx.patches, **{p.id: p for p in session.load()}})
     space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(ctx.patches.values()))
     baseline = Candidate.of(contract.defaults())
@@ -127,7 +128,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
     doctor_trials = set(doctor.trials)
     records = journal.trials(run_id)
     engine.observe(records)
-    state_path = run_dir(contract.root, run_id) / "search.json"
+    state_path = RunDir(contract.root, run_id).search_json  # the doctor made the directory
     verified_from = _verification_start(state_path)
     search = [r for r in records if r.trial_no not in doctor_trials
               and (verified_from is None or r.trial_no < verified_from)]
@@ -195,7 +196,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
     state_path.write_text(json.dumps({"verification_from": _next_trial_no(journal, run_id)}), encoding="utf-8")
     verdicts = _verify_top(ctx, run_id=run_id, doctor=doctor, search=search, baseline=baseline, progress=progress)
     result = RunResult(run_id=run_id, doctor=doctor, search=tuple(search), verdicts=tuple(verdicts),
-                       path=run_dir(contract.root, run_id) / "run.json",
+                       path=RunDir(contract.root, run_id).run_json,
                        llm=session.summary() if session is not None else None)
     result.path.write_text(json.dumps(run_summary(result, engine), indent=2, sort_keys=True, default=str) + "\n",
                            encoding="utf-8")
@@ -220,14 +221,14 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
                 baseline: Candidate, progress: Progress) -> list[Verdict]:
     verdicts = []
     top = top_candidates(search, ctx.contract.verify.top_k, baseline)
-    out = run_dir(ctx.contract.root, run_id)
+    out = RunDir(ctx.contract.root, run_id)
     for i, (candidate, measured) in enumerate(top, start=1):
-        cached = out / f"verify-{candidate.digest()}.json"
+        cached = out.verify_json(candidate.digest())
         _emit(progress, event="stage", stage="verify",
               message=f"verify {i}/{len(top)}: {candidate.describe()} (searched at {measured * 1000:.1f} ms/step)")
         verdict = verify_candidate(ctx, run_id=run_id, candidate=candidate, doctor=doctor,
                                    progress=lambda m: _emit(progress, event="verify", message=m))
-        cached.write_text(json.dumps(verdict.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        write_json(cached, verdict.to_dict())
         _emit(progress, event="verdict", candidate=candidate.describe(), verdict=verdict.kind.value,
               speedup=verdict.speedup, reason=verdict.reason)
         verdicts.append(verdict)

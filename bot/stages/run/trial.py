@@ -12,26 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.workspace.worktrees import ensure_infrarsi_dir
 from infrarsi.contract.lock import Lock, verify_lock
 from infrarsi.contract.model import PYTHON_PLACEHOLDER, Contract, KnobValue
 from infrarsi.seams.executor import Executor, TrialSpec
 from infrarsi.journal import Journal
+from infrarsi.rundir import logs_dir
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
 
 
 class CandidateError(ValueError):
     """A candidate that names an unknown knob or a value outside its domain."""
-
-
-def state_dir(root: Path) -> Path:
-    """``<repo>/.infrarsi``: journal, logs and worktrees; it ignores itself in git."""
-    return ensure_infrarsi_dir(root)
-
-
-def journal_path(root: Path) -> Path:
-    return state_dir(root) / "journal.sqlite"
 
 
 def parse_knob_value(contract: Contract, name: str, text: str) -> KnobValue:
@@ -169,7 +160,7 @@ def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor
         journal.record_trial(record)
         return record
 
-    log_dir = state_dir(contract.root) / "logs" / request.run_id / str(trial_no)
+    log_dir = logs_dir(contract.root, request.run_id, trial_no)
     spec = trial_spec(contract, request.candidate, tree=request.tree, memory_limit_bytes=memory_limit,
                       timeout_s=request.timeout_s, log_dir=log_dir)
     execution = executor.execute(spec)

@@ -13,10 +13,9 @@ from dataclasses import replace
 from collections.abc import Callable
 from pathlib import Path
 
-import pygit2
-
 from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.project_metadata import project_metadata
+from bot.workspace.trees import export_tree
 from infrarsi.doctor import DoctorReport
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 from infrarsi.verify import InvariantCheck, Verdict, VerdictKind, VerifyPolicy, judge, trial_invariants
@@ -26,10 +25,8 @@ def metadata_check(repo: Path, commit: str | None) -> InvariantCheck | None:
     """A patched pyproject-based project must still prepare its metadata through its own backend."""
     if commit is None or not (repo / "pyproject.toml").is_file():
         return None
-    git = pygit2.Repository(str(repo))
     with tempfile.TemporaryDirectory(prefix="infrarsi-meta-") as tmp:
-        git.checkout_tree(git.get(commit).peel(pygit2.Tree), directory=tmp,
-                          strategy=pygit2.enums.CheckoutStrategy.FORCE)
+        export_tree(repo, commit, Path(tmp))
         meta = project_metadata(Path(tmp))
     if meta is None:
         return None

@@ -1,7 +1,7 @@
 """Builders for small real repositories, shared by the tests and the benchmark.
 
-Kept in the package (not in a conftest) so the benchmark script and other
-projects' tests can build the same fixture repositories.
+Kept in ``tests/support`` (not in a conftest, not in the product) so the
+benchmark script can build the same fixture repositories.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Builders of plausible findings, shared by the bank's tests and by other projects' tests.
+"""Builders of plausible findings, shared by the bank's tests and the search engine's.
 
-Kept in the package (like ``bot.workspace.testing``) so a new bank backend's test
-suite, or the search engine's, can build the same findings.
+A test helper, not shipped in the product: a new bank backend's test suite
+imports it from here.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""One test module per codemod (before/after, declines, equivalence), plus their composition."""

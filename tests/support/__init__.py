@@ -1,0 +1,1 @@
+"""Test helpers: builders of real repositories, findings and a replaying Messages API server (not shipped)."""

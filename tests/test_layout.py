@@ -1,0 +1,64 @@
+"""The layout the design promises: git only behind the workspace seam, every Protocol in infrarsi/seams."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCT = ("bot", "infrarsi")
+
+
+def _modules() -> list[Path]:
+    return sorted(p for top in PRODUCT for p in (ROOT / top).rglob("*.py"))
+
+
+def _imports(path: Path) -> set[str]:
+    """Top-level names of every module ``path`` imports (also inside functions)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_only_the_workspace_seam_imports_pygit2() -> None:
+    workspace = ROOT / "bot" / "workspace"
+    offenders = [str(p.relative_to(ROOT)) for p in _modules()
+                 if "pygit2" in _imports(p) and not p.is_relative_to(workspace)]
+    assert offenders == [], f"pygit2 imported outside bot/workspace/: {', '.join(offenders)}"
+
+
+def test_the_workspace_internals_stay_inside_it() -> None:
+    """``bot.workspace._repo`` hands out pygit2 objects; outside the seam it would be pygit2 by another name."""
+    workspace = ROOT / "bot" / "workspace"
+    offenders = [str(p.relative_to(ROOT)) for p in _modules() if not p.is_relative_to(workspace)
+                 and re.search(r"bot\.workspace\._repo\b", p.read_text(encoding="utf-8"))]
+    assert offenders == [], f"bot.workspace._repo used outside bot/workspace/: {', '.join(offenders)}"
+
+
+def test_the_engine_never_imports_the_bot() -> None:
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "infrarsi").rglob("*.py") if "bot" in _imports(p)]
+    assert offenders == [], f"infrarsi imports bot in: {', '.join(offenders)}"
+
+
+def test_every_protocol_lives_in_the_seams() -> None:
+    seams = ROOT / "infrarsi" / "seams"
+    found = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and any(
+                    (isinstance(b, ast.Name) and b.id == "Protocol") or
+                    (isinstance(b, ast.Attribute) and b.attr == "Protocol") for b in node.bases):
+                found.append((path, node.name))
+    outside = [f"{p.relative_to(ROOT)}::{name}" for p, name in found if not p.is_relative_to(seams)]
+    assert outside == [], f"Protocols outside infrarsi/seams/: {', '.join(outside)}"
+    assert {name for _, name in found} >= {"Executor", "Workspace", "Proposer", "Forge", "Bank"}
+
+
+def test_no_test_helper_ships_in_the_product() -> None:
+    helpers = [str(p.relative_to(ROOT)) for p in _modules() if p.stem in ("testing", "replay", "fakes")]
+    assert helpers == [], f"test helpers inside the product: {', '.join(helpers)} (they belong in tests/support/)"

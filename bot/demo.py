@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
            str(args.initial), "--bank", str(workdir / "bank.sqlite")) != 0:
         return 1
     stage(4, "report")
-    if cli("report", str(repo), "--run", RUN_ID) != 0:
+    if cli("report", str(repo), "--run-id", RUN_ID) != 0:
         return 1
     report_json = RunDir(repo, RUN_ID).report_json
     report = json.loads(report_json.read_text(encoding="utf-8"))
@@ -138,11 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"demo took {(time.monotonic() - started) / 60:.1f} min")
         return 1
     stage(5, "apply: the promotion branch, pushed to the local forge, one pull request")
-    if cli("apply", str(repo), "--run", RUN_ID) != 0:
+    if cli("apply", str(repo), "--run-id", RUN_ID) != 0:
         return 1
     record = remote / "infrarsi-forge" / "pulls" / "1.json"
     stage(6, f"approve: the team lead {APPROVER!r} approves pull request #1")
-    if cli("approve", "1", "--as", APPROVER, "--repo", str(repo)) != 0:
+    if cli("approve", str(repo), "1", "--as", APPROVER) != 0:
         return 1
     stage(7, "promote: re-verify on the base, then merge")
     merged = cli("promote", str(repo), "--pr", "1", "--pairs", str(args.promote_pairs)) == 0

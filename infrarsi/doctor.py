@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from infrarsi.contract.model import Contract
+from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from infrarsi.loss_band import LossBand, calibrate
 from infrarsi.stats import minimum_detectable_effect, noise_profile, repeats_for_effect
 from infrarsi.trial import Outcome, TrialRecord
@@ -24,8 +25,10 @@ PHASE_TOLERANCE = 0.15  # the phases must account for the step time within this 
 DOCTOR_VERSION = 1
 
 
-class DoctorError(RuntimeError):
+class DoctorError(InfraRSIError, RuntimeError):
     """The baseline cannot be profiled (it does not run, or too few repeats succeeded)."""
+
+    exit_code = NOT_RIGHT
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

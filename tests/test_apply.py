@@ -96,7 +96,7 @@ def test_nothing_verified_means_nothing_to_apply(promoted: Path) -> None:
 
 
 def test_report_json_holds_what_the_issue_asks_for(promoted: Path) -> None:
-    result = infrarsi("report", str(promoted), "--run", RUN_ID)
+    result = infrarsi("report", str(promoted), "--run-id", RUN_ID)
     assert result.returncode == 0, result.stderr
     data = json.loads((promoted / ".infrarsi" / "runs" / RUN_ID / "report.json").read_text())
     for key in ("speedup", "speedup_ci", "mfu_before", "mfu_after", "trials", "failed_cost_s", "promoted", "audit"):

@@ -1,25 +1,21 @@
-"""``infrarsi bank list|export|import|sync`` as registered by ``add_bank_parser``."""
+"""``infrarsi bank list|export|import|sync``, through the real command line's parser and error handler."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pygit2
 import pytest
 
-from bot.cli.bank import add_bank_parser
+from bot.cli import main as cli_main
 from tests.support.repos import init_repo
 from infrarsi.bank import SqliteBank, default_bank_path
 from tests.support.findings import make_finding
 
 
 def run(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="infrarsi")
-    add_bank_parser(parser.add_subparsers(dest="verb", required=True))
-    args = parser.parse_args(list(argv))
-    return int(args.func(args))
+    return cli_main(list(argv))
 
 
 def test_list_export_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -66,7 +62,7 @@ def test_sync_verb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bank_path = tmp_path / "bank.sqlite"
     with SqliteBank(bank_path) as bank:
         bank.add(make_finding(1))
-    assert run("bank", "sync", str(remote), "--repo", str(repo), "--bank", str(bank_path)) == 0
+    assert run("bank", "sync", str(repo), str(remote), "--bank", str(bank_path)) == 0
     assert "0 findings imported, 1 pushed, 1 on the branch" in capsys.readouterr().out
     assert pygit2.Repository(str(remote)).references.get("refs/heads/infrarsi/experience") is not None
     assert str(pygit2.Repository(str(repo)).head.target) == main

@@ -63,7 +63,7 @@ def test_refuses_without_an_approval(applied: Path) -> None:
 
 
 def test_refuses_a_non_approvers_approval(applied: Path) -> None:
-    approve = infrarsi("approve", "1", "--as", "mallory", "--repo", str(applied))
+    approve = infrarsi("approve", str(applied), "1", "--as", "mallory")
     assert approve.returncode == 0 and "approved by mallory" in approve.stdout
     assert "approved by mallory, who is not a listed approver (alice)" in _refused(applied)
 
@@ -77,7 +77,7 @@ def test_refuses_a_stale_approval(applied: Path) -> None:
 def test_stops_when_a_human_pushed_to_the_branch(applied: Path) -> None:
     commit_on(applied, BRANCH, {"NOTES.md": "mine\n"}, message="human fixup", start=BRANCH)
     _forge(applied).push(applied, BRANCH)
-    infrarsi("approve", "1", "--as", "alice", "--repo", str(applied))
+    infrarsi("approve", str(applied), "1", "--as", "alice")
     message = _refused(applied)
     assert "has commits by someone else" in message and "Contract Test" in message
 
@@ -89,7 +89,7 @@ def test_refuses_when_the_re_verification_fails(applied: Path, tmp_path: Path) -
                           "    raise SystemExit('bf16 is broken on this base')\n", 1)
     assert crash != train
     _human_push_to_main(applied, tmp_path, {"train.py": crash})
-    infrarsi("approve", "1", "--as", "alice", "--repo", str(applied))
+    infrarsi("approve", str(applied), "1", "--as", "alice")
     message = _refused(applied)
     assert "the re-verification failed, not merging" in message and "invalid" in message
     forge = _forge(applied)

@@ -54,7 +54,9 @@ def test_one_changed_byte_in_a_locked_file_fails_check(tiny_repo: Path) -> None:
     harness.write_bytes(bytes(data))
     result = infrarsi("check", str(tiny_repo))
     assert result.returncode == 1
-    assert result.stderr.splitlines()[0].startswith("harness.py: locked file changed (sha256 ")
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: check failed: 1 problem(s) with infrarsi.lock: harness.py: locked file changed "
+                           "(sha256 ")
     assert "data.py" not in result.stderr
 
 

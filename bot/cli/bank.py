@@ -1,13 +1,13 @@
 """``infrarsi bank ...``: list, export, import and sync the experience bank.
 
-Registered by ``bot.cli.main`` through :func:`add_bank_parser`, kept apart so the
-bank's verbs can grow without touching the main command table. Every verb
+One verb group of the parser registry (:mod:`bot.cli.registry`). Every verb
 takes ``--bank PATH`` (before or after the verb) to use another bank file than
 the default (``$INFRARSI_BANK``, else ``bank.sqlite`` in the user data dir).
 
-Exit status follows ``bot.cli.main``: 0 done, 2 bad input (an unreadable file, an
-unknown remote). Git failures raise :class:`~bot.workspace.errors.GitLayerError`,
-which ``bot.cli.main.main`` already turns into exit status 2.
+Exit status follows :mod:`infrarsi.errors`: 0 done, 2 bad input (an unreadable
+file, an unknown remote). Git failures raise
+:class:`~bot.workspace.errors.GitLayerError` (exit status 2), printed by the one
+handler in ``bot.cli.main.main``.
 """
 
 from __future__ import annotations
@@ -17,18 +17,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bot.cli.common import UsageError, add_deprecated_alias, resolve_repo
 from infrarsi.bank import Finding, SqliteBank, default_bank_path, open_bank
 
-__all__ = ["add_bank_parser", "cmd_bank_export", "cmd_bank_import", "cmd_bank_list", "cmd_bank_sync"]
+__all__ = ["add_bank_parser", "cmd_bank_export", "cmd_bank_import", "cmd_bank_list", "cmd_bank_sync",
+           "register"]
 
 
 def _open(args: argparse.Namespace) -> SqliteBank:
     return open_bank(getattr(args, "bank", None))
-
-
-def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def _summary(f: Finding) -> dict[str, Any]:
@@ -61,7 +58,7 @@ def cmd_bank_export(args: argparse.Namespace) -> int:
         try:
             n = bank.export_jsonl(args.path)
         except OSError as exc:
-            return _error(f"cannot write {args.path}: {exc}")
+            raise UsageError(f"cannot write {args.path}: {exc}") from None
     print(f"exported {n} findings to {args.path}")
     return 0
 
@@ -71,7 +68,7 @@ def cmd_bank_import(args: argparse.Namespace) -> int:
         try:
             n = bank.import_jsonl(args.path)
         except (OSError, ValueError) as exc:
-            return _error(f"cannot import {args.path}: {exc}")
+            raise UsageError(f"cannot import {args.path}: {exc}") from None
         total = len(bank)
     print(f"imported {n} new findings from {args.path} ({total} in the bank)")
     return 0
@@ -81,7 +78,7 @@ def cmd_bank_sync(args: argparse.Namespace) -> int:
     from bot.bank.sync import sync  # pygit2 only when syncing
 
     with _open(args) as bank:
-        report = sync(bank, Path(args.repo), args.remote, branch=args.branch, max_attempts=args.attempts)
+        report = sync(bank, Path(resolve_repo(args)), args.remote, branch=args.branch, max_attempts=args.attempts)
     print(f"synced with {report.remote} ({report.branch}): {report.imported} findings imported, "
           f"{report.exported} pushed, {report.remote_findings} on the branch"
           + (f", after {report.attempts} attempts" if report.attempts > 1 else ""))
@@ -90,7 +87,7 @@ def cmd_bank_sync(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_bank_parser(subparsers: Any) -> argparse.ArgumentParser:
+def register(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``bank`` and its verbs (``list``, ``export``, ``import``, ``sync``) on ``subparsers``."""
     bank_opt = argparse.ArgumentParser(add_help=False)
     bank_opt.add_argument("--bank", metavar="PATH", default=argparse.SUPPRESS,
@@ -115,17 +112,14 @@ def add_bank_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     v = verbs.add_parser("sync", parents=[bank_opt],
                          help="exchange findings with a git remote's infrarsi/experience branch")
+    v.add_argument("repo", nargs="?", default=None, metavar="REPO",
+                   help="the git repository to sync through (default: the current directory)")
     v.add_argument("remote", metavar="REMOTE", help="a remote of the repository, a URL, or a path to a repository")
-    v.add_argument("--repo", default=".", help="the git repository to sync through (default: .)")
+    add_deprecated_alias(v, "--repo", dest="repo_option", replacement="the positional REPO")
     v.add_argument("--branch", default="infrarsi/experience", help="the shared branch (default: %(default)s)")
     v.add_argument("--attempts", type=int, default=5, help="rounds to retry when the remote moves (default: 5)")
     v.set_defaults(func=cmd_bank_sync)
     return p
 
 
-if __name__ == "__main__":  # handy before bot.cli.main wires it: python -m bot.cli.bank list
-    parser = argparse.ArgumentParser(prog="infrarsi")
-    add_bank_parser(parser.add_subparsers(dest="verb", required=True))
-    namespace = parser.parse_args(["bank", *sys.argv[1:]])
-    sys.exit(int(namespace.func(namespace)))
-
+add_bank_parser = register  # the name tests and older callers use

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infrarsi.contract.model import Contract
+from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.seams.executor import Executor
 
 
@@ -46,8 +47,10 @@ EXECUTORS: dict[str, ExecutorFactory] = {
 }
 
 
-class UnknownExecutorError(ValueError):
+class UnknownExecutorError(InfraRSIError, ValueError):
     """An executor name nobody registered."""
+
+    exit_code = BAD_INPUT
 
 
 def executor_names() -> tuple[str, ...]:

@@ -22,13 +22,17 @@ import github3
 import requests
 from github3.session import GitHubSession
 
+from infrarsi.errors import BAD_INPUT, InfraRSIError
+
 PUBLIC_API = "https://api.github.com"
 TOKEN_ENV = ("INFRARSI_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN")
 BASE_URL_ENV = "INFRARSI_GITHUB_URL"
 
 
-class GitHubAPIError(Exception):
+class GitHubAPIError(InfraRSIError):
     """A request GitHub refused; carries the status and GitHub's message."""
+
+    exit_code = BAD_INPUT
 
     def __init__(self, method: str, url: str, status: int, message: str) -> None:
         self.status = status

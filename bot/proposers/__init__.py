@@ -12,14 +12,17 @@ from typing import TYPE_CHECKING
 
 from bot.proposers.builtin import BuiltinProposer
 from bot.proposers.llm import LLMConfig
+from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.rundir import llm_cache_dir
 from infrarsi.seams.proposer import Proposer
 
 PROPOSERS = ("builtin", "anthropic")
 
 
-class ProposerSetupError(ValueError):
+class ProposerSetupError(InfraRSIError, ValueError):
     """The proposer cannot be built (no API key for the anthropic proposer, an unknown name)."""
+
+    exit_code = BAD_INPUT
 
 
 def make_proposer(name: str, *, config: LLMConfig | None = None, cache_dir: Path | None = None,

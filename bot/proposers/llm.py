@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from infrarsi.seams.proposer import LLMCall, ProposalFailure, Usage
 
 T = TypeVar("T")
@@ -45,8 +46,10 @@ PRICES: dict[str, tuple[float, float]] = {
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 
 
-class InvalidAnswer(ValueError):
+class InvalidAnswer(InfraRSIError, ValueError):
     """The model's answer does not satisfy the schema or the contract; the message is sent back to it."""
+
+    exit_code = NOT_RIGHT
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

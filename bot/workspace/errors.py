@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from infrarsi.errors import BAD_INPUT, InfraRSIError
 
-class GitLayerError(Exception):
+
+class GitLayerError(InfraRSIError):
     """Base class for every error raised by ``bot.workspace``."""
+
+    exit_code = BAD_INPUT
 
 
 class NotARepositoryError(GitLayerError):

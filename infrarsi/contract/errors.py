@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from infrarsi.errors import BAD_INPUT, InfraRSIError
 
-class ContractError(Exception):
+
+class ContractError(InfraRSIError):
     """A contract that cannot be used as written.
 
     ``str(error)`` is the whole message a user sees (the CLI prints it without a
     traceback): ``<file>: <key>: <what was expected>``.
     """
+
+    exit_code = BAD_INPUT
 
     def __init__(self, file: str, key: str, message: str) -> None:
         self.file = file

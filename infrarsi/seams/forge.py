@@ -15,14 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from infrarsi.errors import BAD_INPUT, InfraRSIError
+
 PRState = Literal["open", "closed", "merged"]
 ReviewState = Literal["APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED", "PENDING"]
 StatusState = Literal["pending", "success", "failure", "error"]
 EnsureAction = Literal["created", "updated", "unchanged", "closed"]
 
 
-class ForgeError(Exception):
+class ForgeError(InfraRSIError):
     """A forge refused or failed a request; the message says what and why."""
+
+    exit_code = BAD_INPUT
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

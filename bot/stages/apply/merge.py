@@ -18,8 +18,6 @@ The bot never pushes to the base branch: the merge is the forge's.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,20 +31,22 @@ from bot.workspace.refs import commit_info, ref_tip
 from bot.workspace.remotes import fetch_branches as _fetch
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
+from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from infrarsi.seams.forge import Forge, ForgeError, PullRequest, approvals
 from infrarsi.trial import Candidate
 from infrarsi.verify import Verdict
 
-__all__ = ["PromoteError", "PromoteResult", "Reverify", "add_promote_parser", "add_approve_parser", "promote",
-           "real_reverify"]
+__all__ = ["PromoteError", "PromoteResult", "Reverify", "promote", "real_reverify"]
 
 VERIFY_MARKER = "<!-- infrarsi:promote -->"
 # (repo, run id, candidate, base commit) -> the verdict of the candidate against that base
 Reverify = Callable[[Path, str, Candidate, str], Verdict]
 
 
-class PromoteError(Exception):
+class PromoteError(InfraRSIError):
     """The promotion was refused; the message is what the approver reads."""
+
+    exit_code = NOT_RIGHT
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -166,51 +166,3 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
         raise PromoteError(f"#{number}: the forge refused the merge: {exc}") from exc
     say(f"#{number} merged into {pr.base}: {merged[:10]} ({summary})")
     return PromoteResult(number=number, merge_commit=merged, head_sha=head_sha, recreated=recreated, verdict=verdict)
-
-
-def cmd_promote(args: argparse.Namespace) -> int:
-    repo = Path(args.repo).resolve()
-    try:
-        forge = open_forge(args.forge, repo, args.remote)
-        promote(repo, args.pr, forge=forge, remote=args.remote,
-                reverify=(lambda r, i, c, b: real_reverify(r, i, c, b, pairs=args.pairs)))
-    except (PromoteError, ForgeError) as exc:
-        print(f"refused: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def cmd_approve(args: argparse.Namespace) -> int:
-    from bot.forges.local import LocalForge, local_remote_path
-
-    repo = Path(args.repo).resolve()
-    try:
-        forge = LocalForge(local_remote_path(repo, args.remote))
-        review = forge.submit_review(args.number, args.login, "CHANGES_REQUESTED" if args.request_changes
-                                     else "APPROVED")
-    except ForgeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"#{args.number}: {review.state.lower().replace('_', ' ')} by {review.login} at {review.commit_sha[:10]}")
-    return 0
-
-
-def add_promote_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("promote", help="merge an approved promotion after re-verifying it on the current base")
-    p.add_argument("repo", nargs="?", default=".", help="the training repo (default: the current directory)")
-    p.add_argument("--pr", type=int, required=True, help="the pull request number")
-    p.add_argument("--forge", default="local", choices=("local", "github"), help="local (default) or github")
-    p.add_argument("--remote", default="origin", help="the git remote the forge serves (default origin)")
-    p.add_argument("--pairs", type=int, help="A/B pairs of the re-verification (default: the doctor's choice)")
-    p.set_defaults(func=cmd_promote)
-
-
-def add_approve_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("approve", help="approve a pull request on the local forge as LOGIN (the offline demo)")
-    p.add_argument("number", type=int, help="the pull request number")
-    p.add_argument("--as", dest="login", required=True, metavar="LOGIN", help="who approves (an approver "
-                   "listed in the contract, for the approval to count)")
-    p.add_argument("--repo", default=".", help="the repository (default: the current directory)")
-    p.add_argument("--remote", default="origin", help="the git remote the local forge serves (default origin)")
-    p.add_argument("--request-changes", action="store_true", help="request changes instead of approving")
-    p.set_defaults(func=cmd_approve)

@@ -1,4 +1,4 @@
-"""``infrarsi apply REPO [--run ID] [--forge local|github] [--draft] [--dry-run]``: one branch, one pull request.
+"""``infrarsi apply REPO [--run-id ID] [--forge local|github] [--draft] [--dry-run]``: one branch, one pull request.
 
 The promotion branch ``infrarsi/promote/<run-id>`` holds one commit on the base
 (see :mod:`bot.stages.apply.promotion_commit`). The pull request is found by its head branch and
@@ -9,14 +9,13 @@ contract's approvers. ``--dry-run`` prints the plan and changes nothing.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.forges import open_forge
 from bot.stages.apply.promotion_commit import PromotionCommit, PromotionError, build_promotion_commit, human_commits, promotion_branch
-from bot.stages.report.build import ReportError, ReportFiles, load_report
+from bot.stages.report.build import ReportFiles, load_report
+from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from bot.workspace.refs import branch_tip, commit_info, has_commit, head_branch, merge_base, set_branch
 from bot.workspace.remotes import fetch_branches
 from infrarsi.contract import load_contract
@@ -24,13 +23,15 @@ from infrarsi.contract.model import Contract
 from infrarsi.seams.forge import EnsureAction, Forge, ForgeError, PullRequest, PullRequestDraft
 from infrarsi.report import pr_title, render_pr_body
 
-__all__ = ["ApplyError", "ApplyResult", "LABELS", "add_apply_parser", "apply_run", "base_branch", "promotion_message"]
+__all__ = ["ApplyError", "ApplyResult", "LABELS", "apply_run", "base_branch", "promotion_message"]
 
 LABELS = ("infrarsi", "performance")
 
 
-class ApplyError(Exception):
+class ApplyError(InfraRSIError):
     """Nothing to apply, or the branch cannot be made; the message says what to do."""
+
+    exit_code = NOT_RIGHT
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -108,10 +109,7 @@ def apply_run(repo: Path, *, run_id: str | None = None, forge: Forge | None = No
               reopen: bool = False, say=print) -> ApplyResult:  # noqa: ANN001 - a print-like callable
     repo = repo.resolve()
     contract = load_contract(repo)
-    try:
-        files = load_report(repo, run_id, write=not dry_run)
-    except ReportError as exc:
-        raise ApplyError(str(exc)) from exc
+    files = load_report(repo, run_id, write=not dry_run)  # no finished run: ReportError, exit 2 as in `report`
     report = files.report
     if not report.promoted:
         raise ApplyError(f"run {report.run_id}: no candidate was verified faster than the baseline; "
@@ -137,8 +135,8 @@ def apply_run(repo: Path, *, run_id: str | None = None, forge: Forge | None = No
             say(f"  would {line}" if not line.startswith("  ") else f"    {line.strip()}")
         return ApplyResult(run_id=report.run_id, branch=branch, base=base, commit=None, pull_request=None,
                            action=None, plan=tuple(plan))
+    forge = forge or open_forge(forge_name, repo, remote)  # cannot reach the forge: ForgeError, exit 2
     try:
-        forge = forge or open_forge(forge_name, repo, remote)
         existing = forge.find_pr(branch)
         fetch_branches(repo, remote, (branch,))
         check_no_human_pushes(repo, existing, base_sha)
@@ -162,28 +160,3 @@ def apply_run(repo: Path, *, run_id: str | None = None, forge: Forge | None = No
     return ApplyResult(run_id=report.run_id, branch=branch, base=base, commit=sha, pull_request=pr, action=action,
                        plan=tuple(plan), record=forge.record_path(pr.number))
 
-
-def cmd_apply(args: argparse.Namespace) -> int:
-    try:
-        result = apply_run(Path(args.repo), run_id=args.run, forge_name=args.forge, remote=args.remote,
-                           base=args.base, draft=args.draft, dry_run=args.dry_run, reopen=args.reopen)
-    except ApplyError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    if result.record is not None:
-        print(f"pull-request record: {result.record}")
-    return 0
-
-
-def add_apply_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("apply", help="push the verified winner as one commit on infrarsi/promote/<run> and ensure "
-                       "its pull request")
-    p.add_argument("repo")
-    p.add_argument("--run", help="the run id (default: the latest finished run)")
-    p.add_argument("--forge", default="local", help="local (default: a bare git remote on disk) or github")
-    p.add_argument("--remote", default="origin", help="the git remote the forge pushes to (default origin)")
-    p.add_argument("--base", help="the branch to promote onto (default: the branch HEAD is on)")
-    p.add_argument("--draft", action="store_true", help="open the pull request as a draft")
-    p.add_argument("--reopen", action="store_true", help="reopen the pull request if a human closed it")
-    p.add_argument("--dry-run", action="store_true", help="print what would be done and change nothing")
-    p.set_defaults(func=cmd_apply)

@@ -32,6 +32,7 @@ from bot.workspace.trees import commit_files, export_tree, merge_change
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import LOCK_FILE, write_lock
 from infrarsi.contract.model import Contract, Knob, KnobValue
+from infrarsi.errors import NOT_RIGHT, InfraRSIError
 
 __all__ = ["PromotionError", "PromotionCommit", "promotion_branch", "build_promotion_commit", "human_commits",
            "set_argparse_defaults", "set_contract_defaults"]
@@ -39,8 +40,10 @@ __all__ = ["PromotionError", "PromotionCommit", "promotion_branch", "build_promo
 PROMOTE_PREFIX = "infrarsi/promote/"
 
 
-class PromotionError(Exception):
+class PromotionError(InfraRSIError):
     """The promotion commit cannot be made (a conflict, a missing trial commit); the message says why."""
+
+    exit_code = NOT_RIGHT
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -14,6 +14,8 @@ from typing import Any
 
 from bot.stages.init.scan import ArgFlag, RepoSummary
 
+from infrarsi.errors import BAD_INPUT, InfraRSIError
+
 # Flag names (argparse dests) that are performance knobs: they change how the job
 # runs, not what it computes. Everything else defines the workload and is fixed.
 _KNOB_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -34,8 +36,10 @@ _PYTHONS = re.compile(r"^(python[0-9.]*|.*/python[0-9.]*)$")
 _DEFAULT_STDOUT_REGEX = r"step\s+(?P<step>\d+).*?loss[\s:=|]+(?P<loss>[-+0-9.eE]+|nan|inf)"
 
 
-class DraftError(ValueError):
+class DraftError(InfraRSIError, ValueError):
     """``init`` could not infer something it must not guess; the message says which flag to pass."""
+
+    exit_code = BAD_INPUT
 
 
 @dataclass(kw_only=True)

@@ -1,4 +1,4 @@
-"""``infrarsi report REPO [--run ID]``: report.md and report.json of a finished run, from the journal.
+"""``infrarsi report REPO [--run-id ID]``: report.md and report.json of a finished run, from the journal.
 
 The bot side of :mod:`infrarsi.report`: it reads run.json, the doctor report,
 every trial of the run from the journal and the winner's trial commit from git
@@ -7,8 +7,6 @@ every trial of the run from the journal and the winner's trial commit from git
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,16 +16,19 @@ from bot.workspace.naming import trial_branch
 from bot.workspace.trees import diff_to_parent
 from infrarsi.contract import load_contract
 from infrarsi.contract.model import Contract
+from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.journal import Journal
 from infrarsi.report import RepoFacts, Report, build_report, render_markdown
 from infrarsi.rundir import RunDir, journal_path, latest_run, read_json, write_json, write_text
 from infrarsi.trial import Outcome, TrialRecord
 
-__all__ = ["ReportError", "ReportFiles", "add_report_parser", "latest_finished_run", "load_report", "write_report"]
+__all__ = ["ReportError", "ReportFiles", "latest_finished_run", "load_report", "write_report"]
 
 
-class ReportError(Exception):
+class ReportError(InfraRSIError):
     """The run cannot be reported (no such run, not finished); the message says which and why."""
+
+    exit_code = BAD_INPUT
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -74,6 +75,9 @@ def write_report(contract: Contract, run_id: str | None = None, *, write: bool =
     if run_id is None:
         raise ReportError(f"{root}: no finished run (run.json) to report; run `infrarsi run {root}` first")
     rundir = RunDir(root, run_id)
+    if not rundir.path.is_dir():
+        raise ReportError(f"no run {run_id!r} in {rundir.path.parent} (the latest finished run is "
+                          f"{latest_finished_run(root) or 'none'}; `infrarsi journal` lists every run)")
     run = read_json(rundir.run_json)
     if run is None:
         raise ReportError(f"run {run_id!r} has no run.json in {rundir.path}: it never finished "
@@ -112,32 +116,3 @@ def load_report(root: Path, run_id: str | None = None, *, write: bool = True) ->
     """The run's report, built now from the journal (it is cheap and always current)."""
     return write_report(load_contract(root), run_id, write=write)
 
-
-def cmd_report(args: argparse.Namespace) -> int:
-    root = Path(args.repo).resolve()
-    try:
-        files = load_report(root, args.run)
-    except ReportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    r = files.report
-    if args.json:
-        print(files.json.read_text(encoding="utf-8"), end="")
-        return 0
-    if r.promoted and r.speedup is not None and r.speedup_ci:
-        print(f"run {r.run_id}: verified speedup {r.speedup:.2f}x ({(r.ci_level or 0):.0%} CI "
-              f"[{r.speedup_ci[0]:.2f}, {r.speedup_ci[1]:.2f}]) with {r.winner}")
-    else:
-        print(f"run {r.run_id}: no verified speedup")
-    print(f"{len(r.trials)} trials, {len(r.failed)} failed costing {r.failed_cost_s:.1f} device-s")
-    print(f"wrote {files.markdown}")
-    print(f"wrote {files.json}")
-    return 0
-
-
-def add_report_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="write report.md and report.json of a finished run")
-    p.add_argument("repo")
-    p.add_argument("--run", help="the run id (default: the latest finished run)")
-    p.add_argument("--json", action="store_true", help="print report.json")
-    p.set_defaults(func=cmd_report)

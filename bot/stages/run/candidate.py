@@ -24,14 +24,17 @@ from bot.patching.results import Applied, Failed, NotApplicable
 from bot.stages.run.trial import TrialRequest, record_rejected, run_trial
 from infrarsi.contract.lock import Lock
 from infrarsi.contract.model import Contract
+from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.seams.executor import Executor
 from infrarsi.journal import Journal
 from infrarsi.patches import PatchSpec
 from infrarsi.trial import Candidate, TrialRecord
 
 
-class UnknownPatchError(KeyError):
+class UnknownPatchError(InfraRSIError, KeyError):
     """A candidate names a patch nobody proposed."""
+
+    exit_code = BAD_INPUT
 
 
 def audit_records(audit: AuditResult) -> tuple[dict[str, object], ...]:

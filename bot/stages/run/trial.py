@@ -14,6 +14,7 @@ from typing import Any
 
 from infrarsi.contract.lock import Lock, verify_lock
 from infrarsi.contract.model import PYTHON_PLACEHOLDER, Contract, KnobValue
+from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.seams.executor import Executor, TrialSpec
 from infrarsi.journal import Journal
 from infrarsi.rundir import logs_dir
@@ -21,8 +22,10 @@ from infrarsi.measure import classify, summarize
 from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
 
 
-class CandidateError(ValueError):
+class CandidateError(InfraRSIError, ValueError):
     """A candidate that names an unknown knob or a value outside its domain."""
+
+    exit_code = BAD_INPUT
 
 
 def parse_knob_value(contract: Contract, name: str, text: str) -> KnobValue:

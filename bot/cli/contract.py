@@ -1,0 +1,152 @@
+"""``infrarsi init | lock | check | patches``: the contract, its lock, and the patches its scope allows."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from bot.cli.common import UsageError, add_repo_argument, repo_dir
+from bot.patching.catalog import catalog_for_repo
+from bot.proposers import ProposerSetupError, add_proposer_arguments, draft_with, proposer_from_args
+from bot.stages.init.draft import DraftError, draft_contract
+from bot.stages.init.scan import scan_repo
+from bot.stages.init.toml_writer import render_contract
+from infrarsi.rundir import ensure_state_dir
+from infrarsi.contract import ContractError, load_contract
+from infrarsi.contract.load import CONTRACT_FILE, find_contract
+from infrarsi.contract.lock import LOCK_FILE, read_lock, verify_lock, write_lock
+from infrarsi.errors import NOT_RIGHT, InfraRSIError
+
+__all__ = ["LockMismatchError", "register"]
+
+
+class LockMismatchError(InfraRSIError):
+    """``check`` found the tree or the contract changed since the lock was taken: exit status 1."""
+
+    exit_code = NOT_RIGHT
+
+
+def proposer(args: argparse.Namespace, root: Path):  # noqa: ANN201 - a Proposer
+    """The proposer ``--proposer`` names; a missing key or unknown name is bad input."""
+    try:
+        return proposer_from_args(args, root)
+    except ProposerSetupError as e:
+        raise UsageError(str(e)) from None
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    root = repo_dir(args.repo)
+    try:
+        path, prefix = find_contract(root)
+        exists = True
+    except ContractError:
+        exists = False
+    if exists and not args.force:
+        print(f"using the existing contract in {path.relative_to(root)}"
+              + (f" [{prefix}]" if prefix else "") + " (pass --force to draft a new one)")
+    else:
+        if not args.command:
+            raise UsageError("no contract yet: pass --command \"python train.py ...\" to draft one")
+        entry = _entry_script(args.command)
+        summary = scan_repo(root, entry)
+        try:
+            draft = (draft_contract(args.command, summary, tokens_per_step=args.tokens_per_step)
+                     if args.proposer == "builtin" else
+                     _llm_draft(args, root, summary))
+        except DraftError as e:
+            raise UsageError(str(e)) from None
+        (root / CONTRACT_FILE).write_text(render_contract(draft), encoding="utf-8")
+        print(f"wrote {CONTRACT_FILE}: {len(draft.data.get('knobs', {}))} knobs, "
+              f"{len(draft.data['scope']['editable'])} editable symbols, "
+              f"{len(draft.data['scope']['locked'])} locked paths; {len(draft.notes)} guessed or defaulted fields "
+              "are marked with comments — review them")
+    contract = load_contract(root)
+    ensure_state_dir(root)
+    lock_path = write_lock(contract)
+    print(f"wrote {lock_path.name}: {len(read_lock(root).files)} locked files and the contract hashed")
+    return 0
+
+
+def _llm_draft(args: argparse.Namespace, root: Path, summary):  # noqa: ANN001, ANN202
+    chosen = proposer(args, root)
+    draft = draft_with(chosen, args.command, summary, tokens_per_step=args.tokens_per_step)
+    usage = chosen.usage()
+    print(f"drafted by the {chosen.name} proposer: {usage.tokens} tokens, ${usage.cost_usd:.4f}"
+          + (f" ({usage.cached_calls} cached)" if usage.cached_calls else ""))
+    return draft
+
+
+def _entry_script(command: str) -> str | None:
+    for part in shlex.split(command):
+        if part.endswith(".py"):
+            return part
+    return None
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    root = repo_dir(args.repo)
+    contract = load_contract(root)
+    write_lock(contract)
+    print(f"wrote {LOCK_FILE}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    root = repo_dir(args.repo)
+    contract = load_contract(root)
+    lock = read_lock(root)
+    broken = verify_lock(contract, lock)
+    if broken:
+        problems = "; ".join(map(str, broken))
+        todo = "" if "infrarsi lock" in problems else " (revert it, or rerun `infrarsi lock` if it is intended)"
+        raise LockMismatchError(f"check failed: {len(broken)} problem(s) with {LOCK_FILE}: {problems}{todo}")
+    print(f"ok: contract valid; {len(lock.files)} locked files match {LOCK_FILE}; "
+          f"{len(contract.knobs)} knobs, {len(contract.scope.editable)} editable symbols")
+    return 0
+
+
+def cmd_patches(args: argparse.Namespace) -> int:
+    root = repo_dir(args.repo)
+    contract = load_contract(root)
+    found = catalog_for_repo(contract)
+    if args.json:
+        for a in found:
+            print(json.dumps({"id": a.entry.codemod, "title": a.entry.title, "applies": a.applies,
+                              "targets": list(a.spec.targets) if a.spec else [], "why_not": list(a.reasons),
+                              "effect": a.entry.effect.to_dict()}, sort_keys=True))
+        return 0
+    for a in found:
+        e = a.entry.effect
+        prior = f"time x{e.time_ratio:.2f}, memory x{e.mem_ratio:.2f}"
+        if a.spec is not None:
+            print(f"{a.entry.codemod:<24} applies   {prior}  at {', '.join(a.spec.targets)}")
+        else:
+            why = a.reasons[0] if a.reasons else "no editable Python file"
+            print(f"{a.entry.codemod:<24} no        {prior}  ({why}{' …' if len(a.reasons) > 1 else ''})")
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("init", help="draft the contract (infrarsi.toml) and take the lock (infrarsi.lock)")
+    add_repo_argument(p)
+    p.add_argument("--command", help='the training command, e.g. "python train.py --steps 8"')
+    p.add_argument("--tokens-per-step", type=int, help="tokens per optimizer step, when init cannot infer it")
+    p.add_argument("--force", action="store_true", help="draft a new contract over an existing one")
+    add_proposer_arguments(p)
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("lock", help="re-take the lock after an intended change to the contract or a locked file")
+    add_repo_argument(p)
+    p.set_defaults(func=cmd_lock)
+
+    p = sub.add_parser("check", help="validate the contract and verify the lock against the tree")
+    add_repo_argument(p)
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("patches", help="list the built-in patch catalog and where each patch applies in the repo")
+    add_repo_argument(p)
+    p.add_argument("--json", action="store_true", help="one JSON object per catalog patch")
+    p.set_defaults(func=cmd_patches)

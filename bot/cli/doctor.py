@@ -1,0 +1,73 @@
+"""``infrarsi doctor``: profile the baseline; and the trial context every measuring verb builds.
+
+:func:`trial_context_for` is where ``doctor``, ``verify`` and ``run`` get their
+executor; :func:`doctor_failure` gives a baseline that cannot be profiled the
+same one-line message (exit status 1) wherever the doctor runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from bot.cli.common import add_repo_argument, add_run_id_argument, fmt_bytes, repo_dir, say
+from bot.executors.local import LocalExecutor
+from bot.stages.doctor.baseline import new_run_id, run_doctor
+from bot.stages.run.candidate import TrialContext, trial_context
+from infrarsi.rundir import journal_path
+from infrarsi.contract import load_contract
+from infrarsi.contract.lock import read_lock
+from infrarsi.doctor import DoctorError
+from infrarsi.journal import Journal
+
+__all__ = ["doctor_failure", "register", "trial_context_for"]
+
+
+def trial_context_for(args: argparse.Namespace, journal: Journal, *,
+                      on_step: Callable[[int], None] | None = None) -> TrialContext:
+    """The contract, its lock and the executor of REPO, bound to ``journal``."""
+    root = repo_dir(args.repo)
+    contract = load_contract(root)
+    lock = read_lock(root)
+    return trial_context(contract, lock, executor=LocalExecutor(on_step=on_step), journal=journal)
+
+
+@contextmanager
+def doctor_failure(run_id: str) -> Iterator[None]:
+    """A :class:`DoctorError` inside the block becomes one line that names the run and where its logs are."""
+    try:
+        yield
+    except DoctorError as e:
+        raise DoctorError(f"the doctor failed for run {run_id}: {e}; see the baseline's logs in "
+                          f".infrarsi/logs/{run_id}/") from None
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    root = repo_dir(args.repo)
+    run_id = args.run_id or new_run_id()
+    with Journal(journal_path(root)) as journal:
+        ctx = trial_context_for(args, journal)
+        print(f"doctor for run {run_id}: {args.repeats} baseline runs in fresh processes", file=sys.stderr)
+        with doctor_failure(run_id):
+            report, out = run_doctor(ctx, run_id=run_id, repeats=args.repeats, progress=say(args))
+    if args.json:
+        print(report.to_json(), end="")
+        return 0
+    mfu = f"{report.mfu:.1%}" if report.mfu is not None else "n/a"
+    print(f"step time {report.median_s * 1000:.1f} ms (cv within {report.cv_within:.1%}, between "
+          f"{report.cv_between:.1%}); verification needs {report.verify_pairs} pairs (MDE {report.mde:.1%}); "
+          f"peak memory {fmt_bytes(report.peak_mem_bytes)}; MFU {mfu}")
+    print(f"wrote {out / 'doctor.json'} and {out / 'doctor.md'}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("doctor", help="profile the baseline: noise, phases, memory, MFU, fingerprint, loss band")
+    add_repo_argument(p)
+    add_run_id_argument(p, "the run this doctor report belongs to (default: a new run id)")
+    p.add_argument("--repeats", type=int, default=5, help="baseline runs in fresh processes (default 5)")
+    p.add_argument("--json", action="store_true", help="print doctor.json instead of a summary")
+    p.set_defaults(func=cmd_doctor)

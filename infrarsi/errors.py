@@ -1,0 +1,38 @@
+"""The one error model: every documented failure is an :class:`InfraRSIError` that carries its exit status.
+
+The ``infrarsi`` command line has one handler (``bot.cli.main.main``) that
+prints ``error: <message>`` on one line and exits with the class's
+``exit_code``; so a message must say, in one line, what is wrong and what to do.
+A failure that is not an ``InfraRSIError`` is a bug and keeps its traceback.
+
+Exit status:
+
+- ``0`` done;
+- ``1`` (:data:`NOT_RIGHT`) the thing checked is not right: a broken lock, a
+  trial that was not ``ok``, a baseline that cannot be profiled, a verdict that
+  is not ``promoted``, a promotion refused;
+- ``2`` (:data:`BAD_INPUT`) bad input or setup: a malformed or missing
+  contract, an unknown flag, knob or run, no finished run to report, a missing
+  directory, a forge that cannot be reached or has no such pull request.
+
+Subclasses may also derive from a builtin (``ValueError``, ``KeyError``...) so
+that callers catching those keep working.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = ["BAD_INPUT", "NOT_RIGHT", "InfraRSIError"]
+
+NOT_RIGHT = 1
+BAD_INPUT = 2
+
+
+class InfraRSIError(Exception):
+    """Base of every documented failure; ``exit_code`` is the status the CLI exits with (see the module doc)."""
+
+    exit_code: ClassVar[int] = NOT_RIGHT
+
+    # The message as raised, also for subclasses of KeyError (whose own __str__ would quote it).
+    __str__ = Exception.__str__

@@ -10,12 +10,13 @@ verification did not confirm.
 
 from __future__ import annotations
 
-import shlex
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from infrarsi.contract.job_line import job_line
+from infrarsi.contract.knob_codec import assignment_text
 from infrarsi.contract.model import Knob, KnobValue
 from infrarsi.doctor import DoctorReport
 from infrarsi.trial import Candidate, Outcome, TrialRecord
@@ -172,6 +173,8 @@ class Report:
 def where_set(knob: Knob, entry: str) -> str:
     if knob.env is not None:
         return f"environment variable {knob.env}"
+    if knob.override is not None:
+        return f"{knob.override} override of {entry}"
     if knob.flag is not None:
         return f"{knob.flag} {'switch' if knob.switch else 'flag'} of {entry}"
     return "the contract"
@@ -180,18 +183,7 @@ def where_set(knob: Knob, entry: str) -> str:
 def command_line(command: Sequence[str], args: Sequence[str], knobs: Sequence[Knob],
                  values: Mapping[str, KnobValue]) -> str:
     """The shell command that launches the job with ``values`` (every knob explicit, as a trial does)."""
-    env: list[str] = []
-    argv = list(command) + list(args)
-    for knob in knobs:
-        value = values.get(knob.name, knob.default)
-        if knob.env is not None:
-            env.append(f"{knob.env}={shlex.quote(knob.format(value))}")
-        elif knob.switch:
-            if value and knob.flag:
-                argv.append(knob.flag)
-        elif knob.flag:
-            argv += [knob.flag, knob.format(value)]
-    return " ".join(env + [shlex.quote(a) for a in argv])
+    return job_line(command, args, knobs, values).shell()
 
 
 def _knob(knobs: Sequence[Knob], name: str) -> Knob:
@@ -260,7 +252,7 @@ def _calibration(posterior: Mapping[str, Any] | None, winner: Candidate | None) 
         return ()
     tags = set()
     if winner is not None:
-        tags = {f"{k}={v}" for k, v in winner.knobs} | set(winner.patches) | {k for k, _ in winner.knobs}
+        tags = {assignment_text(k, v) for k, v in winner.knobs} | set(winner.patches) | {k for k, _ in winner.knobs}
 
     def mine(feature: str) -> bool:
         return any(t == feature or t in feature for t in tags)
@@ -315,7 +307,7 @@ def build_report(*, run: Mapping[str, Any], doctor: DoctorReport, records: Seque
     if winner is not None:
         reproduce["candidate"] = command_line(command, args, knobs, values)
         reproduce["verify"] = "infrarsi verify . " + " ".join(
-            [f"--knob {c.name}={_knob(knobs, c.name).format(c.new)}" for c in changes]
+            [f"--knob {c.name}={_knob(knobs, c.name).codec.to_cli(c.new)}" for c in changes]
             + [f"--patch {p}" for p in winner.patches])
     notes = []
     if not promoted:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.stages.init.scan import ArgFlag, RepoSummary
+from infrarsi.contract.knob_codec import guess_value
 
 # Flag names (argparse dests) that are performance knobs: they change how the job
 # runs, not what it computes. Everything else defines the workload and is fixed.
@@ -80,13 +81,7 @@ def _command_values(argv: list[str]) -> dict[str, str]:
 
 def _value_of(flag: ArgFlag, given: dict[str, str]) -> Any:
     if flag.flag in given:
-        raw = given[flag.flag]
-        for cast in (int, float):
-            try:
-                return cast(raw)
-            except ValueError:
-                pass
-        return raw
+        return guess_value(given[flag.flag])
     return flag.default if flag.has_default else None
 
 

@@ -31,7 +31,7 @@ from bot.stages.doctor.baseline import load_doctor
 from bot.forges import open_forge
 from bot.stages.apply.promotion_commit import PROMOTE_PREFIX
 from bot.stages.report.build import ReportError, load_report
-from infrarsi.contract import load_contract
+from infrarsi.contract import Contract, load_contract
 from infrarsi.contract.lock import read_lock
 from infrarsi.seams.forge import Forge, ForgeError, PullRequest, approvals
 from infrarsi.trial import Candidate
@@ -68,7 +68,7 @@ def _base_tip(repo: Path, remote: str, base: str) -> str:
 
 
 def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, *, pairs: int | None = None,
-                  say: Callable[[str], None] = print) -> Verdict:
+                  say: Callable[[str], None] = print, contract: Contract | None = None) -> Verdict:
     """Interleaved A/B of ``candidate`` against ``base_sha``, with the run's doctor calibration."""
     from bot.stages.run.candidate import trial_context
     from bot.executors.local import LocalExecutor
@@ -76,7 +76,7 @@ def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, 
     from bot.stages.run.verify import verify_candidate
     from infrarsi.journal import Journal
 
-    contract = load_contract(repo)
+    contract = contract if contract is not None else load_contract(repo)
     doctor = load_doctor(repo, run_id)
     if doctor is None:
         raise PromoteError(f"run {run_id} has no doctor report to re-verify against")
@@ -112,7 +112,7 @@ def _approved(forge: Forge, pr: PullRequest, users: tuple[str, ...]) -> str:
 
 
 def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", reverify: Reverify | None = None,
-            say: Callable[[str], None] = print) -> PromoteResult:
+            say: Callable[[str], None] = print, pairs: int | None = None) -> PromoteResult:
     repo = repo.resolve()
     contract = load_contract(repo)
     pr = forge.get_pr(number)
@@ -132,7 +132,7 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
     except ApplyError as exc:
         raise PromoteError(str(exc)) from exc
     try:
-        files = load_report(repo, run_id)
+        files = load_report(repo, run_id, contract=contract)
     except ReportError as exc:
         raise PromoteError(str(exc)) from exc
     report = files.report
@@ -152,7 +152,8 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
         recreated = True
     forge.set_status(head_sha, context="infrarsi/verify", state="pending",
                      description=f"re-verifying against {pr.base} {base_sha[:10]}")
-    verdict = (reverify or (lambda r, i, c, b: real_reverify(r, i, c, b, say=say)))(repo, run_id, candidate, base_sha)
+    verdict = (reverify or (lambda r, i, c, b: real_reverify(r, i, c, b, say=say, pairs=pairs, contract=contract)))(
+        repo, run_id, candidate, base_sha)
     summary = (f"re-verification on {pr.base} {base_sha[:10]}: {verdict.kind.value}"
                + (f", {verdict.speedup:.2f}x" if verdict.speedup else "") + f" — {verdict.reason}")
     forge.ensure_comment(number, VERIFY_MARKER, f"{VERIFY_MARKER}\n{summary}\n")
@@ -174,8 +175,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     repo = Path(args.repo).resolve()
     try:
         forge = open_forge(args.forge, repo, args.remote)
-        promote(repo, args.pr, forge=forge, remote=args.remote,
-                reverify=(lambda r, i, c, b: real_reverify(r, i, c, b, pairs=args.pairs)))
+        promote(repo, args.pr, forge=forge, remote=args.remote, pairs=args.pairs)
     except (PromoteError, ForgeError) as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 1

@@ -122,7 +122,7 @@ def apply_run(repo: Path, *, run_id: str | None = None, forge: Forge | None = No
     repo = repo.resolve()
     contract = load_contract(repo)
     try:
-        files = load_report(repo, run_id, write=not dry_run)
+        files = load_report(repo, run_id, write=not dry_run, contract=contract)
     except ReportError as exc:
         raise ApplyError(str(exc)) from exc
     report = files.report

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from infrarsi.contract.knob_codec import assignment_text
 from infrarsi.contract.model import KnobValue
 
 TRIAL_SCHEMA_VERSION = 1
@@ -51,7 +52,7 @@ class Candidate:
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
-        parts = [f"{k}={v}" for k, v in self.knobs] + [f"+{p}" for p in self.patches]
+        parts = [assignment_text(k, v) for k, v in self.knobs] + [f"+{p}" for p in self.patches]
         return " ".join(parts) or "(baseline)"
 
 

@@ -8,9 +8,12 @@ broke) or ``quarantined`` (a result too good to believe without a human).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Sequence
+from typing import Any, Sequence
 
 from infrarsi.loss_band import LossBand, final_loss_worse, first_step_outside
 from infrarsi.stats import Comparison, compare
@@ -18,6 +21,8 @@ from infrarsi.trial import Candidate, Outcome, TrialRecord
 
 # A job whose own clock claims steps this much shorter than the bot saw is lying or broken.
 CLOCK_DISAGREEMENT = 0.5
+# How a verdict's comparison is made, in words (reports and run.json).
+TEST = "one-sided Mann-Whitney U + percentile bootstrap of the ratio of medians"
 
 
 class VerdictKind(StrEnum):
@@ -65,18 +70,79 @@ class Verdict:
     def speedup(self) -> float | None:
         return self.comparison.speedup if self.comparison else None
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, Any]:
+        """The verdict as run.json and ``verify-*.json`` hold it: flat figures for readers, and the full record."""
         c = self.comparison
         return {
             "verdict": self.kind.value, "reason": self.reason, "candidate": self.candidate.describe(),
             "candidate_digest": self.candidate.digest(),
+            "knobs": [[k, v] for k, v in self.candidate.knobs], "patches": list(self.candidate.patches),
+            "comparison": asdict(c) if c else None,
             "baseline_trials": list(self.baseline_trials), "candidate_trials": list(self.candidate_trials),
             "baseline_step_s": list(self.baseline_step_s), "candidate_step_s": list(self.candidate_step_s),
             "speedup": c.speedup if c else None, "ci": [c.ci_low, c.ci_high] if c else None,
             "ci_level": c.ci_level if c else None, "p_value": c.p_value if c else None,
-            "test": "one-sided Mann-Whitney U + percentile bootstrap of the ratio of medians",
+            "test": TEST,
             "invariants": [{"name": i.name, "ok": i.ok, "detail": i.detail} for i in self.invariants],
         }
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> Verdict:
+        """The verdict :meth:`to_dict` wrote; a dict written before it held the full record is upgraded
+        from its flat figures (see :func:`_legacy_candidate` and :func:`_legacy_comparison`)."""
+        if "knobs" in data:
+            candidate = Candidate(knobs=tuple((str(k), v) for k, v in data["knobs"]),
+                                  patches=tuple(data.get("patches") or ()))
+        else:
+            candidate = _legacy_candidate(str(data["candidate"]))
+        raw = data.get("comparison")
+        if raw:
+            comparison: Comparison | None = Comparison(**{**raw, "baseline": tuple(raw["baseline"]),
+                                                          "candidate": tuple(raw["candidate"])})
+        else:
+            comparison = _legacy_comparison(data) if "comparison" not in data else None
+        return Verdict(kind=VerdictKind(data["verdict"]), reason=str(data.get("reason", "")), candidate=candidate,
+                       baseline_trials=tuple(data.get("baseline_trials") or ()),
+                       candidate_trials=tuple(data.get("candidate_trials") or ()),
+                       baseline_step_s=tuple(data.get("baseline_step_s") or ()),
+                       candidate_step_s=tuple(data.get("candidate_step_s") or ()), comparison=comparison,
+                       invariants=tuple(InvariantCheck(name=i["name"], ok=bool(i["ok"]), detail=i["detail"])
+                                        for i in data.get("invariants") or ()))
+
+
+def _legacy_candidate(text: str) -> Candidate:
+    """A candidate from its description, for verdicts written with only ``candidate`` text.
+
+    Values stay text, so the candidate describes itself exactly as it was written;
+    its digest may differ from the original's, so readers match trials by number.
+    """
+    if text == Candidate().describe():
+        return Candidate()
+    knobs, patches = [], []
+    for part in text.split(" "):
+        if part.startswith("+"):
+            patches.append(part[1:])
+        else:
+            name, _, value = part.partition("=")
+            knobs.append((name, value))
+    return Candidate(knobs=tuple(knobs), patches=tuple(patches))
+
+
+def _legacy_comparison(data: Mapping[str, Any]) -> Comparison | None:
+    """A comparison rebuilt from the flat figures of an old verdict; what they did not keep is marked unknown."""
+    if data.get("speedup") is None or not data.get("ci"):
+        return None
+    base = tuple(float(x) for x in data.get("baseline_step_s") or ())
+    cand = tuple(float(x) for x in data.get("candidate_step_s") or ())
+    level = float(data.get("ci_level") or 0.0)
+    return Comparison(baseline=base, candidate=cand, n_baseline=len(base), n_candidate=len(cand),
+                      median_baseline=statistics.median(base) if base else math.nan,
+                      median_candidate=statistics.median(cand) if cand else math.nan,
+                      speedup=float(data["speedup"]), p_value=float(data.get("p_value") or math.nan),
+                      u_statistic=math.nan, mwu_method="unknown", ci_low=float(data["ci"][0]),
+                      ci_high=float(data["ci"][1]), ci_level=level, alpha=(1.0 - level) / 2, min_effect=math.nan,
+                      n_boot=0, seed=0, significant=data["verdict"] in ("promoted", "quarantined"),
+                      reason=str(data.get("reason", "")))
 
 
 def trial_invariants(record: TrialRecord, band: LossBand | None) -> list[InvariantCheck]:

@@ -57,8 +57,8 @@ CASES = [
     ("unknown_kind", BASE.replace('kind = "categorical"', 'kind = "enum"'),
      "knobs.dtype.kind: expected one of 'categorical', 'int', 'float', 'bool', got string 'enum'"),
     ("flag_and_env", BASE.replace('flag = "--dtype"', 'flag = "--dtype"\nenv = "DTYPE"'),
-     "knobs.dtype.flag: expected exactly one of 'flag' (a command-line flag) or 'env' (an environment variable) "
-     "to say how the knob reaches the job"),
+     "knobs.dtype.flag: expected exactly one of 'flag' (a command-line flag), 'override' (a Hydra override key) "
+     "or 'env' (an environment variable) to say how the knob reaches the job"),
     ("int_knob_bad_bounds", BASE + '\n[knobs.threads]\nkind = "int"\nlow = 4\nhigh = 2\ndefault = 3\nflag = "--threads"\n',
      "knobs.threads.high: expected a bound above low = 4, got 2"),
     ("editable_missing_file", BASE.replace("model.py::GPT.forward", "modle.py::GPT.forward"),

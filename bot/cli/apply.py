@@ -13,7 +13,7 @@ from typing import Any
 
 from bot.cli.common import add_deprecated_alias, add_repo_argument, add_run_id_argument, repo_dir, resolve_repo
 from bot.forges import FORGES, open_forge
-from bot.stages.apply.merge import promote, real_reverify
+from bot.stages.apply.merge import promote
 from bot.stages.apply.open_pr import apply_run
 
 __all__ = ["register"]
@@ -30,8 +30,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
 def cmd_promote(args: argparse.Namespace) -> int:
     repo = repo_dir(resolve_repo(args))
     forge = open_forge(args.forge, repo, args.remote)
-    promote(repo, args.pr, forge=forge, remote=args.remote,
-            reverify=(lambda r, i, c, b: real_reverify(r, i, c, b, pairs=args.pairs)))
+    promote(repo, args.pr, forge=forge, remote=args.remote, pairs=args.pairs)
     return 0
 
 

@@ -238,7 +238,7 @@ def validate_priors(data: dict[str, Any], *, features: tuple[str, ...], contract
         if feature not in allowed:
             name, _, value = str(feature).partition("=")
             knob = knobs.get(name)
-            if knob is not None and value and not any(knob.format(v) == value or str(v) == value
+            if knob is not None and value and not any(value == knob.codec.to_cli(v) or feature == knob.codec.feature(v)
                                                       for v in (knob.values or ())):
                 raise InvalidAnswer(f"effects[{i}].feature: {value!r} is outside the contract's domain of knob "
                                     f"{name!r} ({knob.domain_text()})")

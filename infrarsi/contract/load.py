@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from infrarsi.contract.errors import ContractError
+from infrarsi.contract.knob_codec import DEFAULT_BOOL_TEXT
 from infrarsi.contract.model import (
     CONTRACT_VERSION,
     Approvers,
@@ -36,6 +37,7 @@ PYPROJECT_FILE = "pyproject.toml"
 
 _KNOB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_OVERRIDE_KEY = re.compile(r"^\+{0,2}[A-Za-z_][A-Za-z0-9_\-]*(\.[A-Za-z_0-9][A-Za-z0-9_\-]*)*$")
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "t": 10**12, "tb": 10**12}
 
@@ -215,28 +217,63 @@ def _knob(name: str, t: Table) -> Knob:
             if not low < high:
                 raise t.error("high", f"expected a bound above low = {low:g}, got {high:g}")
     log = t.boolean("log", False)
-    flag = t.string("flag", None)
-    env = t.string("env", None)
-    switch = t.boolean("switch", False)
+    passing = _passing(t, kind)
     note = t.raw("note", "")
     if not isinstance(note, str):
         raise t.error("note", f"expected a string, got {describe(note)}")
     default = t.raw("default", expected="the value the baseline uses")
     t.finish()
-    if (flag is None) == (env is None):
-        raise t.error("flag", "expected exactly one of 'flag' (a command-line flag) or 'env' "
-                      "(an environment variable) to say how the knob reaches the job")
+    knob = Knob(name=name, kind=kind, default=default, values=values, low=low, high=high, log=log,
+                note=note, **passing)
+    if not knob.contains(default):
+        raise t.error("default", f"expected {knob.domain_text()}, got {describe(default)}")
+    if values is not None:
+        texts = [knob.codec.to_cli(v) for v in values]
+        twins = sorted({x for x in texts if texts.count(x) > 1})
+        if twins:
+            raise t.error("values", f"expected values the job can tell apart, got {twins[0]!r} twice "
+                          "on its command line")
+    return knob
+
+
+def _passing(t: Table, kind: str) -> dict[str, Any]:
+    """How the knob reaches the job (see :class:`Knob`), validated; the keyword arguments of its record."""
+    flag = t.string("flag", None)
+    env = t.string("env", None)
+    override = t.string("override", None)
+    form = t.string("form", "separate", choices=("separate", "equals"))
+    switch = t.boolean("switch", False)
+    off_flag = t.string("off_flag", None)
+    raw_bools = t.raw("bool_text", None)
+    if sum(x is not None for x in (flag, env, override)) != 1:
+        raise t.error("flag", "expected exactly one of 'flag' (a command-line flag), 'override' (a Hydra "
+                      "override key) or 'env' (an environment variable) to say how the knob reaches the job")
     if flag is not None and not flag.startswith("-"):
         raise t.error("flag", f"expected a command-line flag starting with '-', got {flag!r}")
     if env is not None and not _ENV_NAME.match(env):
         raise t.error("env", f"expected an environment variable name, got {env!r}")
+    if override is not None and not _OVERRIDE_KEY.match(override):
+        raise t.error("override", f"expected a Hydra override key such as 'trainer.precision' or "
+                      f"'+model.compile', got {override!r}")
+    if form != "separate" and flag is None:
+        raise t.error("form", "expected only on a knob passed as a flag")
     if switch and (kind != "bool" or flag is None):
         raise t.error("switch", "expected only on a bool knob passed as a flag")
-    knob = Knob(name=name, kind=kind, default=default, values=values, low=low, high=high, log=log,
-                flag=flag, env=env, switch=switch, note=note)
-    if not knob.contains(default):
-        raise t.error("default", f"expected {knob.domain_text()}, got {describe(default)}")
-    return knob
+    if off_flag is not None and not (switch and off_flag.startswith("-") and off_flag != flag):
+        raise t.error("off_flag", f"expected a flag starting with '-' other than {flag!r}, on a knob with "
+                      "switch = true (the flag passed when the value is false)")
+    bool_text = ("true", "false") if override is not None else DEFAULT_BOOL_TEXT
+    if raw_bools is not None:
+        if kind != "bool" or switch:
+            raise t.error("bool_text", "expected only on a bool knob passed with a value (not a switch)")
+        if not (isinstance(raw_bools, list) and len(raw_bools) == 2 and all(isinstance(b, str) and b
+                                                                          for b in raw_bools)
+                and raw_bools[0] != raw_bools[1]):
+            raise t.error("bool_text", f"expected two different strings [TRUE, FALSE] such as ['True', 'False'], "
+                          f"got {describe(raw_bools)}")
+        bool_text = (raw_bools[0], raw_bools[1])
+    return dict(flag=flag, env=env, override=override, form=form, switch=switch, off_flag=off_flag,
+                bool_text=bool_text)
 
 
 def _constraints(top: Table, knobs: tuple[Knob, ...]) -> tuple[Constraint, ...]:
@@ -358,8 +395,13 @@ def _check_fixed_args(top: Table, workload: Workload, knobs: tuple[Knob, ...]) -
     """A knob's flag in the fixed arguments would let the baseline differ from its own defaults."""
     fixed = set(workload.command) | set(workload.args)
     fixed |= {a.split("=", 1)[0] for a in fixed if a.startswith("-")}
+    keys = {a.split("=", 1)[0].lstrip("+~") for a in fixed if "=" in a and not a.startswith("-")}
     for k in knobs:
-        if k.flag is not None and k.flag in fixed:
-            raise ContractError(top.file, top.path(f"knobs.{k.name}.flag"),
-                                f"expected a flag that workload.command and workload.args do not already set, "
-                                f"got {k.flag!r}")
+        for key, used in (("flag", k.flag), ("off_flag", k.off_flag)):
+            if used is not None and used in fixed:
+                raise ContractError(top.file, top.path(f"knobs.{k.name}.{key}"),
+                                    f"expected a flag that workload.command and workload.args do not already set, "
+                                    f"got {used!r}")
+        if k.override is not None and k.override.lstrip("+") in keys:
+            raise ContractError(top.file, top.path(f"knobs.{k.name}.override"),
+                                f"expected a key that workload.args does not already override, got {k.override!r}")

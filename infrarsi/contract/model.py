@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from infrarsi.contract.knob_codec import DEFAULT_BOOL_TEXT, KnobCodec
+
 KnobValue = str | int | float | bool
 KnobKind = Literal["categorical", "int", "float", "bool"]
+FlagForm = Literal["separate", "equals"]
 EventSourceKind = Literal["probe", "stdout"]
 
 CONTRACT_VERSION = 1
@@ -74,7 +77,14 @@ class Scope:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Knob:
-    """One launch setting the search may change, its domain and how it reaches the job."""
+    """One launch setting the search may change, its domain and how it reaches the job.
+
+    Exactly one of ``flag`` (``--name VALUE``, or ``--name=VALUE`` with
+    ``form = "equals"``), ``override`` (a Hydra override ``name=VALUE``) and
+    ``env`` (an environment variable) says how. A bool knob with ``switch`` is a
+    bare ``--flag`` when true and absent (or ``off_flag``, ``--no-flag``) when
+    false; any other bool is spelled ``bool_text`` (true, false).
+    """
 
     name: str
     kind: KnobKind
@@ -85,7 +95,11 @@ class Knob:
     log: bool = False
     flag: str | None = None
     env: str | None = None
+    override: str | None = None
+    form: FlagForm = "separate"
     switch: bool = False
+    off_flag: str | None = None
+    bool_text: tuple[str, str] = DEFAULT_BOOL_TEXT
     note: str = ""
 
     def contains(self, value: KnobValue) -> bool:
@@ -109,11 +123,10 @@ class Knob:
             return "one of " + ", ".join(repr(v) for v in self.values)
         return f"a {'number' if self.kind == 'float' else 'integer'} in [{self.low:g}, {self.high:g}]"
 
-    def format(self, value: KnobValue) -> str:
-        """The value as it is passed on the command line or in the environment."""
-        if isinstance(value, bool):
-            return "1" if value else "0"
-        return str(value)
+    @property
+    def codec(self) -> KnobCodec:
+        """How this knob's values are written and read: command line, TOML, JSON, Python, feature name."""
+        return KnobCodec(self)
 
 
 def _same_value(a: KnobValue, b: KnobValue) -> bool:

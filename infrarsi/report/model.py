@@ -10,15 +10,18 @@ verification did not confirm.
 
 from __future__ import annotations
 
-import shlex
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from infrarsi.contract.job_line import job_line
+from infrarsi.contract.knob_codec import assignment_text
 from infrarsi.contract.model import Knob, KnobValue
 from infrarsi.doctor import DoctorReport
+from infrarsi.run_summary import RunSummary
 from infrarsi.trial import Candidate, Outcome, TrialRecord
+from infrarsi.verify import TEST, Verdict
 
 REPORT_VERSION = 1
 # Effects shown under "Model calibration": the winner's, then the largest revisions, at most this many.
@@ -172,6 +175,8 @@ class Report:
 def where_set(knob: Knob, entry: str) -> str:
     if knob.env is not None:
         return f"environment variable {knob.env}"
+    if knob.override is not None:
+        return f"{knob.override} override of {entry}"
     if knob.flag is not None:
         return f"{knob.flag} {'switch' if knob.switch else 'flag'} of {entry}"
     return "the contract"
@@ -180,18 +185,7 @@ def where_set(knob: Knob, entry: str) -> str:
 def command_line(command: Sequence[str], args: Sequence[str], knobs: Sequence[Knob],
                  values: Mapping[str, KnobValue]) -> str:
     """The shell command that launches the job with ``values`` (every knob explicit, as a trial does)."""
-    env: list[str] = []
-    argv = list(command) + list(args)
-    for knob in knobs:
-        value = values.get(knob.name, knob.default)
-        if knob.env is not None:
-            env.append(f"{knob.env}={shlex.quote(knob.format(value))}")
-        elif knob.switch:
-            if value and knob.flag:
-                argv.append(knob.flag)
-        elif knob.flag:
-            argv += [knob.flag, knob.format(value)]
-    return " ".join(env + [shlex.quote(a) for a in argv])
+    return job_line(command, args, knobs, values).shell()
 
 
 def _knob(knobs: Sequence[Knob], name: str) -> Knob:
@@ -204,17 +198,14 @@ def _row(r: TrialRecord, stage: str) -> TrialRow:
                     stage=stage)
 
 
-def _verification(v: Mapping[str, Any]) -> Verification:
-    ci = v.get("ci")
-    return Verification(verdict=v["verdict"], reason=v.get("reason", ""), candidate=v["candidate"],
-                        baseline_step_s=tuple(v.get("baseline_step_s") or ()),
-                        candidate_step_s=tuple(v.get("candidate_step_s") or ()),
-                        baseline_trials=tuple(v.get("baseline_trials") or ()),
-                        candidate_trials=tuple(v.get("candidate_trials") or ()),
-                        p_value=v.get("p_value"), ci=(float(ci[0]), float(ci[1])) if ci else None,
-                        ci_level=v.get("ci_level"), test=v.get("test", ""), speedup=v.get("speedup"),
-                        invariants=tuple(Invariant(name=i["name"], ok=bool(i["ok"]), detail=i["detail"])
-                                         for i in v.get("invariants") or ()))
+def _verification(v: Verdict) -> Verification:
+    c = v.comparison
+    return Verification(verdict=v.kind.value, reason=v.reason, candidate=v.candidate.describe(),
+                        baseline_step_s=v.baseline_step_s, candidate_step_s=v.candidate_step_s,
+                        baseline_trials=v.baseline_trials, candidate_trials=v.candidate_trials,
+                        p_value=c.p_value if c else None, ci=(c.ci_low, c.ci_high) if c else None,
+                        ci_level=c.ci_level if c else None, test=TEST, speedup=v.speedup,
+                        invariants=tuple(Invariant(name=i.name, ok=i.ok, detail=i.detail) for i in v.invariants))
 
 
 def _median_peak(records: Sequence[TrialRecord]) -> int | None:
@@ -260,7 +251,7 @@ def _calibration(posterior: Mapping[str, Any] | None, winner: Candidate | None) 
         return ()
     tags = set()
     if winner is not None:
-        tags = {f"{k}={v}" for k, v in winner.knobs} | set(winner.patches) | {k for k, _ in winner.knobs}
+        tags = {assignment_text(k, v) for k, v in winner.knobs} | set(winner.patches) | {k for k, _ in winner.knobs}
 
     def mine(feature: str) -> bool:
         return any(t == feature or t in feature for t in tags)
@@ -275,12 +266,12 @@ def _calibration(posterior: Mapping[str, Any] | None, winner: Candidate | None) 
                  for r in ranked[:CALIBRATION_ROWS])
 
 
-def build_report(*, run: Mapping[str, Any], doctor: DoctorReport, records: Sequence[TrialRecord],
+def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[TrialRecord],
                  knobs: Sequence[Knob], command: Sequence[str], args: Sequence[str], facts: RepoFacts,
                  created_at: float, patch_targets: Mapping[str, Sequence[str]] | None = None) -> Report:
     """The report of one run. ``records`` are every trial of the run in the journal (doctor, search, verify)."""
     by_no = {r.trial_no: r for r in records}
-    search_nos = {t["trial_no"] for t in run.get("trials") or ()}
+    search_nos = {t.trial_no for t in run.trials}
     doctor_nos = set(doctor.trials)
 
     def stage(no: int) -> str:
@@ -288,14 +279,16 @@ def build_report(*, run: Mapping[str, Any], doctor: DoctorReport, records: Seque
 
     rows = tuple(_row(r, stage(r.trial_no)) for r in sorted(records, key=lambda r: r.trial_no))
     failed = [r for r in rows if r.outcome != Outcome.OK.value]
-    best = run.get("best")
-    verification = _verification(best) if best and best.get("verdict") == "promoted" else None
-    others = tuple(_verification(v) for v in run.get("verdicts") or ()
-                   if not best or v.get("candidate_digest") != best.get("candidate_digest"))
+    best = run.best
+    verification = _verification(best) if best is not None else None
+    others = tuple(_verification(v) for v in run.verdicts
+                   if best is None or v.candidate.digest() != best.candidate.digest())
     defaults = {k.name: k.default for k in knobs}
     winner: Candidate | None = None
-    if verification is not None:
-        winner = next((r.candidate for r in records if r.candidate.digest() == best["candidate_digest"]), None)
+    if best is not None:
+        # The records of its own verification trials hold the candidate exactly, whatever run.json kept.
+        winner = next((r.candidate for r in records if r.trial_no in best.candidate_trials
+                       or r.candidate.digest() == best.candidate.digest()), None)
     promoted = verification is not None and winner is not None and verification.speedup is not None
     speedup = verification.speedup if promoted and verification else None
     cand_records = [by_no[n] for n in verification.candidate_trials if n in by_no] if verification else []
@@ -315,7 +308,7 @@ def build_report(*, run: Mapping[str, Any], doctor: DoctorReport, records: Seque
     if winner is not None:
         reproduce["candidate"] = command_line(command, args, knobs, values)
         reproduce["verify"] = "infrarsi verify . " + " ".join(
-            [f"--knob {c.name}={_knob(knobs, c.name).format(c.new)}" for c in changes]
+            [f"--knob {c.name}={_knob(knobs, c.name).codec.to_cli(c.new)}" for c in changes]
             + [f"--patch {p}" for p in winner.patches])
     notes = []
     if not promoted:
@@ -324,7 +317,7 @@ def build_report(*, run: Mapping[str, Any], doctor: DoctorReport, records: Seque
         notes.append(f"MFU against this device's measured {doctor.baseline_dtype} peak FLOP/s, from the model's "
                      "FLOPs per step; after = before × speedup (the same FLOPs per step)")
     return Report(
-        run_id=str(run["run_id"]), repo=facts.repo, created_at=created_at, base_commit=facts.base_commit,
+        run_id=run.run_id, repo=facts.repo, created_at=created_at, base_commit=facts.base_commit,
         hardware=dict(doctor.fingerprint), promoted=promoted, speedup=speedup,
         speedup_ci=verification.ci if promoted and verification else None,
         ci_level=verification.ci_level if promoted and verification else None,
@@ -338,5 +331,5 @@ def build_report(*, run: Mapping[str, Any], doctor: DoctorReport, records: Seque
         knob_changes=changes, patches=patches, verification=verification if promoted else None,
         other_verdicts=others, trials=rows, failed_cost_s=sum(r.cost_s for r in failed),
         total_cost_s=sum(r.cost_s for r in rows), oom=tuple(r for r in rows if r.outcome == Outcome.OOM.value),
-        calibration=_calibration(run.get("posterior"), winner), reproduce=reproduce,
-        llm=dict(run["llm"]) if run.get("llm") else None, notes=tuple(notes))
+        calibration=_calibration(run.posterior, winner), reproduce=reproduce,
+        llm=dict(run.llm) if run.llm else None, notes=tuple(notes))

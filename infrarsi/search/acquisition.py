@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from infrarsi.contract.knob_codec import assignment_text
 from infrarsi.search.models import Models
 from infrarsi.search.time_model import TimePosterior
 from infrarsi.trial import Candidate
@@ -146,7 +147,7 @@ def score(models: Models, candidates: Sequence[Candidate], incumbent: Incumbent)
 def describe_change(before: Candidate, after: Candidate) -> str:
     """``after`` relative to ``before``: ``+patch``, ``-patch``, ``knob=value``."""
     a, b = before.knob_dict(), after.knob_dict()
-    parts = [f"{k}={v}" for k, v in sorted(b.items()) if k not in a or a[k] != v or type(a[k]) is not type(v)]
+    parts = [assignment_text(k, v) for k, v in sorted(b.items()) if k not in a or a[k] != v or type(a[k]) is not type(v)]
     parts += [f"+{p}" for p in after.patches if p not in before.patches]
     parts += [f"-{p}" for p in before.patches if p not in after.patches]
     return " ".join(parts) or "(same)"

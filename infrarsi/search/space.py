@@ -76,7 +76,7 @@ class KnobAxis:
 
     def feature_names(self) -> tuple[str, ...]:
         if self.encoding == "onehot":
-            return tuple(f"{self.name}={v}" for v in self.levels if not _same(v, self.knob.default))
+            return tuple(self.knob.codec.feature(v) for v in self.levels if not _same(v, self.knob.default))
         return (self.name,)
 
     def features(self, value: KnobValue) -> list[float]:

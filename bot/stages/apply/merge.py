@@ -29,7 +29,7 @@ from bot.stages.apply.promotion_commit import PROMOTE_PREFIX
 from bot.stages.report.build import ReportError, load_report
 from bot.workspace.refs import commit_info, ref_tip
 from bot.workspace.remotes import fetch_branches as _fetch
-from infrarsi.contract import load_contract
+from infrarsi.contract import Contract, load_contract
 from infrarsi.contract.lock import read_lock
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from infrarsi.seams.forge import Forge, ForgeError, PullRequest, approvals
@@ -67,7 +67,7 @@ def _base_tip(repo: Path, remote: str, base: str) -> str:
 
 
 def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, *, pairs: int | None = None,
-                  say: Callable[[str], None] = print) -> Verdict:
+                  say: Callable[[str], None] = print, contract: Contract | None = None) -> Verdict:
     """Interleaved A/B of ``candidate`` against ``base_sha``, with the run's doctor calibration."""
     from bot.stages.run.candidate import trial_context
     from bot.executors.local import LocalExecutor
@@ -75,7 +75,7 @@ def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, 
     from bot.stages.run.verify import verify_candidate
     from infrarsi.journal import Journal
 
-    contract = load_contract(repo)
+    contract = contract if contract is not None else load_contract(repo)
     doctor = load_doctor(repo, run_id)
     if doctor is None:
         raise PromoteError(f"run {run_id} has no doctor report to re-verify against")
@@ -111,7 +111,7 @@ def _approved(forge: Forge, pr: PullRequest, users: tuple[str, ...]) -> str:
 
 
 def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", reverify: Reverify | None = None,
-            say: Callable[[str], None] = print) -> PromoteResult:
+            say: Callable[[str], None] = print, pairs: int | None = None) -> PromoteResult:
     repo = repo.resolve()
     contract = load_contract(repo)
     pr = forge.get_pr(number)
@@ -130,7 +130,7 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
         raise PromoteError(str(exc)) from exc
     head = commit_info(repo, pr.head_sha)
     try:
-        files = load_report(repo, run_id)
+        files = load_report(repo, run_id, contract=contract)
     except ReportError as exc:
         raise PromoteError(str(exc)) from exc
     report = files.report
@@ -150,7 +150,8 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
         recreated = True
     forge.set_status(head_sha, context="infrarsi/verify", state="pending",
                      description=f"re-verifying against {pr.base} {base_sha[:10]}")
-    verdict = (reverify or (lambda r, i, c, b: real_reverify(r, i, c, b, say=say)))(repo, run_id, candidate, base_sha)
+    verdict = (reverify or (lambda r, i, c, b: real_reverify(r, i, c, b, say=say, pairs=pairs, contract=contract)))(
+        repo, run_id, candidate, base_sha)
     summary = (f"re-verification on {pr.base} {base_sha[:10]}: {verdict.kind.value}"
                + (f", {verdict.speedup:.2f}x" if verdict.speedup else "") + f" — {verdict.reason}")
     forge.ensure_comment(number, VERIFY_MARKER, f"{VERIFY_MARKER}\n{summary}\n")

@@ -109,7 +109,7 @@ def apply_run(repo: Path, *, run_id: str | None = None, forge: Forge | None = No
               reopen: bool = False, say=print) -> ApplyResult:  # noqa: ANN001 - a print-like callable
     repo = repo.resolve()
     contract = load_contract(repo)
-    files = load_report(repo, run_id, write=not dry_run)  # no finished run: ReportError, exit 2 as in `report`
+    files = load_report(repo, run_id, write=not dry_run, contract=contract)  # no finished run: ReportError, exit 2
     report = files.report
     if not report.promoted:
         raise ApplyError(f"run {report.run_id}: no candidate was verified faster than the baseline; "

@@ -18,18 +18,19 @@ Re-creating the commit on a moved base is the same function with another base
 
 from __future__ import annotations
 
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
+import tomlkit
 
 from bot.workspace.commits import BOT_IDENTITY, format_message
 from bot.workspace.errors import MergeConflictError
 from bot.workspace.refs import commit_info, commits_since, has_commit
 from bot.workspace.trees import commit_files, export_tree, merge_change
 from infrarsi.contract import load_contract
+from infrarsi.contract.knob_codec import python_text, toml_text
 from infrarsi.contract.lock import LOCK_FILE, write_lock
 from infrarsi.contract.model import Contract, Knob, KnobValue
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
@@ -63,19 +64,9 @@ def promotion_branch(run_id: str) -> str:
 
 
 def _literal(value: KnobValue, old: cst.BaseExpression | None) -> cst.BaseExpression:
-    if isinstance(value, bool):
-        if isinstance(old, cst.Integer):
-            return cst.Integer(str(int(value)))
-        return cst.Name("True" if value else "False")
-    if isinstance(value, int):
-        return cst.Integer(str(value))
-    if isinstance(value, float):
-        return cst.Float(repr(value))
-    text = str(value)
+    """``value`` as the codec writes a Python literal, in the style of the literal it replaces."""
     quote = old.quote if isinstance(old, cst.SimpleString) and old.quote in ('"', "'") else '"'
-    if quote in text or "\\" in text or "\n" in text:
-        return cst.SimpleString(repr(text))
-    return cst.SimpleString(f"{quote}{text}{quote}")
+    return cst.parse_expression(python_text(value, quote=quote, bool_as_int=isinstance(old, cst.Integer)))
 
 
 class _Defaults(cst.CSTTransformer):
@@ -113,33 +104,24 @@ def set_argparse_defaults(source: str, values: dict[str, KnobValue]) -> tuple[st
     return module.visit(transformer).code, transformer.done
 
 
-def _toml(value: KnobValue) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def set_contract_defaults(text: str, values: dict[str, KnobValue]) -> tuple[str, set[str]]:
-    """The contract text with ``default = ...`` of each ``[knobs.NAME]`` table set; comments stay as they are."""
-    lines = text.splitlines(keepends=True)
+    """The contract text with ``default`` of each knob in ``values`` set; every comment and blank line stays.
+
+    The contract is edited as a ``tomlkit`` document, in ``infrarsi.toml`` or under
+    ``[tool.infrarsi]`` of a ``pyproject.toml``; knobs it does not hold are left out of
+    the returned set.
+    """
+    doc = tomlkit.parse(text)
+    tool = doc.get("tool", {})
+    table = tool["infrarsi"] if "knobs" not in doc and "infrarsi" in tool else doc
+    knobs = table.get("knobs", {})
     done: set[str] = set()
-    current: str | None = None
-    for i, line in enumerate(lines):
-        header = re.match(r"\s*\[(?:tool\.infrarsi\.)?knobs\.([A-Za-z0-9_-]+)\]\s*(#.*)?$", line)
-        if header:
-            current = header[1]
-            continue
-        if re.match(r"\s*\[", line):
-            current = None
-            continue
-        if current in values and current not in done:
-            m = re.match(r"(\s*default\s*=\s*)([^#\n]*?)(\s*(#.*)?)(\r?\n?)$", line)
-            if m:
-                lines[i] = f"{m[1]}{_toml(values[current])}{m[3]}{m[5]}"
-                done.add(current)
-    return "".join(lines), done
+    for name, value in values.items():
+        knob = knobs.get(name)
+        if knob is not None and "default" in knob:
+            knob["default"] = value
+            done.add(name)
+    return doc.as_string(), done
 
 
 # -- the commit -------------------------------------------------------------------------------------
@@ -192,7 +174,11 @@ def build_promotion_commit(repo: Path, *, contract: Contract, trial_commit: str,
         for name, value in changed.items():
             knob: Knob = contract.knob(name)
             if knob.env is not None:
-                unwritten.append(f"{knob.env}={knob.format(value)} (an environment variable: set it in the launcher)")
+                unwritten.append(f"{knob.env}={knob.codec.to_cli(value)} (an environment variable: set it in the "
+                                 "launcher)")
+            elif knob.override is not None:
+                unwritten.append(f"{knob.override}={knob.codec.to_cli(value)} (a Hydra override: set it in the "
+                                 "job's config)")
         source = contract.source.relative_to(contract.root).as_posix()
         text, done = set_contract_defaults((work / source).read_text(encoding="utf-8"), changed)
         if changed and done != set(changed):
@@ -201,7 +187,7 @@ def build_promotion_commit(repo: Path, *, contract: Contract, trial_commit: str,
         if changed:
             (work / source).write_text(text, encoding="utf-8")
             touched.append(source)
-            written += [f"{source}: knobs.{k}.default = {_toml(v)}" for k, v in sorted(changed.items())]
+            written += [f"{source}: knobs.{k}.default = {toml_text(v)}" for k, v in sorted(changed.items())]
         write_lock(load_contract(work))
         touched.append(LOCK_FILE)
         written.append(f"{LOCK_FILE}: re-taken over the promoted tree")

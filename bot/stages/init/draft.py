@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.stages.init.scan import ArgFlag, RepoSummary
+from infrarsi.contract.knob_codec import guess_value
 
 from infrarsi.errors import BAD_INPUT, InfraRSIError
 
@@ -84,13 +85,7 @@ def _command_values(argv: list[str]) -> dict[str, str]:
 
 def _value_of(flag: ArgFlag, given: dict[str, str]) -> Any:
     if flag.flag in given:
-        raw = given[flag.flag]
-        for cast in (int, float):
-            try:
-                return cast(raw)
-            except ValueError:
-                pass
-        return raw
+        return guess_value(given[flag.flag])
     return flag.default if flag.has_default else None
 
 

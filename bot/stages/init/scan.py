@@ -5,12 +5,13 @@ Nothing here imports the user's code: ``init`` must be safe on any repo.
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import libcst as cst
+
+from infrarsi.contract.knob_codec import python_literal
 
 _SKIP_DIRS = {".git", ".infrarsi", ".venv", "venv", "env", "__pycache__", "node_modules", "build", "dist",
               ".tox", ".mypy_cache", ".pytest_cache", "site-packages"}
@@ -60,11 +61,7 @@ class RepoSummary:
 
 def _literal(node: cst.BaseExpression) -> tuple[bool, Any]:
     """The value of a literal expression (numbers, strings, lists, negatives), or (False, None)."""
-    try:
-        code = cst.Module(body=[]).code_for_node(node)
-        return True, ast.literal_eval(code)
-    except (ValueError, SyntaxError, TypeError):
-        return False, None
+    return python_literal(cst.Module(body=[]).code_for_node(node))
 
 
 def _name(node: cst.BaseExpression) -> str | None:

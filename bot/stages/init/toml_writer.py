@@ -1,14 +1,18 @@
-"""Write a drafted contract as TOML, with each note as a comment above its value.
+"""Write a drafted contract as TOML with ``tomlkit``, each note as a comment above its value.
 
-A tiny writer for the shapes a contract has (tables, arrays of tables, scalars
-and flat arrays), because the point is the comments, which no TOML library keeps.
+The document is built as a ``tomlkit`` tree, the same style-preserving library
+that later edits the contract (a promotion rewriting a knob's default), so the
+``# guessed:`` notes written here and any comment a reviewer adds afterwards
+survive every edit.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any
+
+import tomlkit
+from tomlkit.container import Container
+from tomlkit.items import AoT, Table
 
 from bot.stages.init.draft import ContractDraft
 
@@ -19,62 +23,18 @@ _HEADER = """\
 """
 
 
-def _scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isinf(value) or math.isnan(value):
-            raise ValueError(f"cannot write {value} to a contract")
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a valid TOML basic string
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_scalar(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {_scalar(v)}" for k, v in value.items()) + " }"
-    raise TypeError(f"cannot write {type(value).__name__} to TOML")
+def _comment(parent: Container | Table, note: str | None) -> None:
+    for line in (note or "").splitlines():
+        parent.add(tomlkit.comment(line))
 
 
-def _key(key: str) -> str:
-    return key if key.replace("_", "").replace("-", "").isalnum() else json.dumps(key)
+def _above_header(item: Table, note: str | None) -> None:
+    """A note as comment lines right above a table's ``[header]`` (tomlkit keeps them in the header's trivia).
 
-
-def _comment(note: str, indent: str = "") -> list[str]:
-    return [f"{indent}# {line}" for line in note.splitlines()]
-
-
-def render_contract(draft: ContractDraft) -> str:
-    lines = [_HEADER.rstrip("\n"), ""]
-
-    def emit_table(path: str, table: dict[str, Any], header: str | None) -> None:
-        scalars = {k: v for k, v in table.items() if not _is_table(v) and not _is_table_array(v)}
-        if header is not None and (scalars or not table):
-            if path in draft.notes:
-                lines.extend(_comment(draft.notes[path]))
-            lines.append(f"[{header}]")
-        for key, value in scalars.items():
-            dotted = f"{path}.{key}" if path else key
-            if dotted in draft.notes:
-                lines.extend(_comment(draft.notes[dotted]))
-            lines.append(f"{_key(key)} = {_scalar(value)}")
-        if scalars or header is not None:
-            lines.append("")
-        for key, value in table.items():
-            dotted = f"{path}.{key}" if path else key
-            if _is_table(value):
-                emit_table(dotted, value, f"{header}.{_key(key)}" if header else _key(key))
-            elif _is_table_array(value):
-                if dotted in draft.notes:
-                    lines.extend(_comment(draft.notes[dotted]))
-                for item in value:
-                    lines.append(f"[[{header + '.' if header else ''}{_key(key)}]]")
-                    lines.extend(f"{_key(k)} = {_scalar(v)}" for k, v in item.items())
-                    lines.append("")
-
-    emit_table("", draft.data, None)
-    return "\n".join(lines).rstrip("\n") + "\n"
+    Set once the table is filled: tomlkit indents a table's keys like its header's first spaces.
+    """
+    if note:
+        item.trivia.indent = "".join(f"# {line}\n" for line in note.splitlines())
 
 
 def _is_table(value: Any) -> bool:
@@ -83,3 +43,52 @@ def _is_table(value: Any) -> bool:
 
 def _is_table_array(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def _scalars(target: Container | Table, path: str, table: dict[str, Any], notes: dict[str, str]) -> bool:
+    """Add the plain keys of ``table`` to ``target``, each under its note; whether there were any."""
+    found = False
+    for key, value in table.items():
+        if _is_table(value) or _is_table_array(value):
+            continue
+        _comment(target, notes.get(f"{path}.{key}" if path else key))
+        target.add(key, value)
+        found = True
+    return found
+
+
+def _children(parent: Container | Table, path: str, table: dict[str, Any], notes: dict[str, str]) -> None:
+    """The sub-tables and arrays of tables of ``table``, in order, each under its note."""
+    for key, value in table.items():
+        dotted = f"{path}.{key}" if path else key
+        if _is_table(value):
+            child = tomlkit.table(is_super_table=bool(value) and all(map(_is_table, value.values())))
+            if _scalars(child, dotted, value, notes) or not value:
+                child.add(tomlkit.nl())
+            _children(child, dotted, value, notes)
+            if not child.is_super_table():
+                _above_header(child, notes.get(dotted))  # after the keys: tomlkit indents keys like the header
+            parent.add(key, child)
+        elif _is_table_array(value):
+            aot = AoT([])
+            for i, item in enumerate(value):
+                entry = tomlkit.table()
+                for k, v in item.items():
+                    entry.add(k, v)
+                entry.add(tomlkit.nl())
+                if i == 0:
+                    _above_header(entry, notes.get(dotted))
+                aot.append(entry)
+            parent.add(key, aot)
+
+
+def render_contract(draft: ContractDraft) -> str:
+    """The contract text of ``draft``: a header, then every table with its notes as comments."""
+    doc = tomlkit.document()
+    for line in _HEADER.splitlines():
+        doc.add(tomlkit.comment(line.removeprefix("# ")))
+    doc.add(tomlkit.nl())
+    if _scalars(doc, "", draft.data, draft.notes):
+        doc.add(tomlkit.nl())
+    _children(doc, "", draft.data, draft.notes)
+    return doc.as_string().rstrip("\n") + "\n"

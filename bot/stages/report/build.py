@@ -19,8 +19,10 @@ from infrarsi.contract.model import Contract
 from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.journal import Journal
 from infrarsi.report import RepoFacts, Report, build_report, render_markdown
-from infrarsi.rundir import RunDir, journal_path, latest_run, read_json, write_json, write_text
+from infrarsi.rundir import RunDir, journal_path, latest_run, write_json, write_text
+from infrarsi.run_summary import RunSummary
 from infrarsi.trial import Outcome, TrialRecord
+from infrarsi.verify import Verdict
 
 __all__ = ["ReportError", "ReportFiles", "latest_finished_run", "load_report", "write_report"]
 
@@ -45,15 +47,24 @@ def latest_finished_run(root: Path) -> str | None:
     return latest_run(root, finished=True)
 
 
-def _winner_commit(report_records: list[TrialRecord], best: dict | None) -> TrialRecord | None:
+def _winner_commit(report_records: list[TrialRecord], best: Verdict | None) -> TrialRecord | None:
     """The winner's first committed verification trial (its commit holds the patches)."""
-    if not best:
+    if best is None:
         return None
-    wanted = set(best.get("candidate_trials") or ())
+    wanted = set(best.candidate_trials)
     for r in sorted(report_records, key=lambda r: r.trial_no):
         if r.trial_no in wanted and r.commit and r.outcome is Outcome.OK:
             return r
     return None
+
+
+def read_run_summary(path: Path) -> RunSummary:
+    """``run.json`` as a record (an older one upgraded); a malformed one is a :class:`ReportError`."""
+    try:
+        return RunSummary.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ReportError(f"{path}: not a run summary this InfraRSI can read ({type(exc).__name__}: {exc}); "
+                          "rerun `infrarsi run` for this run") from None
 
 
 def _write_diff(root: Path, commit: str, out: Path | None) -> tuple[str | None, Path | None]:
@@ -78,17 +89,16 @@ def write_report(contract: Contract, run_id: str | None = None, *, write: bool =
     if not rundir.path.is_dir():
         raise ReportError(f"no run {run_id!r} in {rundir.path.parent} (the latest finished run is "
                           f"{latest_finished_run(root) or 'none'}; `infrarsi journal` lists every run)")
-    run = read_json(rundir.run_json)
-    if run is None:
+    if not rundir.run_json.is_file():
         raise ReportError(f"run {run_id!r} has no run.json in {rundir.path}: it never finished "
                           "(resume it with `infrarsi run --resume`)")
+    run = read_run_summary(rundir.run_json)
     doctor = load_doctor(root, run_id)
     if doctor is None:
         raise ReportError(f"run {run_id!r} has no doctor.json")
     with Journal(journal_path(root)) as journal:
         records = journal.trials(run_id)
-    winner = _winner_commit(records, run.get("best") if (run.get("best") or {}).get("verdict") == "promoted"
-                            else None)
+    winner = _winner_commit(records, run.best)
     base = diff = None
     if winner is not None and winner.commit:
         base, diff = _write_diff(root, winner.commit, rundir.winner_diff if write else None)
@@ -112,7 +122,10 @@ def write_report(contract: Contract, run_id: str | None = None, *, write: bool =
     return ReportFiles(report=report, markdown=md, json=js, diff=diff, records=tuple(records))
 
 
-def load_report(root: Path, run_id: str | None = None, *, write: bool = True) -> ReportFiles:
-    """The run's report, built now from the journal (it is cheap and always current)."""
-    return write_report(load_contract(root), run_id, write=write)
+def load_report(root: Path, run_id: str | None = None, *, write: bool = True,
+                contract: Contract | None = None) -> ReportFiles:
+    """The run's report, built now from the journal (it is cheap and always current).
+
+    A command that already loaded the contract passes it, so one command reads it once."""
+    return write_report(contract if contract is not None else load_contract(root), run_id, write=write)
 

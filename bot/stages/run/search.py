@@ -28,6 +28,7 @@ from infrarsi.contract.model import Contract
 from infrarsi.doctor import DoctorReport
 from infrarsi.journal import Journal
 from infrarsi.rundir import RunDir, write_json
+from infrarsi.run_summary import RunSummary, SearchTrial
 from infrarsi.search.acquisition import Proposal
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.space import SearchSpace
@@ -198,7 +199,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
     result = RunResult(run_id=run_id, doctor=doctor, search=tuple(search), verdicts=tuple(verdicts),
                        path=RunDir(contract.root, run_id).run_json,
                        llm=session.summary() if session is not None else None)
-    result.path.write_text(json.dumps(run_summary(result, engine), indent=2, sort_keys=True, default=str) + "\n",
+    result.path.write_text(json.dumps(run_summary(result, engine).to_dict(), indent=2, sort_keys=True, default=str) + "\n",
                            encoding="utf-8")
     if bank is not None:
         added = remember(bank, result, contract)
@@ -235,25 +236,12 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
     return verdicts
 
 
-def run_summary(result: RunResult, engine: SearchEngine) -> dict[str, Any]:
-    search = list(result.search)
-    failed = [r for r in search if r.outcome is not Outcome.OK]
-    best = result.best
-    return {
-        "run_id": result.run_id,
-        "baseline_step_s": result.doctor.median_s,
-        "trials": [{"trial_no": r.trial_no, "candidate": r.candidate.describe(), "outcome": r.outcome.value,
-                    "reason": r.reason, "step_time_s": r.metrics.step_time_s, "peak_mem_bytes": r.metrics.peak_mem_bytes,
-                    "peak_mem_censored": r.metrics.peak_mem_censored, "cost_s": r.cost_s, "commit": r.commit}
-                   for r in search],
-        "failed_cost_s": sum(r.cost_s for r in failed),
-        "oom": [{"trial_no": r.trial_no, "candidate": r.candidate.describe(), "cost_s": r.cost_s,
-                 "peak_mem_bytes": r.metrics.peak_mem_bytes} for r in failed if r.outcome is Outcome.OOM],
-        "verdicts": [v.to_dict() for v in result.verdicts],
-        "best": best.to_dict() if best else None,
-        "posterior": engine.posterior_report().to_dict(),
-        "llm": dict(result.llm) if result.llm is not None else None,
-    }
+def run_summary(result: RunResult, engine: SearchEngine) -> RunSummary:
+    """What run.json holds: the search trials, every verdict, the posterior and the proposer's cost."""
+    return RunSummary(run_id=result.run_id, baseline_step_s=result.doctor.median_s,
+                      trials=tuple(SearchTrial.of(r) for r in result.search), verdicts=result.verdicts,
+                      posterior=engine.posterior_report().to_dict(),
+                      llm=dict(result.llm) if result.llm is not None else None)
 
 
 def _run_batch(ctx: TrialContext, run_id: str, candidates: list[Candidate], parallel: int) -> Iterator[TrialRecord]:

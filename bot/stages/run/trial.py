@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from infrarsi.contract.lock import Lock, verify_lock
-from infrarsi.contract.model import PYTHON_PLACEHOLDER, Contract, KnobValue
+from infrarsi.contract.job_line import contract_job_line
+from infrarsi.contract.knob_codec import KnobValueError
+from infrarsi.contract.model import Contract, KnobValue
 from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.seams.executor import Executor, TrialSpec
 from infrarsi.journal import Journal
@@ -35,25 +37,10 @@ def parse_knob_value(contract: Contract, name: str, text: str) -> KnobValue:
     except KeyError:
         known = ", ".join(k.name for k in contract.knobs) or "none"
         raise CandidateError(f"unknown knob {name!r} (the contract defines: {known})") from None
-    value: KnobValue
     try:
-        if knob.kind == "bool":
-            lowered = text.strip().lower()
-            if lowered not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                raise ValueError(text)
-            value = lowered in ("1", "true", "yes", "on")
-        elif knob.kind == "int":
-            value = int(text)
-        elif knob.kind == "float":
-            value = float(text)
-        else:
-            matches = [v for v in knob.values or () if str(v) == text]
-            value = matches[0] if matches else text
-    except ValueError:
-        raise CandidateError(f"knob {name}: expected {knob.domain_text()}, got {text!r}") from None
-    if not knob.contains(value):
-        raise CandidateError(f"knob {name}: expected {knob.domain_text()}, got {text!r}")
-    return value
+        return knob.codec.from_cli(text)
+    except KnobValueError as exc:
+        raise CandidateError(str(exc)) from None
 
 
 def make_candidate(contract: Contract, assignments: list[str], patches: tuple[str, ...] = ()) -> Candidate:
@@ -74,23 +61,9 @@ def make_candidate(contract: Contract, assignments: list[str], patches: tuple[st
 def trial_spec(contract: Contract, candidate: Candidate, *, tree: Path, memory_limit_bytes: int | None,
                timeout_s: float | None = None, log_dir: Path | None = None) -> TrialSpec:
     """The launch of ``candidate`` in ``tree``: fixed arguments first, then every knob explicitly."""
-    command = list(contract.workload.command)
-    if command and command[0] == PYTHON_PLACEHOLDER:
-        command[0] = sys.executable
-    argv = command + list(contract.workload.args)
-    env: list[tuple[str, str]] = []
-    values = candidate.knob_dict()
-    for knob in contract.knobs:
-        value = values.get(knob.name, knob.default)
-        if knob.env is not None:
-            env.append((knob.env, knob.format(value)))
-        elif knob.switch:
-            if value:
-                argv.append(knob.flag or "")
-        else:
-            argv += [knob.flag or "", knob.format(value)]
+    line = contract_job_line(contract, candidate.knob_dict(), interpreter=sys.executable)
     return TrialSpec(
-        argv=tuple(argv), cwd=str(tree / contract.workload.cwd), env=tuple(env),
+        argv=line.argv, cwd=str(tree / contract.workload.cwd), env=line.env,
         timeout_s=timeout_s if timeout_s is not None else contract.budget.trial_timeout_s,
         memory_limit_bytes=memory_limit_bytes, source=contract.timing.source,
         stdout_regex=contract.timing.stdout_regex, expected_steps=contract.timing.total_steps,

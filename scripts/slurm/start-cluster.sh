@@ -13,14 +13,14 @@
 #   KillWait=2           SIGTERM -> SIGKILL grace on scancel and time limit (default 30 s);
 #   cgroup               proctrack/task cgroup when /sys/fs/cgroup is writable: OUT_OF_MEMORY is real
 #                        and scancel leaves nothing; otherwise linuxproc + OverMemoryKill.
-# Settings: SLURM_TEST_NODES (1..4), SLURM_TEST_CPUS (per node, default 4), SLURM_TEST_MEM_MB
-# (per node, default 4000), SLURM_TEST_CGROUP=auto|yes|no.
+# Settings: SLURM_TEST_NODES (1..4), SLURM_TEST_CPUS (per node, default 8), SLURM_TEST_MEM_MB
+# (per node, default 8000), SLURM_TEST_CGROUP=auto|yes|no.
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 STATE_DIR" >&2; exit 2; }
 STATE=$(realpath -m "$1")
 NODES=${SLURM_TEST_NODES:-2}
-CPUS=${SLURM_TEST_CPUS:-4}
-MEM_MB=${SLURM_TEST_MEM_MB:-4000}
+CPUS=${SLURM_TEST_CPUS:-8}
+MEM_MB=${SLURM_TEST_MEM_MB:-8000}
 CGROUP=${SLURM_TEST_CGROUP:-auto}
 CONF=$STATE/slurm.conf
 T0=$(date +%s.%N)

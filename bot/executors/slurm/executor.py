@@ -60,6 +60,7 @@ from infrarsi.seams.executor import Execution, TrialSpec
 # What the bot's own Slurm clients (sbatch, scontrol, scancel) run with: enough to find the cluster.
 CLIENT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "SLURM_CONF")
 NODE_FAILURES = ("NODE_FAIL", "BOOT_FAIL")
+_OVER_MEMORY = re.compile(r"[Ee]xceeded (job )?memory limit")
 _TRIAL_LOG = re.compile(r"logs/([^/]+)/(\d+)/?$")
 
 
@@ -142,12 +143,12 @@ class SlurmExecutor:
                 Path(spec.log_dir).mkdir(parents=True, exist_ok=True)
                 write_json(Path(spec.log_dir) / POINTER_FILE, {"schema_version": 1, "job_id": job_id,
                                                                "job_dir": str(job_dir), "attempts": attempts})
+            ended = False
             try:
                 info = self.wait(job_id, timeout_s=spec.timeout_s)
+                ended = True
             finally:
-                with self._lock:
-                    still = job_id in self._live
-                if still:  # leaving early (an exception, Ctrl-C): nothing of ours stays in the queue
+                if not ended:  # leaving early (an exception, Ctrl-C): nothing of ours stays in the queue
                     self._cancel(job_id)
                     with self._lock:
                         self._live.discard(job_id)
@@ -242,7 +243,8 @@ class SlurmExecutor:
                                              "(purged or lost) and left no complete record"))
         node_text = ",".join(nodes) or info.node_list or "?"
         state = info.state
-        if state == "OUT_OF_MEMORY":
+        if state == "OUT_OF_MEMORY" or (state in ("FAILED", "CANCELLED") and _OVER_MEMORY.search(batch_tail)):
+            # the second: no cgroups, so slurmstepd's own poll (OverMemoryKill) killed the step
             mem = info.mem_bytes or self.settings.memory_bytes or 0
             return replace(ex, killed_for="memory", peak_rss_bytes=max(ex.peak_rss_bytes, mem),
                            stderr_tail=_join(ex.stderr_tail, batch_tail,
@@ -273,11 +275,14 @@ class SlurmExecutor:
         spec = spec_from_dict(data) if data else TrialSpec(argv=(), cwd=str(job_dir))
         with self._lock:
             self._live.add(job_id)
+        ended = False
         try:
             info = self.wait(job_id, timeout_s=spec.timeout_s)
+            ended = True
         finally:
-            with self._lock:
-                if job_id in self._live:
+            if not ended:
+                self._cancel(job_id)
+                with self._lock:
                     self._live.discard(job_id)
         return self.read_back(job_id, job_dir, info, spec=spec, attempts=attempts)
 

@@ -46,9 +46,10 @@ def sbatch_args(settings: SlurmLaunch, *, job_dir: Path, name: str, timeout_s: f
         args.append(f"--gpus-per-node={s.gpus_per_node}")
     if s.memory_bytes is not None:
         args.append(f"--mem={max(1, s.memory_bytes // 2**20)}M")
-    if exclude:
+    args += list(s.sbatch_args)
+    if exclude:  # after the contract's own arguments: the bot's retry elsewhere wins
         args.append(f"--exclude={','.join(exclude)}")
-    return args + list(s.sbatch_args) + [str(job_dir / SCRIPT_FILE)]
+    return args + [str(job_dir / SCRIPT_FILE)]
 
 
 def batch_script(settings: SlurmLaunch, *, job_dir: Path, python: str, slurm_conf: str | None,

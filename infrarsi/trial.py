@@ -108,6 +108,7 @@ class TrialRecord:
     executor: str = "local"
     memory_limit_bytes: int | None = None
     audit: tuple[dict[str, Any], ...] = ()
+    placement: tuple[tuple[str, Any], ...] = ()  # the scheduler's view: job id, nodes, state, pending seconds
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -127,7 +128,8 @@ class TrialRecord:
                "candidate": Candidate(knobs=tuple((k, v) for k, v in cand["knobs"]), patches=tuple(cand["patches"])),
                "outcome": Outcome(data["outcome"]),
                "metrics": TrialMetrics(**metrics),
-               "audit": tuple(data.get("audit") or ())})
+               "audit": tuple(data.get("audit") or ()),
+               "placement": tuple((str(k), v) for k, v in data.get("placement") or ())})
 
 
 def upgrade(data: dict[str, Any]) -> dict[str, Any]:

@@ -43,3 +43,62 @@ def tiny_repo(tmp_path: Path) -> Path:
     result = infrarsi("init", str(repo), "--command", f"python train.py {TINY_ARGS}")
     assert result.returncode == 0, result.stderr
     return repo
+
+
+# -- a real Slurm cluster on loopback (scripts/slurm), shared by every Slurm test of the session ------------
+SLURM_SCRIPTS = REPO / "scripts" / "slurm"
+
+
+class SlurmCluster:
+    """A running local cluster: two nodes (n1, n2) on 127.0.0.1, its state directory and ``SLURM_CONF``."""
+
+    def __init__(self, state: Path, conf: str, startup_s: float) -> None:
+        self.state, self.conf, self.startup_s = state, conf, startup_s
+        self.nodes = ("n1", "n2")
+
+    def run(self, *argv: str) -> str:
+        """A Slurm client (scontrol, squeue, scancel) against this cluster; its stdout."""
+        env = {**os.environ, "SLURM_CONF": self.conf}
+        return subprocess.run(list(argv), capture_output=True, text=True, env=env, timeout=30, check=True).stdout
+
+
+def _slurm_missing() -> str | None:
+    if os.geteuid() != 0:
+        return "the local Slurm cluster needs root (CI runs as root)"
+    missing = [t for t in ("munged", "slurmctld", "slurmd", "sbatch") if shutil.which(t) is None]
+    if missing:
+        return f"{', '.join(missing)} not installed (apt-get install --no-install-recommends slurm-wlm munge)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(request: pytest.FixtureRequest) -> SlurmCluster:
+    """Start munge + slurmctld + two slurmd for the session; skip, saying why, where Slurm is not installed."""
+    import tempfile
+    import time
+
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    why = _slurm_missing()
+    if why:
+        if reporter is not None:
+            reporter.write_line(f"\nSKIPPING the Slurm tests: {why}", yellow=True)
+        pytest.skip(f"Slurm tests: {why}")
+    state = Path(tempfile.mkdtemp(prefix="islurm-", dir="/tmp"))
+    start = time.monotonic()
+    done = subprocess.run([str(SLURM_SCRIPTS / "start-cluster.sh"), str(state)], capture_output=True, text=True,
+                          timeout=120)
+    if done.returncode != 0:
+        subprocess.run([str(SLURM_SCRIPTS / "stop-cluster.sh"), str(state)], timeout=120)
+        pytest.fail(f"the local Slurm cluster did not start: {done.stderr[-2000:]}")
+    conf = done.stdout.strip().splitlines()[-1].split("=", 1)[1]
+    cluster = SlurmCluster(state, conf, time.monotonic() - start)
+    previous = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = conf  # the bot's own clients (and `infrarsi` subprocesses) find the cluster
+    if reporter is not None:
+        reporter.write_line(f"\nlocal Slurm cluster up in {cluster.startup_s:.1f} s ({state})")
+    yield cluster
+    if previous is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = previous
+    subprocess.run([str(SLURM_SCRIPTS / "stop-cluster.sh"), str(state), "--purge"], timeout=120)

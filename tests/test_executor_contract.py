@@ -2,7 +2,8 @@
 
 Jobs here are small Python programs that behave badly on purpose (hang, fork,
 leak secrets, eat memory); the real training job is exercised in test_trial_cli.
-Under the torchrun executor every job runs as two ranks on loopback.
+Under the torchrun executor every job runs as two ranks on loopback; under the
+Slurm executor every job is a batch job on the local cluster (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ EXECUTORS = {
     "torchrun": lambda: TorchrunExecutor(Launch(executor="torchrun", nproc_per_node=2), sample_interval_s=0.02),
 }
 # Seconds before a job's own code runs: torchrun's agent imports torch and rendezvouses first
-# (a few seconds on an idle machine, far more on a loaded 2-core one).
-STARTUP_S = {"local": 0.0, "torchrun": 60.0}
+# (a few seconds on an idle machine, far more on a loaded 2-core one); a Slurm job is scheduled and
+# its agent started on the node first (the agent's timer starts with the job's own code).
+STARTUP_S = {"local": 0.0, "torchrun": 60.0, "slurm": 30.0}
+INSIDE_TIMEOUT_S = {"local": 0.0, "torchrun": 60.0, "slurm": 0.0}  # of that, what counts against the timeout
 
 CANARIES = {
     "GITHUB_TOKEN": "canary-github", "ANTHROPIC_API_KEY": "canary-anthropic", "AWS_SECRET_ACCESS_KEY": "canary-aws",
@@ -38,9 +41,15 @@ CANARIES = {
 }
 
 
-@pytest.fixture(params=[pytest.param(name, marks=pytest.mark.slow) if name == "torchrun" else name
-                        for name in sorted(EXECUTORS)])
-def executor(request: pytest.FixtureRequest) -> Executor:
+@pytest.fixture(params=[pytest.param(name, marks=pytest.mark.slow) if name != "local" else name
+                        for name in sorted([*EXECUTORS, "slurm"])])
+def executor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Executor:
+    if request.param == "slurm":  # a real batch job on the session's local cluster (skipped without Slurm)
+        from bot.executors.slurm import SlurmExecutor
+        from infrarsi.contract.model import SlurmLaunch
+
+        request.getfixturevalue("slurm_cluster")
+        return SlurmExecutor(SlurmLaunch(), workdir=tmp_path_factory.mktemp("slurm-jobs"), poll_s=0.2)
     return EXECUTORS[request.param]()
 
 
@@ -123,7 +132,7 @@ time.sleep(600)
 """)
     start = time.monotonic()
     slack = STARTUP_S[executor.name]
-    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=2.0 + slack))
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=2.0 + INSIDE_TIMEOUT_S[executor.name]))
     assert time.monotonic() - start < 15 + slack
     metrics = summarize(ex, warmup=1, measured=2)
     assert classify(ex, metrics, warmup=1, measured=2, tokens_per_step=1)[0] is Outcome.TIMEOUT

@@ -41,9 +41,16 @@ def _torchrun(contract: Contract, options: ExecutorOptions) -> Executor:
     return TorchrunExecutor(contract.launch, on_step=options.on_step, stop=options.stop)
 
 
+def _slurm(contract: Contract, options: ExecutorOptions) -> Executor:
+    from bot.executors.slurm.factory import slurm_executor
+
+    return slurm_executor(contract, on_step=options.on_step, stop=options.stop)
+
+
 EXECUTORS: dict[str, ExecutorFactory] = {
     "local": _local,
     "torchrun": _torchrun,
+    "slurm": _slurm,
 }
 
 

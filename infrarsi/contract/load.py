@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import shlex
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from infrarsi.contract.model import (
     Launch,
     LossSpec,
     Scope,
+    SlurmLaunch,
     Timing,
     VerifySpec,
     Workload,
@@ -97,7 +99,10 @@ def parse_contract(data: Any, *, source: Path, root: Path, prefix: str = "") -> 
     budget = _budget(top.table("budget"))
     verify = _verify(top.table("verify"))
     approvers = _approvers(top.table("approvers"))
-    launch = _launch(top.table("launch"))
+    launch_table = top.table("launch")
+    slurm = _launch_slurm(launch_table.table("slurm"))
+    launch = _launch(launch_table)
+    launch = _with_slurm(launch_table, launch, slurm)
     top.finish()
 
     _check_fixed_args(top, workload, knobs)
@@ -356,7 +361,7 @@ _ENDPOINT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})$")
 
 
 def _launch(t: Table) -> Launch:
-    executor = t.string("executor", "local", choices=("local", "torchrun"))
+    executor = t.string("executor", "local", choices=("local", "torchrun", "slurm"))
     nproc = t.integer("nproc_per_node", 1, minimum=1)
     nnodes = t.integer("nnodes", 1, minimum=1)
     node_rank = t.integer("node_rank", 0, minimum=0)
@@ -383,6 +388,74 @@ def _launch(t: Table) -> Launch:
                       "launch.nnodes > 1")
     return Launch(executor=executor, nproc_per_node=nproc, nnodes=nnodes, node_rank=node_rank,
                   rdzv_endpoint=endpoint, rdzv_backend=backend, rdzv_id=rdzv_id)
+
+
+_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def _slurm_minutes(t: Table, key: str) -> int | None:
+    """Slurm's time formats (minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]) as whole minutes, rounded up as Slurm does."""
+    raw = t.raw(key, None)
+    if raw is None:
+        return None
+    expected = "whole minutes (an integer >= 1) or a Slurm time like '1:30:00' or '2-00:00:00'"
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1:
+        return raw
+    m = _TIME.match(raw) if isinstance(raw, str) else None
+    if not m:
+        raise t.error(key, f"expected {expected}, got {describe(raw)}")
+    days, a, b, c = (int(g) if g is not None else None for g in m.groups())
+    if days is not None:  # D-HH[:MM[:SS]]
+        seconds = days * 86400 + a * 3600 + (b or 0) * 60 + (c or 0)
+    elif c is not None:  # HH:MM:SS
+        seconds = a * 3600 + (b or 0) * 60 + c
+    elif b is not None:  # MM:SS
+        seconds = a * 60 + b
+    else:  # minutes
+        seconds = a * 60
+    if seconds <= 0:
+        raise t.error(key, f"expected {expected}, got {describe(raw)}")
+    return -(-seconds // 60)
+
+
+def _launch_slurm(t: Table) -> SlurmLaunch | None:
+    """``[launch.slurm]``: the batch job one trial asks for (docs/contract.md, "Slurm")."""
+    if not t.data:
+        t.finish()
+        return None
+    d = SlurmLaunch()
+    memory = t.raw("memory", None)
+    memory_bytes = parse_memory(memory) if memory is not None else None
+    if memory is not None and memory_bytes is None:
+        raise t.error("memory", f"expected a size per node like '16GiB' (or bytes), got {describe(memory)}")
+    args = t.strings("sbatch_args", ())
+    for i, arg in enumerate(args):
+        if arg.split("=", 1)[0] in ("--export", "--wrap", "-o", "--output", "-e", "--error", "--parsable"):
+            raise t.error(f"sbatch_args[{i}]", f"{arg!r} is set by the Slurm executor itself; remove it")
+    slurm = SlurmLaunch(
+        partition=t.string("partition", None), account=t.string("account", None), qos=t.string("qos", None),
+        nodes=t.integer("nodes", d.nodes, minimum=1), tasks_per_node=t.integer("tasks_per_node", d.tasks_per_node,
+                                                                               minimum=1),
+        gpus_per_node=t.integer("gpus_per_node", d.gpus_per_node, minimum=0), gres=t.string("gres", None),
+        cpus_per_task=t.integer("cpus_per_task", None, minimum=1), time_limit_min=_slurm_minutes(t, "time_limit"),
+        memory_bytes=memory_bytes, sbatch_args=args, workdir=t.string("workdir", None),
+        requeue=t.boolean("requeue", d.requeue), retry_node_fail=t.boolean("retry_node_fail", d.retry_node_fail),
+        poll_s=t.number("poll_s", d.poll_s))
+    t.finish()
+    return slurm
+
+
+def _with_slurm(t: Table, launch: Launch, slurm: SlurmLaunch | None) -> Launch:
+    """Attach ``[launch.slurm]`` to ``launch``: required by, and only allowed with, executor = 'slurm'."""
+    if launch.executor != "slurm":
+        if slurm is not None:
+            raise t.error("slurm", f"expected only with launch.executor = 'slurm', got executor = {launch.executor!r}")
+        return launch
+    for key, value, default in (("nproc_per_node", launch.nproc_per_node, 1), ("nnodes", launch.nnodes, 1)):
+        if value != default:
+            raise t.error(key, f"expected {default} with launch.executor = 'slurm', got {value}; the ranks of a "
+                          "Slurm trial are launch.slurm.nodes x launch.slurm.tasks_per_node")
+    return replace(launch, slurm=slurm or SlurmLaunch())
 
 
 def _approvers(t: Table) -> Approvers:

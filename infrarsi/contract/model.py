@@ -192,17 +192,55 @@ class Launch:
     same host:port); on one node the executor picks a free loopback port.
     """
 
-    executor: Literal["local", "torchrun"] = "local"
+    executor: Literal["local", "torchrun", "slurm"] = "local"
     nproc_per_node: int = 1
     nnodes: int = 1
     node_rank: int = 0
     rdzv_endpoint: str | None = None
     rdzv_backend: str = "c10d"
     rdzv_id: str | None = None
+    slurm: SlurmLaunch | None = None  # ``[launch.slurm]``: read only with executor = "slurm"
 
     @property
     def world_size(self) -> int:
+        if self.executor == "slurm" and self.slurm is not None:
+            return self.slurm.world_size
         return self.nproc_per_node * self.nnodes if self.executor == "torchrun" else 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SlurmLaunch:
+    """``[launch.slurm]``: what one trial asks the scheduler for (one batch job per trial).
+
+    The ranks are ``srun`` tasks: ``tasks_per_node`` on each of ``nodes``. A trial
+    costs its allocated GPUs (``gpus_per_node × nodes``; the ranks when it asks
+    for none) times its elapsed run time; time spent pending is not charged.
+    """
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    nodes: int = 1
+    tasks_per_node: int = 1
+    gpus_per_node: int = 0
+    gres: str | None = None  # passed as --gres as written (e.g. "gpu:a100:8"); not counted in the cost
+    cpus_per_task: int | None = None
+    time_limit_min: int | None = None  # None: the trial timeout plus a minute, rounded up to whole minutes
+    memory_bytes: int | None = None  # --mem, per node; an OUT_OF_MEMORY job is censored here
+    sbatch_args: tuple[str, ...] = ()
+    workdir: str | None = None  # shared by the bot and the nodes; None: <repo>/.infrarsi/slurm
+    requeue: bool = False  # PREEMPTED: wait for the requeued job (true) or record `interrupted`
+    retry_node_fail: bool = False  # NODE_FAIL/BOOT_FAIL: rerun once without that node
+    poll_s: float = 1.0  # how often the bot asks slurmctld about each job it waits for
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.tasks_per_node
+
+    @property
+    def devices(self) -> int:
+        """Devices a trial holds: its GPUs, or its ranks on a CPU-only partition."""
+        return self.gpus_per_node * self.nodes if self.gpus_per_node else self.world_size
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -47,6 +47,7 @@ class Execution:
     phases: tuple[tuple[int, str, float], ...] = ()  # (step, phase name, seconds by the job's clock)
     info: tuple[tuple[str, Any], ...] = ()  # facts the job reported about itself (e.g. parameter count)
     failed_rank: int | None = None
+    placement: tuple[tuple[str, Any], ...] = ()  # where a scheduler ran it (job id, nodes, state, pending s)
 
 
 class Executor(Protocol):

@@ -104,6 +104,11 @@ def executor_for(contract: Contract, executor: Executor) -> Executor:
     """The executor the contract's ``[launch]`` asks for: a local executor becomes a torchrun one
     (same step callback, same interrupt) when ``launch.executor = "torchrun"``; any other executor
     (a remote runner, which runs ``infrarsi trial`` there) is kept as it is."""
+    if contract.launch.executor == "slurm" and executor.name == "local":
+        from bot.executors.registry import ExecutorOptions, build_executor
+
+        return build_executor(contract, options=ExecutorOptions(on_step=getattr(executor, "on_step", None),
+                                                                stop=getattr(executor, "_stop", None)))
     if contract.launch.executor != "torchrun" or executor.name != "local":
         return executor
     from bot.executors.torchrun import TorchrunExecutor
@@ -150,7 +155,8 @@ def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor
         outcome, reason = Outcome.INVALID, "lock broken during the trial: " + "; ".join(map(str, broken))
     record = TrialRecord(**base, outcome=outcome, reason=reason, metrics=metrics,
                          cost_s=execution.wall_s * execution.devices, ended_at=time.time(),
-                         returncode=execution.returncode, stderr_tail=execution.stderr_tail[-2000:])
+                         returncode=execution.returncode, stderr_tail=execution.stderr_tail[-2000:],
+                         placement=execution.placement)
     journal.record_trial(record)
     return record
 

@@ -1,0 +1,118 @@
+"""What travels through the shared directory: the trial's launch (bot -> node) and each rank's record (node -> bot).
+
+Both are versioned JSON. The launch (``spec.json``, mode 0600) carries the
+bot's already-scrubbed environment, so nothing of the bot's reaches the job
+through Slurm (``sbatch --export=NIL``: only ``SLURM_*``) and slurmctld's saved copy of the job
+environment holds nothing of it either. Each rank's agent writes
+``record.<rank>.json`` atomically when its candidate has ended; the bot merges
+them (steps from rank 0, peak memory the maximum over ranks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from infrarsi.seams.executor import Execution, KillReason, TrialSpec
+from infrarsi.trial import StepEvent
+
+SCHEMA_VERSION = 1
+SPEC_FILE = "spec.json"
+SCRIPT_FILE = "job.sh"
+BATCH_LOG = "slurm.out"
+POINTER_FILE = "slurm-job.json"  # in the trial's log directory: which job ran it (read on --resume)
+
+
+def record_file(rank: int) -> str:
+    return f"record.{rank}.json"
+
+
+def write_json(path: Path, data: dict[str, Any], *, mode: int = 0o644) -> None:
+    """Atomically: a reader on another node sees the old file or the whole new one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    if int(data.get("schema_version", 1)) > SCHEMA_VERSION:
+        raise ValueError(f"{path}: schema {data['schema_version']} is newer than this InfraRSI ({SCHEMA_VERSION})")
+    return data
+
+
+def spec_to_dict(spec: TrialSpec, *, base_env: dict[str, str], world_size: int, tasks_per_node: int) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "spec": asdict(spec), "base_env": base_env,
+            "world_size": world_size, "tasks_per_node": tasks_per_node}
+
+
+def spec_from_dict(data: dict[str, Any]) -> TrialSpec:
+    s = dict(data["spec"])
+    return TrialSpec(**{**s, "argv": tuple(s["argv"]), "env": tuple((str(k), str(v)) for k, v in s.get("env") or ())})
+
+
+def execution_to_dict(execution: Execution, **facts: Any) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "execution": asdict(execution), **facts}
+
+
+def execution_from_dict(data: dict[str, Any]) -> Execution:
+    ex = dict(data["execution"])
+    return Execution(**{**ex,
+                        "events": tuple(StepEvent(**e) for e in ex.get("events") or ()),
+                        "pids": tuple(ex.get("pids") or ()),
+                        "phases": tuple((int(s), str(n), float(t)) for s, n, t in ex.get("phases") or ()),
+                        "info": tuple((str(k), v) for k, v in ex.get("info") or ()),
+                        "placement": tuple((str(k), v) for k, v in ex.get("placement") or ())})
+
+
+def read_ranks(job_dir: Path) -> dict[int, tuple[Execution, dict[str, Any]]]:
+    """Every rank's record found in ``job_dir``: rank -> (execution, the facts beside it)."""
+    out: dict[int, tuple[Execution, dict[str, Any]]] = {}
+    for path in job_dir.glob("record.*.json"):
+        data = read_json(path)
+        if data is None:
+            continue
+        facts = {k: v for k, v in data.items() if k not in ("execution", "schema_version")}
+        out[int(facts.get("rank", path.name.split(".")[1]))] = (execution_from_dict(data), facts)
+    return out
+
+
+_KILL_ORDER: tuple[KillReason, ...] = ("memory", "timeout", "interrupt")
+
+
+def merge_ranks(ranks: dict[int, Execution]) -> Execution | None:
+    """One execution for the whole job: rank 0's steps, the maximum peak over ranks, the first rank that failed.
+
+    A rank that exited non-zero on its own is the failure; ranks killed by a signal
+    afterwards (``srun --kill-on-bad-exit`` stops the rest) are collateral.
+    """
+    if not ranks:
+        return None
+    first = ranks.get(0) or ranks[min(ranks)]
+    killed = next((k for k in _KILL_ORDER if any(e.killed_for == k for e in ranks.values())), None)
+    own = [r for r in sorted(ranks) if ranks[r].returncode not in (0, None) and ranks[r].returncode > 0]
+    signalled = [r for r in sorted(ranks) if ranks[r].returncode not in (0, None)]
+    failed = own[0] if own else (signalled[0] if signalled else None)
+    culprit = ranks[failed] if failed is not None else first
+    oom = next((e.probe_oom for e in ranks.values() if e.probe_oom), None)
+    device_peaks = [e.device_peak_mem_bytes for e in ranks.values() if e.device_peak_mem_bytes is not None]
+    return replace(first, returncode=culprit.returncode, killed_for=killed,
+                   peak_rss_bytes=max(e.peak_rss_bytes for e in ranks.values()),
+                   stderr_tail=culprit.stderr_tail, probe_oom=oom,
+                   device_peak_mem_bytes=max(device_peaks) if device_peaks else None,
+                   pids=tuple(sorted({p for e in ranks.values() for p in e.pids})),
+                   wall_s=max(e.wall_s for e in ranks.values()),
+                   failed_rank=failed if len(ranks) > 1 or failed not in (None, 0) else None)

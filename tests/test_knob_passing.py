@@ -72,7 +72,7 @@ def scalar(text):
             return cast(text)
         except ValueError:
             pass
-    assert re.fullmatch(r"[A-Za-z0-9_.:/\\-+*%@~$]+", text), f"unquoted value {text!r} is not a Hydra primitive"
+    assert re.fullmatch(r"[A-Za-z0-9_.:/\\-+*%@$]+", text), f"unquoted value {text!r} is not a Hydra primitive"
     return text
 for arg in sys.argv[1:]:
     m = re.fullmatch(r"(\\+{0,2})([A-Za-z_][\\w.\\-]*)=(.*)", arg)

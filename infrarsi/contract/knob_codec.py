@@ -30,7 +30,7 @@ DEFAULT_BOOL_TEXT: tuple[str, str] = ("1", "0")
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 #: Characters a Hydra override value may hold unquoted (its grammar's primitive, minus what starts a sweep).
-_HYDRA_PLAIN = re.compile(r"^[A-Za-z0-9_.:/\-+*%@~$]+$")
+_HYDRA_PLAIN = re.compile(r"^[A-Za-z0-9_.:/\-+*%@$]+$")
 
 
 class KnobValueError(ValueError):

@@ -222,12 +222,13 @@ def _knob(name: str, t: Table) -> Knob:
             if not low < high:
                 raise t.error("high", f"expected a bound above low = {low:g}, got {high:g}")
     log = t.boolean("log", False)
-    passing = _passing(t, kind)
+    passing = _read_passing(t)
     note = t.raw("note", "")
     if not isinstance(note, str):
         raise t.error("note", f"expected a string, got {describe(note)}")
     default = t.raw("default", expected="the value the baseline uses")
     t.finish()
+    passing = _check_passing(t, kind, **passing)
     knob = Knob(name=name, kind=kind, default=default, values=values, low=low, high=high, log=log,
                 note=note, **passing)
     if not knob.contains(default):
@@ -241,15 +242,17 @@ def _knob(name: str, t: Table) -> Knob:
     return knob
 
 
-def _passing(t: Table, kind: str) -> dict[str, Any]:
-    """How the knob reaches the job (see :class:`Knob`), validated; the keyword arguments of its record."""
-    flag = t.string("flag", None)
-    env = t.string("env", None)
-    override = t.string("override", None)
-    form = t.string("form", "separate", choices=("separate", "equals"))
-    switch = t.boolean("switch", False)
-    off_flag = t.string("off_flag", None)
-    raw_bools = t.raw("bool_text", None)
+def _read_passing(t: Table) -> dict[str, Any]:
+    """The keys that say how the knob reaches the job (see :class:`Knob`), each of its TOML type."""
+    return dict(flag=t.string("flag", None), env=t.string("env", None), override=t.string("override", None),
+                form=t.string("form", "separate", choices=("separate", "equals")),
+                switch=t.boolean("switch", False), off_flag=t.string("off_flag", None),
+                bool_text=t.raw("bool_text", None))
+
+
+def _check_passing(t: Table, kind: str, *, flag: str | None, env: str | None, override: str | None, form: str,
+                   switch: bool, off_flag: str | None, bool_text: Any) -> dict[str, Any]:
+    """The passing keys checked together; the keyword arguments of the knob's record."""
     if sum(x is not None for x in (flag, env, override)) != 1:
         raise t.error("flag", "expected exactly one of 'flag' (a command-line flag), 'override' (a Hydra "
                       "override key) or 'env' (an environment variable) to say how the knob reaches the job")
@@ -267,18 +270,17 @@ def _passing(t: Table, kind: str) -> dict[str, Any]:
     if off_flag is not None and not (switch and off_flag.startswith("-") and off_flag != flag):
         raise t.error("off_flag", f"expected a flag starting with '-' other than {flag!r}, on a knob with "
                       "switch = true (the flag passed when the value is false)")
-    bool_text = ("true", "false") if override is not None else DEFAULT_BOOL_TEXT
-    if raw_bools is not None:
+    spelled = ("true", "false") if override is not None else DEFAULT_BOOL_TEXT
+    if bool_text is not None:
         if kind != "bool" or switch:
             raise t.error("bool_text", "expected only on a bool knob passed with a value (not a switch)")
-        if not (isinstance(raw_bools, list) and len(raw_bools) == 2 and all(isinstance(b, str) and b
-                                                                          for b in raw_bools)
-                and raw_bools[0] != raw_bools[1]):
+        pair = isinstance(bool_text, list) and len(bool_text) == 2 and all(isinstance(b, str) and b for b in bool_text)
+        if not pair or bool_text[0] == bool_text[1]:
             raise t.error("bool_text", f"expected two different strings [TRUE, FALSE] such as ['True', 'False'], "
-                          f"got {describe(raw_bools)}")
-        bool_text = (raw_bools[0], raw_bools[1])
+                          f"got {describe(bool_text)}")
+        spelled = (bool_text[0], bool_text[1])
     return dict(flag=flag, env=env, override=override, form=form, switch=switch, off_flag=off_flag,
-                bool_text=bool_text)
+                bool_text=spelled)
 
 
 def _constraints(top: Table, knobs: tuple[Knob, ...]) -> tuple[Constraint, ...]:

@@ -22,7 +22,6 @@ import github3
 import requests
 from github3.session import GitHubSession
 
-PUBLIC_API = "https://api.github.com"
 TOKEN_ENV = ("INFRARSI_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN")
 BASE_URL_ENV = "INFRARSI_GITHUB_URL"
 

@@ -97,14 +97,3 @@ class ProcessTree:
                 proc.kill()  # psutil checks the pid still names the same process
             except psutil.Error:
                 pass
-
-    def survivors(self) -> list[int]:
-        """Pids of the tree still alive (zombies excluded: they hold no resources)."""
-        alive = []
-        for proc in self.seen.values():
-            try:
-                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(proc.pid)
-            except psutil.Error:
-                pass
-        return alive

@@ -23,8 +23,6 @@ import requests
 from github3.session import GitHubSession
 
 from infrarsi.errors import BAD_INPUT, InfraRSIError
-
-PUBLIC_API = "https://api.github.com"
 TOKEN_ENV = ("INFRARSI_GITHUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN")
 BASE_URL_ENV = "INFRARSI_GITHUB_URL"
 

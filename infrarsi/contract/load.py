@@ -151,6 +151,8 @@ def _timing(t: Table) -> Timing:
     warmup = t.integer("warmup_steps", 2, minimum=1)
     measured = t.integer("measured_steps", 6, minimum=2)
     regex = t.string("stdout_regex", None)
+    stream = t.string("stream", "stdout", choices=("stdout", "stderr"))
+    steps_per_line = t.integer("steps_per_line", 1, minimum=1)
     t.finish()
     if regex is not None:
         try:
@@ -162,7 +164,8 @@ def _timing(t: Table) -> Timing:
     elif source == "stdout":
         raise t.error("stdout_regex", "missing; expected a regular expression with a (?P<loss>...) group "
                       "when timing.source = 'stdout'")
-    return Timing(source=source, warmup_steps=warmup, measured_steps=measured, stdout_regex=regex)
+    return Timing(source=source, warmup_steps=warmup, measured_steps=measured, stdout_regex=regex, stream=stream,
+                  steps_per_line=steps_per_line)
 
 
 def _loss(t: Table) -> LossSpec:

@@ -45,6 +45,8 @@ class Timing:
     warmup_steps: int = 2
     measured_steps: int = 6
     stdout_regex: str | None = None
+    stream: Literal["stdout", "stderr"] = "stdout"  # where stdout_regex finds step lines (logging writes to stderr)
+    steps_per_line: int = 1  # optimizer steps per step line (a job that logs every k steps)
 
     @property
     def total_steps(self) -> int:

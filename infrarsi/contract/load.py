@@ -19,6 +19,7 @@ from infrarsi.contract.model import (
     Budget,
     Constraint,
     Contract,
+    DataSpec,
     Knob,
     KnobValue,
     Launch,
@@ -96,6 +97,7 @@ def parse_contract(data: Any, *, source: Path, root: Path, prefix: str = "") -> 
     verify = _verify(top.table("verify"))
     approvers = _approvers(top.table("approvers"))
     launch = _launch(top.table("launch"))
+    data = _data(top.table("data"), root)
     top.finish()
 
     _check_fixed_args(top, workload, knobs)
@@ -106,7 +108,7 @@ def parse_contract(data: Any, *, source: Path, root: Path, prefix: str = "") -> 
     check_scope(scope, root=root, file=file, prefix=prefix)
     return Contract(version=version, source=source, root=root, workload=workload, timing=timing, loss=loss,
                     scope=scope, knobs=knobs, constraints=constraints, budget=budget, verify=verify,
-                    approvers=approvers, launch=launch)
+                    approvers=approvers, launch=launch, data=data)
 
 
 def _command(t: Table, key: str, *, required: bool) -> tuple[str, ...]:
@@ -250,7 +252,7 @@ def _constraints(top: Table, knobs: tuple[Knob, ...]) -> tuple[Constraint, ...]:
     out = []
     for i, item in enumerate(raw):
         t = Table(item, file=top.file, key=top.path(f"constraints[{i}]"))
-        kind = t.string("kind", choices=("divides", "forbid"))
+        kind = t.string("kind", choices=("divides", "forbid", "product"))
         reason = t.string("reason", "")
         if kind == "divides":
             knob = t.string("knob")
@@ -258,6 +260,14 @@ def _constraints(top: Table, knobs: tuple[Knob, ...]) -> tuple[Constraint, ...]:
             if knob not in names:
                 raise t.error("knob", f"expected the name of a knob ({', '.join(names) or 'none defined'}), got {knob!r}")
             out.append(Constraint(kind="divides", knob=knob, value=value, reason=reason))
+        elif kind == "product":
+            coupled = t.strings("knobs", ())
+            value = t.integer("value", minimum=1)
+            unknown = [k for k in coupled if k not in names]
+            if len(coupled) < 2 or unknown:
+                raise t.error("knobs", f"expected the names of at least two knobs ({', '.join(names) or 'none defined'}),"
+                              f" got {list(coupled)!r}")
+            out.append(Constraint(kind="product", knobs=coupled, value=value, reason=reason))
         else:
             when = t.table("when", required=True)
             for key in when.data:
@@ -349,6 +359,21 @@ def _launch(t: Table) -> Launch:
                       "launch.nnodes > 1")
     return Launch(executor=executor, nproc_per_node=nproc, nnodes=nnodes, node_rank=node_rank,
                   rdzv_endpoint=endpoint, rdzv_backend=backend, rdzv_id=rdzv_id)
+
+
+def _data(t: Table, root: Path) -> DataSpec:
+    paths = t.strings("paths", ())
+    t.finish()
+    for p in paths:
+        parts = Path(p).parts
+        if not p or Path(p).is_absolute() or ".." in parts:
+            raise t.error("paths", f"expected paths inside the repo, got {p!r}")
+        if parts and parts[0] in (".git", ".infrarsi"):
+            raise t.error("paths", f"expected a data path, got {p!r} (InfraRSI's or git's own directory)")
+        if not (root / p).exists():
+            raise t.error("paths", f"expected existing files or directories, got {p!r} (not found under {root}); "
+                          "prepare the data first, or remove it from data.paths")
+    return DataSpec(paths=paths)
 
 
 def _approvers(t: Table) -> Approvers:

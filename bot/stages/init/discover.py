@@ -13,6 +13,7 @@ The user's code is parsed, never imported.
 from __future__ import annotations
 
 import ast
+import operator
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,12 +50,35 @@ class Setting:
         return re.split(r"[.]", self.key)[-1].lower().replace("-", "_")
 
 
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+        ast.Div: operator.truediv, ast.Pow: operator.pow}
+
+
+def _arith(node: ast.AST) -> Any:
+    """Constant arithmetic (``5 * 8``, ``2**10``, ``1024 * 12``): what config globals often hold."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_arith(node.operand)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        a, b = _arith(node.left), _arith(node.right)
+        if isinstance(node.op, ast.Pow) and abs(b) > 64:
+            raise ValueError("too large")
+        return _OPS[type(node.op)](a, b)
+    raise ValueError("not constant arithmetic")
+
+
 def _lit(node: cst.BaseExpression | None) -> tuple[bool, Any]:
     if node is None:
         return False, None
+    code = cst.Module(body=[]).code_for_node(node)
     try:
-        return True, ast.literal_eval(cst.Module(body=[]).code_for_node(node))
+        return True, ast.literal_eval(code)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+    try:
+        return True, _arith(ast.parse(code.strip(), mode="eval").body)
+    except (ValueError, SyntaxError, TypeError, ZeroDivisionError, RecursionError, OverflowError):
         return False, None
 
 

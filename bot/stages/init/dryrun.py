@@ -8,6 +8,7 @@ matched them, instead of a trial that is ``invalid`` half an hour later.
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,3 +94,15 @@ def _one_per_step(steps: list[int], per_line: int) -> bool:
     """Consecutive step numbers advance by ``per_line`` (a new epoch may restart the count)."""
     gaps = [b - a for a, b in zip(steps, steps[1:]) if b > a]
     return not gaps or all(g == per_line for g in gaps)
+
+
+def check_run(contract: Contract, root: Path) -> int:
+    """``infrarsi check --run``: print the dry run's verdict; 0 when it saw one line per step."""
+    from bot.executors.local import LocalExecutor
+    from bot.stages.run.trial import executor_for, state_dir
+
+    log_dir = state_dir(root) / "logs" / "check-run"
+    shutil.rmtree(log_dir, ignore_errors=True)  # the executor appends; old lines would count
+    result = dry_run(contract, executor=executor_for(contract, LocalExecutor()), log_dir=log_dir)
+    print(result.message)
+    return 0 if result.ok else 1

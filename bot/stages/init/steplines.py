@@ -93,19 +93,19 @@ def template_regex(parts: list[Part]) -> tuple[str, bool] | None:
         return None  # an evaluation line (or one that also reports an eval loss) is not a training step
     out: list[str] = []
     used: set[str] = set()
+    last_group = 0
     for i, (part, role) in enumerate(zip(parts, roles)):
         if isinstance(part, str):
             out.append(_literal(part))
             continue
         if role in ("loss", "step", "epoch") and role not in used:
             used.add(role)
+            last_group = i
             out.append(r"\s*" + {"loss": LOSS, "step": STEP, "epoch": rf"(?P<epoch>{NUM})"}[role])
         else:
             last = i == len(parts) - 1
             out.append(r".*" if last else r".*?")
-    regex = "".join(out)
-    while regex.endswith(".*") or regex.endswith(".*?"):
-        regex = regex[: regex.rfind(".*")]
+    regex = "".join(out[: last_group + 1])  # what follows the last field only makes the regex brittle
     regex = regex.replace(r"\s+\s*", r"\s+")
     return regex, "step" in used
 

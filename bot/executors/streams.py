@@ -39,6 +39,14 @@ class StepCollector:
         with self._lock:
             self.steps.append(event)
 
+    def update_last_loss(self, loss: float | None) -> None:
+        """A progress bar repainted the last step with its own loss (the first paint shows the previous one)."""
+        with self._lock:
+            if self.steps and loss is not None:
+                last = self.steps[-1]
+                self.steps[-1] = StepEvent(step=last.step, stamp=last.stamp, loss=loss, tokens=last.tokens,
+                                           child_t=last.child_t)
+
     def add_probe(self, record: dict[str, Any], stamp: float) -> None:
         kind = record.get("event")
         if kind == "step":
@@ -140,7 +148,10 @@ def regex_handler(collector: StepCollector, pattern: str) -> Callable[[str, floa
         groups = m.groupdict()
         step = groups.get("step")
         if step is not None and (step, groups.get("epoch")) == last[0]:
-            return  # a progress bar repainted the same step (a new postfix, the epoch's end)
+            # a progress bar repainted the same step (a new postfix, the epoch's end): keep the
+            # first paint's stamp, the last paint's loss
+            collector.update_last_loss(_float(groups.get("loss")))
+            return
         last[0] = (step, groups.get("epoch"))
         collector.add_step(StepEvent(step=_int(groups.get("step")), stamp=stamp, loss=_float(groups.get("loss")),
                                      tokens=_int(groups.get("tokens"))))

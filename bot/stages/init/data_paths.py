@@ -29,7 +29,9 @@ def ignored_paths(root: Path) -> list[str]:
                               "--directory", "-z"], capture_output=True, check=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    return sorted(p.rstrip("/") for p in out.decode("utf-8", "replace").split("\0") if p.strip())
+    paths = sorted({p.rstrip("/") for p in out.decode("utf-8", "replace").split("\0") if p.strip()})
+    # git may list a directory that merely holds ignored ones; keep the ignored entries themselves
+    return [p for p in paths if not any(q.startswith(p + "/") for q in paths)]
 
 
 def _strings(root: Path, files: list[str], command: str) -> str:

@@ -19,6 +19,7 @@ from bot.stages.init.classify import Classified, Coupled, current
 from bot.stages.init.discover import Setting
 
 _EXPRESSIBLE = ("flag-space", "switch", "env")
+_LIGHTNING_PRECISION = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
 _SEQ = re.compile(r"^(block_size|seq_len|seq_length|max_seq_len|max_seq_length|context_length|sequence_length|"
                   r"max_length|n_ctx|ctx_len)$")
 _STEPS = re.compile(r"^(steps|max_steps|iters|max_iters|num_steps|train_steps|total_steps|num_iterations|"
@@ -82,7 +83,7 @@ def _domain(setting: Setting, value: Any, reason: str) -> dict[str, Any] | None:
         return {"kind": "bool", "default": value}
     if leaf == "optim" and isinstance(value, str):
         return {"kind": "categorical", "values": sorted({value, "adamw_torch", "adamw_torch_fused"}), "default": value}
-    if leaf == "precision" and setting.convention.startswith("lightning"):
+    if leaf == "precision" and (setting.convention.startswith("lightning") or str(value) in _LIGHTNING_PRECISION):
         v = str(value)
         return {"kind": "categorical", "values": sorted({v, "32-true", "bf16-mixed"}), "default": v}
     if leaf == "attn_implementation" and isinstance(value, str):

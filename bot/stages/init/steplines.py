@@ -31,7 +31,7 @@ _EVAL_WORDS = re.compile(r"(?<![A-Za-z])(val|valid|validation|eval|evaluation|te
 _LOG_METHODS = {"info", "debug", "warning", "warn", "log", "critical", "success"}
 _PRINT_NAMES = re.compile(r"(^|_)print(0|_rank_?0|_master|_once|_main)?$|^(master_print|rank0_print|log0|printr)$")
 _PCT = re.compile(r"%(?:\((?P<key>[^)]*)\))?[-#0 +]*(?:\d+|\*)?(?:\.\d+)?[hlL]?(?P<conv>[diouxXeEfFgGcrsa%])")
-_BAR_COUNT = r"(?P<step>\d+)(?:/\d+)?(?:it)?\s*\["
+_BAR_COUNT = r"(?P<step>[1-9]\d*)(?:/\d+)?(?:it)?\s*\["  # a bar's 0/N paint is before any step
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -342,8 +342,9 @@ def find_step_lines(source: str) -> list[StepLine]:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError:
         return []
-    stdout_logging = bool(re.search(r"basicConfig\([^)]*stream\s*=\s*sys\.stdout|StreamHandler\(\s*sys\.stdout",
-                                    source))
+    # Hydra's default job logging, and handlers bound to sys.stdout, put logging lines on stdout
+    stdout_logging = bool(re.search(r"basicConfig\([^)]*stream\s*=\s*sys\.stdout|StreamHandler\(\s*sys\.stdout|"
+                                    r"hydra\.main", source))
     tqdm_stdout = bool(re.search(r"tqdm\([^)]*file\s*=\s*sys\.stdout", source, re.S))
     finder = _Finder(module, stdout_logging, tqdm_stdout)
     cst.metadata.MetadataWrapper(module).visit(finder)

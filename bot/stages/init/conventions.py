@@ -7,6 +7,7 @@ them, the step line (:mod:`steplines`) and the git-ignored data (:mod:`data_path
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -62,9 +63,32 @@ def _local_imports(summary: RepoSummary) -> list[str]:
     return out
 
 
+def _config_file_values(summary: RepoSummary, user_args: list[str], settings: list[Setting]) -> dict[str, str]:
+    """nanoGPT-style config files on the command (``python train.py config/x.py --k=v``) override globals."""
+    if not any(s.convention == "globals" for s in settings):
+        return {}
+    out: dict[str, str] = {}
+    for arg in user_args:
+        path = summary.root / arg
+        if arg.startswith("-") or "=" in arg or not arg.endswith(".py") or not path.is_file():
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, OSError, UnicodeDecodeError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                try:
+                    value = ast.literal_eval(node.value)
+                except (ValueError, SyntaxError, TypeError):
+                    continue
+                out[f"--{node.targets[0].id}"] = str(value)
+    return out
+
+
 def discover_all(summary: RepoSummary, user_args: list[str], *, taken: set[str]) -> Found:
     settings = discover(summary.root, summary.entry)
-    given = given_values(user_args)
+    given = {**_config_file_values(summary, user_args, settings), **given_values(user_args)}
     classified = classify(settings, given)
     plan = plan_knobs(classified, given, taken=taken)
     found = Found(settings=settings, classified=classified, plan=plan,

@@ -2,7 +2,11 @@
 
 Step time is the median of the intervals between consecutive bot stamps over
 the measured steps: interval *k* runs from the stamp of step *k-1* to that of
-step *k*, so warm-up steps (compilation, allocator growth) never count.
+step *k*, so warm-up steps (compilation, allocator growth) never count. A job
+that prints one step line every *k* optimizer steps (``steps_per_line``) gets
+each interval divided by *k*, and each line then stands for *k* steps' tokens.
+A job the launcher ended after its expected steps (it is configured for days)
+is judged on those steps; its exit status is the signal we sent, not a crash.
 """
 
 from __future__ import annotations
@@ -28,17 +32,19 @@ def _cv(values: list[float]) -> float | None:
 
 
 def summarize(execution: Execution, *, warmup: int, measured: int,
-              memory_limit_bytes: int | None = None) -> TrialMetrics:
-    """Metrics over the measured steps (the ``measured`` steps after ``warmup``)."""
+              memory_limit_bytes: int | None = None, steps_per_line: int = 1) -> TrialMetrics:
+    """Metrics over the measured steps (the ``measured`` step lines after ``warmup``)."""
     steps = list(execution.events)
     window = steps[warmup - 1: warmup + measured] if warmup >= 1 else []
-    times = _intervals([e.stamp for e in window])
+    times = [t / steps_per_line for t in _intervals([e.stamp for e in window])]
     child = [e.child_t for e in window]
     child_times = _intervals([t for t in child if t is not None]) if all(t is not None for t in child) else []
     measured_events = window[1:]
     tokens = [e.tokens for e in measured_events if e.tokens is not None]
     tokens_per_step = tokens[0] if tokens and all(t == tokens[0] for t in tokens) else (
         min(tokens) if tokens else None)
+    if tokens_per_step is not None:
+        tokens_per_step //= steps_per_line
     step_time = statistics.median(times) if times else None
     censored = execution.killed_for == "memory" or execution.probe_oom is not None
     peak = execution.peak_rss_bytes
@@ -79,7 +85,7 @@ def _int_info(execution: Execution, key: str) -> int | None:
 
 
 def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measured: int,
-             tokens_per_step: int) -> tuple[Outcome, str]:
+             tokens_per_step: int, steps_per_line: int = 1) -> tuple[Outcome, str]:
     """The outcome of a finished execution and the reason a person would want to read."""
     if execution.killed_for == "memory":
         return Outcome.OOM, f"peak memory reached the limit ({metrics.peak_mem_bytes} bytes); killed"
@@ -89,7 +95,7 @@ def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measur
         return Outcome.TIMEOUT, f"no exit after {execution.wall_s:.1f} s; killed"
     if execution.killed_for == "interrupt":
         return Outcome.INTERRUPTED, "the bot was interrupted while the trial ran"
-    if execution.returncode != 0:
+    if execution.returncode != 0 and not execution.stopped_after_steps:
         tail = execution.stderr_tail.strip()
         if any(marker in tail for marker in _OOM_MARKERS):
             return Outcome.OOM, f"the job ran out of memory: {tail.splitlines()[-1][:300]}"
@@ -102,10 +108,12 @@ def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measur
     expected = warmup + measured
     if metrics.steps_seen < expected:
         return Outcome.INVALID, f"expected {expected} step events, saw {metrics.steps_seen}"
-    bad = [e for e in execution.events if e.tokens is not None and e.tokens != tokens_per_step]
+    per_line = tokens_per_step * steps_per_line
+    bad = [e for e in execution.events if e.tokens is not None and e.tokens != per_line]
     if bad:
         return Outcome.INVALID, (f"step {bad[0].step} processed {bad[0].tokens} tokens; the contract fixes "
-                                 f"{tokens_per_step} per step")
+                                 f"{tokens_per_step} per step" + (f" ({per_line} per line of {steps_per_line} steps)"
+                                                                   if steps_per_line > 1 else ""))
     if any(e.loss is not None and e.loss != e.loss for e in execution.events):
         first = next(e for e in execution.events if e.loss is not None and e.loss != e.loss)
         return Outcome.INVALID, f"loss is NaN at step {first.step}"

@@ -31,7 +31,7 @@ CASES = [
     ("not_toml", "[workload\ncommand = 1",
      "not valid TOML: Expected ']' at the end of a table declaration (at line 1, column 10)"),
     ("unknown_top_key", BASE + "\n[budgets]\ntrials = 3\n",
-     "budgets: unknown key (did you mean 'budget'?); known keys here: approvers, budget, constraints, knobs, "
+     "budgets: unknown key (did you mean 'budget'?); known keys here: approvers, budget, constraints, data, knobs, "
      "launch, loss, scope, timing, verify, version, workload"),
     ("missing_tokens", BASE.replace("tokens_per_step", "tokens_per_stp"),
      "workload.tokens_per_step: missing; expected an integer >= 1"),

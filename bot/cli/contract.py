@@ -53,7 +53,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         entry = _entry_script(args.command)
         summary = scan_repo(root, entry)
         try:
-            draft = (draft_contract(args.command, summary, tokens_per_step=args.tokens_per_step)
+            draft = (draft_contract(args.command, summary, tokens_per_step=args.tokens_per_step,
+                                    step_regex=args.step_regex)
                      if args.proposer == "builtin" else
                      _llm_draft(args, root, summary))
         except DraftError as e:
@@ -105,6 +106,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise LockMismatchError(f"check failed: {len(broken)} problem(s) with {LOCK_FILE}: {problems}{todo}")
     print(f"ok: contract valid; {len(lock.files)} locked files match {LOCK_FILE}; "
           f"{len(contract.knobs)} knobs, {len(contract.scope.editable)} editable symbols")
+    if args.run:
+        from bot.stages.init.dryrun import check_run
+        return check_run(contract, root)
     return 0
 
 
@@ -135,6 +139,7 @@ def register(sub: Any) -> None:
     p.add_argument("--command", help='the training command, e.g. "python train.py --steps 8"')
     p.add_argument("--tokens-per-step", type=int, help="tokens per optimizer step, when init cannot infer it")
     p.add_argument("--force", action="store_true", help="draft a new contract over an existing one")
+    p.add_argument("--step-regex", help="the regex of the job's step line (a (?P<loss>...) group), over the guess")
     add_proposer_arguments(p)
     p.set_defaults(func=cmd_init)
 
@@ -144,6 +149,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("check", help="validate the contract and verify the lock against the tree")
     add_repo_argument(p)
+    p.add_argument("--run", action="store_true", help="also run the baseline once: does the regex see every step?")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("patches", help="list the built-in patch catalog and where each patch applies in the repo")

@@ -66,8 +66,8 @@ class LocalExecutor:
             else ignore
         readers = [
             LineReader(probe_file, probe_handler(collector)),
-            LineReader(proc.stdout, on_stdout, log_path=log_dir / "stdout.log" if log_dir else None),
-            LineReader(proc.stderr, ignore, log_path=log_dir / "stderr.log" if log_dir else None),
+            LineReader(proc.stdout, on_stdout if spec.step_stream == "stdout" else ignore, log_path=log_dir / "stdout.log" if log_dir else None),
+            LineReader(proc.stderr, on_stdout if spec.step_stream == "stderr" else ignore, log_path=log_dir / "stderr.log" if log_dir else None),
         ]
         for reader in readers:
             reader.start()
@@ -98,4 +98,5 @@ class LocalExecutor:
             pids=tuple(sorted(tree.seen)),
             phases=tuple(collector.phases),
             info=tuple(sorted(collector.info.items())),
+            stopped_after_steps=run.stopped,
         )

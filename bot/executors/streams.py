@@ -2,7 +2,8 @@
 
 One thread per stream; each line is stamped with ``time.perf_counter()`` of the
 bot's process the moment it is read, so the candidate cannot influence the
-stamp however it treats its own clocks.
+stamp however it treats its own clocks. A carriage return ends a line too:
+progress bars (tqdm, Lightning) rewrite one terminal line per step with ``\r``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import IO, Any
 from infrarsi.trial import StepEvent
 
 Clock = Callable[[], float]
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 class StepCollector:
@@ -36,6 +38,14 @@ class StepCollector:
     def add_step(self, event: StepEvent) -> None:
         with self._lock:
             self.steps.append(event)
+
+    def update_last_loss(self, loss: float | None) -> None:
+        """A progress bar repainted the last step with its own loss (the first paint shows the previous one)."""
+        with self._lock:
+            if self.steps and loss is not None:
+                last = self.steps[-1]
+                self.steps[-1] = StepEvent(step=last.step, stamp=last.stamp, loss=loss, tokens=last.tokens,
+                                           child_t=last.child_t)
 
     def add_probe(self, record: dict[str, Any], stamp: float) -> None:
         kind = record.get("event")
@@ -88,19 +98,29 @@ class LineReader(threading.Thread):
 
     def run(self) -> None:
         log = open(self.log_path, "ab") if self.log_path else None
+        read = getattr(self.stream, "read1", None) or self.stream.readline
+        pending = b""
         try:
-            for raw in iter(self.stream.readline, b""):
+            for chunk in iter(lambda: read(65536), b""):
                 stamp = self.clock()
                 if log:
-                    log.write(raw)
-                line = raw.decode("utf-8", "replace").rstrip("\r\n")
-                self.tail.append(line)
-                self.on_line(line, stamp)
+                    log.write(chunk)
+                *lines, pending = _LINE_END.split(pending + chunk)
+                for raw in lines:
+                    self._line(raw, stamp)
+            if pending:
+                self._line(pending, self.clock())
         except (OSError, ValueError):
             pass
         finally:
             if log:
                 log.close()
+
+    def _line(self, raw: bytes, stamp: float) -> None:
+        line = raw.decode("utf-8", "replace")
+        if line.strip():
+            self.tail.append(line)
+            self.on_line(line, stamp)
 
     def tail_text(self, max_chars: int = 4000) -> str:
         return "\n".join(self.tail)[-max_chars:]
@@ -119,12 +139,20 @@ def probe_handler(collector: StepCollector) -> Callable[[str, float], None]:
 
 def regex_handler(collector: StepCollector, pattern: str) -> Callable[[str, float], None]:
     regex = re.compile(pattern)
+    last: list[Any] = [None]
 
     def handle(line: str, stamp: float) -> None:
         m = regex.search(line)
         if not m:
             return
         groups = m.groupdict()
+        step = groups.get("step")
+        if step is not None and (step, groups.get("epoch")) == last[0]:
+            # a progress bar repainted the same step (a new postfix, the epoch's end): keep the
+            # first paint's stamp, the last paint's loss
+            collector.update_last_loss(_float(groups.get("loss")))
+            return
+        last[0] = (step, groups.get("epoch"))
         collector.add_step(StepEvent(step=_int(groups.get("step")), stamp=stamp, loss=_float(groups.get("loss")),
                                      tokens=_int(groups.get("tokens"))))
     return handle

@@ -2,13 +2,16 @@
 
 The executor says how to sample the trial's memory and how to kill everything
 it started; this loop owns the rest — the memory limit, the timeout, an
-interrupt, per-step progress, and reaping the root so that no zombie or
-survivor is left, whatever happens (an exception included).
+interrupt, per-step progress, ending a job once every step it measures was
+seen (a real job is configured for days: SIGTERM to its group, a grace period,
+then SIGKILL), and reaping the root so that no zombie or survivor is left,
+whatever happens (an exception included).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -25,12 +28,32 @@ class Supervised:
     peak_bytes: int  # the largest sample
     maxrss_bytes: int  # the kernel's high-water mark of the root process (0 when it was killed)
     wall_s: float
+    stopped: bool = False  # ended by us after the expected steps (not a failure)
+
+
+# After the last expected step the job gets LINGER_S to exit by itself (its final
+# probe events, e.g. device memory, come then), then SIGTERM, then GRACE_S to exit.
+LINGER_S = 1.0
+GRACE_S = 5.0
+
+
+def _terminate_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def supervise(proc: subprocess.Popen, spec: TrialSpec, *, start: float, sample: Callable[[], int],
               kill: Callable[[], None], stop: threading.Event, interval_s: float,
-              steps: Callable[[], int], on_step: Callable[[int], None] | None) -> Supervised:
+              steps: Callable[[], int], on_step: Callable[[int], None] | None,
+              terminate: Callable[[], None] | None = None, linger_s: float = LINGER_S,
+              grace_s: float = GRACE_S) -> Supervised:
+    """Wait for ``proc``; ``terminate`` (default: SIGTERM to its group) ends it politely once
+    ``spec.expected_steps`` step events were seen; ``kill`` ends everything for good."""
     peak = 0
+    seen_all: float | None = None  # when the last expected step arrived
+    terminated: float | None = None  # when SIGTERM was sent
     killed: KillReason | None = None
     status: int | None = None
     maxrss = 0
@@ -56,6 +79,16 @@ def supervise(proc: subprocess.Popen, spec: TrialSpec, *, start: float, sample: 
             if on_step and steps() != reported:
                 reported = steps()
                 on_step(reported)
+            now = time.perf_counter()
+            if spec.expected_steps and seen_all is None and steps() >= spec.expected_steps:
+                seen_all = now
+            if seen_all is not None and terminated is None and now - seen_all >= linger_s:
+                (terminate or (lambda: _terminate_group(proc)))()
+                terminated = now
+            elif terminated is not None and now - terminated >= grace_s:
+                kill()
+                status = os.waitstatus_to_exitcode(os.wait4(proc.pid, 0)[1])
+                break
             time.sleep(interval_s)
     except BaseException:
         kill()
@@ -69,4 +102,5 @@ def supervise(proc: subprocess.Popen, spec: TrialSpec, *, start: float, sample: 
             except ChildProcessError:
                 status = -9
         proc.returncode = status  # we reaped it; Popen must not wait again
-    return Supervised(status=status, killed_for=killed, peak_bytes=peak, maxrss_bytes=maxrss, wall_s=wall)
+    return Supervised(status=status, killed_for=killed, peak_bytes=peak, maxrss_bytes=maxrss, wall_s=wall,
+                      stopped=terminated is not None and killed is None)

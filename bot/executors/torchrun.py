@@ -253,8 +253,8 @@ class TorchrunExecutor:
             else ignore
         readers = [
             LineReader(probe_file, _RankProbe(collector)),
-            LineReader(proc.stdout, on_stdout, log_path=log_dir / "stdout.log"),
-            LineReader(proc.stderr, ignore, log_path=log_dir / "stderr.log", tail_lines=200),
+            LineReader(proc.stdout, on_stdout if spec.step_stream == "stdout" else ignore, log_path=log_dir / "stdout.log"),
+            LineReader(proc.stderr, on_stdout if spec.step_stream == "stderr" else ignore, log_path=log_dir / "stderr.log", tail_lines=200),
         ]
         for reader in readers:
             reader.start()
@@ -294,6 +294,7 @@ class TorchrunExecutor:
             pids=tuple(sorted(tree.seen)),
             phases=tuple(collector.phases),
             info=tuple(sorted(collector.info.items())),
+            stopped_after_steps=run.stopped,
             failed_rank=failed_rank,
         )
 

@@ -21,6 +21,7 @@ from infrarsi.contract.model import (
     Budget,
     Constraint,
     Contract,
+    DataSpec,
     Knob,
     KnobValue,
     Launch,
@@ -103,6 +104,7 @@ def parse_contract(data: Any, *, source: Path, root: Path, prefix: str = "") -> 
     slurm = _launch_slurm(launch_table.table("slurm"))
     launch = _launch(launch_table)
     launch = _with_slurm(launch_table, launch, slurm)
+    data = _data(top.table("data"), root)
     top.finish()
 
     _check_fixed_args(top, workload, knobs)
@@ -113,7 +115,7 @@ def parse_contract(data: Any, *, source: Path, root: Path, prefix: str = "") -> 
     check_scope(scope, root=root, file=file, prefix=prefix)
     return Contract(version=version, source=source, root=root, workload=workload, timing=timing, loss=loss,
                     scope=scope, knobs=knobs, constraints=constraints, budget=budget, verify=verify,
-                    approvers=approvers, launch=launch)
+                    approvers=approvers, launch=launch, data=data)
 
 
 def _command(t: Table, key: str, *, required: bool) -> tuple[str, ...]:
@@ -158,6 +160,8 @@ def _timing(t: Table) -> Timing:
     warmup = t.integer("warmup_steps", 2, minimum=1)
     measured = t.integer("measured_steps", 6, minimum=2)
     regex = t.string("stdout_regex", None)
+    stream = t.string("stream", "stdout", choices=("stdout", "stderr"))
+    steps_per_line = t.integer("steps_per_line", 1, minimum=1)
     t.finish()
     if regex is not None:
         try:
@@ -169,7 +173,8 @@ def _timing(t: Table) -> Timing:
     elif source == "stdout":
         raise t.error("stdout_regex", "missing; expected a regular expression with a (?P<loss>...) group "
                       "when timing.source = 'stdout'")
-    return Timing(source=source, warmup_steps=warmup, measured_steps=measured, stdout_regex=regex)
+    return Timing(source=source, warmup_steps=warmup, measured_steps=measured, stdout_regex=regex, stream=stream,
+                  steps_per_line=steps_per_line)
 
 
 def _loss(t: Table) -> LossSpec:
@@ -291,7 +296,7 @@ def _constraints(top: Table, knobs: tuple[Knob, ...]) -> tuple[Constraint, ...]:
     out = []
     for i, item in enumerate(raw):
         t = Table(item, file=top.file, key=top.path(f"constraints[{i}]"))
-        kind = t.string("kind", choices=("divides", "forbid"))
+        kind = t.string("kind", choices=("divides", "forbid", "product"))
         reason = t.string("reason", "")
         if kind == "divides":
             knob = t.string("knob")
@@ -299,6 +304,14 @@ def _constraints(top: Table, knobs: tuple[Knob, ...]) -> tuple[Constraint, ...]:
             if knob not in names:
                 raise t.error("knob", f"expected the name of a knob ({', '.join(names) or 'none defined'}), got {knob!r}")
             out.append(Constraint(kind="divides", knob=knob, value=value, reason=reason))
+        elif kind == "product":
+            coupled = t.strings("knobs", ())
+            value = t.integer("value", minimum=1)
+            unknown = [k for k in coupled if k not in names]
+            if len(coupled) < 2 or unknown:
+                raise t.error("knobs", f"expected the names of at least two knobs ({', '.join(names) or 'none defined'}),"
+                              f" got {list(coupled)!r}")
+            out.append(Constraint(kind="product", knobs=coupled, value=value, reason=reason))
         else:
             when = t.table("when", required=True)
             for key in when.data:
@@ -458,6 +471,21 @@ def _with_slurm(t: Table, launch: Launch, slurm: SlurmLaunch | None) -> Launch:
             raise t.error(key, f"expected {default} with launch.executor = 'slurm', got {value}; the ranks of a "
                           "Slurm trial are launch.slurm.nodes x launch.slurm.tasks_per_node")
     return replace(launch, slurm=slurm or SlurmLaunch())
+
+
+def _data(t: Table, root: Path) -> DataSpec:
+    paths = t.strings("paths", ())
+    t.finish()
+    for p in paths:
+        parts = Path(p).parts
+        if not p or Path(p).is_absolute() or ".." in parts:
+            raise t.error("paths", f"expected paths inside the repo, got {p!r}")
+        if parts and parts[0] in (".git", ".infrarsi"):
+            raise t.error("paths", f"expected a data path, got {p!r} (InfraRSI's or git's own directory)")
+        if not (root / p).exists():
+            raise t.error("paths", f"expected existing files or directories, got {p!r} (not found under {root}); "
+                          "prepare the data first, or remove it from data.paths")
+    return DataSpec(paths=paths)
 
 
 def _approvers(t: Table) -> Approvers:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,10 @@ from infrarsi.contract.scope import expand_locked
 
 LOCK_FILE = "infrarsi.lock"
 LOCK_VERSION = 1
+# Data files up to this size are identified by their sha256; larger ones by size and
+# modification time (hashing a 100 GB dataset before every trial is not an option).
+DATA_HASH_LIMIT = 64 * 2**20
+DATA_FILES_LIMIT = 100_000
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -30,11 +35,15 @@ class Lock:
     contract_path: str
     contract_sha256: str
     files: tuple[tuple[str, str], ...]  # (repo-relative path, sha256), sorted
+    data: tuple[tuple[str, str], ...] = ()  # (repo-relative data file, "sha256:…" or "size:…;mtime_ns:…"), sorted
 
     def to_json(self) -> str:
-        return json.dumps({"version": self.version,
-                           "contract": {"path": self.contract_path, "sha256": self.contract_sha256},
-                           "files": dict(self.files)}, indent=2, sort_keys=True) + "\n"
+        body: dict[str, Any] = {"version": self.version,
+                                "contract": {"path": self.contract_path, "sha256": self.contract_sha256},
+                                "files": dict(self.files)}
+        if self.data:
+            body["data"] = dict(self.data)
+        return json.dumps(body, indent=2, sort_keys=True) + "\n"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -70,11 +79,37 @@ def locked_files(contract: Contract, root: Path | None = None) -> list[str]:
     return sorted(files)
 
 
+def data_files(root: Path, paths: tuple[str, ...]) -> list[str]:
+    """Every file under the contract's data paths (links followed), repo-relative, sorted."""
+    out: set[str] = set()
+    for p in paths:
+        top = root / p
+        if top.is_file():
+            out.add(p)
+            continue
+        for dirpath, _dirs, names in os.walk(top, followlinks=True):
+            for name in names:
+                out.add((Path(dirpath) / name).relative_to(root).as_posix())
+            if len(out) > DATA_FILES_LIMIT:
+                raise ContractError(str(root / p), "data.paths", f"more than {DATA_FILES_LIMIT} files under {p!r}; "
+                                    "name the directories the job reads")
+    return sorted(out)
+
+
+def data_identity(path: Path) -> str:
+    """A small file's sha256, or a large file's size and modification time."""
+    st = path.stat()
+    if st.st_size <= DATA_HASH_LIMIT:
+        return "sha256:" + sha256_file(path)
+    return f"size:{st.st_size};mtime_ns:{st.st_mtime_ns}"
+
+
 def take_lock(contract: Contract) -> Lock:
     root = contract.root
     path, digest = contract_sha256(root)
     files = tuple((f, sha256_file(root / f)) for f in locked_files(contract))
-    return Lock(contract_path=path, contract_sha256=digest, files=files)
+    data = tuple((f, data_identity(root / f)) for f in data_files(root, contract.data.paths))
+    return Lock(contract_path=path, contract_sha256=digest, files=files, data=data)
 
 
 def write_lock(contract: Contract) -> Path:
@@ -92,7 +127,8 @@ def read_lock(root: Path) -> Lock:
         contract = data["contract"]
         lock = Lock(version=int(data["version"]), contract_path=str(contract["path"]),
                     contract_sha256=str(contract["sha256"]),
-                    files=tuple(sorted((str(k), str(v)) for k, v in dict(data["files"]).items())))
+                    files=tuple(sorted((str(k), str(v)) for k, v in dict(data["files"]).items())),
+                    data=tuple(sorted((str(k), str(v)) for k, v in dict(data.get("data", {})).items())))
     except (ValueError, KeyError, TypeError) as e:
         raise ContractError(str(path), "", f"not a valid lock file ({e!r}); rerun `infrarsi lock`") from None
     if lock.version != LOCK_VERSION:
@@ -126,4 +162,27 @@ def verify_lock(contract: Contract, lock: Lock, tree: Path | None = None) -> lis
     for rel in locked_files(contract, root):
         if rel not in expected:
             out.append(LockViolation(path=rel, reason="new file under a locked path"))
+    out += _verify_data(contract, lock)
+    return out
+
+
+def _verify_data(contract: Contract, lock: Lock) -> list[LockViolation]:
+    """Data is checked at its origin (trial worktrees only link to it)."""
+    root = contract.root
+    out: list[LockViolation] = []
+    expected = dict(lock.data)
+    try:
+        present = data_files(root, contract.data.paths) if all((root / p).exists() for p in contract.data.paths) \
+            else [f for f in expected if (root / f).is_file()]
+    except ContractError as e:
+        return [LockViolation(path="data.paths", reason=e.message)]
+    for rel, want in sorted(expected.items()):
+        f = root / rel
+        if not f.is_file():
+            out.append(LockViolation(path=rel, reason="data file is missing"))
+        elif (got := data_identity(f)) != want:
+            out.append(LockViolation(path=rel, reason=f"data file changed ({got[:40]}, locked {want[:40]})"))
+    for rel in present:
+        if rel not in expected:
+            out.append(LockViolation(path=rel, reason="new file under a data path (rerun `infrarsi lock` if intended)"))
     return out

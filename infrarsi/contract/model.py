@@ -48,6 +48,8 @@ class Timing:
     warmup_steps: int = 2
     measured_steps: int = 6
     stdout_regex: str | None = None
+    stream: Literal["stdout", "stderr"] = "stdout"  # where stdout_regex finds step lines (logging writes to stderr)
+    steps_per_line: int = 1  # optimizer steps per step line (a job that logs every k steps)
 
     @property
     def total_steps(self) -> int:
@@ -140,15 +142,23 @@ class Constraint:
 
     ``divides``: the knob's value must divide ``value`` (micro-batch divides the
     global batch). ``forbid``: the assignment in ``when`` must not occur.
+    ``product``: the values of ``knobs`` multiply to ``value`` (micro-batch x
+    gradient accumulation = the fixed global batch: a coupled pair).
     """
 
-    kind: Literal["divides", "forbid"]
+    kind: Literal["divides", "forbid", "product"]
     knob: str | None = None
     value: int | None = None
     when: tuple[tuple[str, KnobValue], ...] = ()
     reason: str = ""
+    knobs: tuple[str, ...] = ()  # product: the coupled knobs
 
     def allows(self, assignment: dict[str, KnobValue]) -> bool:
+        if self.kind == "product":
+            values = [assignment.get(k) for k in self.knobs]
+            if any(v is None for v in values):
+                return True
+            return math.prod(int(v) for v in values if v is not None) == self.value
         if self.kind == "divides":
             assert self.knob is not None and self.value is not None
             v = assignment.get(self.knob)
@@ -156,6 +166,8 @@ class Constraint:
         return not all(assignment.get(k) == v for k, v in self.when)
 
     def describe(self) -> str:
+        if self.kind == "product":
+            return f"{' x '.join(self.knobs)} must equal {self.value}"
         if self.kind == "divides":
             return f"{self.knob} must divide {self.value}"
         return "forbidden: " + ", ".join(f"{k}={v!r}" for k, v in self.when)
@@ -244,6 +256,18 @@ class SlurmLaunch:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class DataSpec:
+    """Files the job reads that git does not track (datasets, tokenizers, checkpoints).
+
+    Every trial's worktree reaches them through symbolic links (never a copy);
+    their identity is in the lock, so a changed dataset is caught like a changed
+    locked file.
+    """
+
+    paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Approvers:
     """Who may approve a promotion."""
 
@@ -268,6 +292,7 @@ class Contract:
     verify: VerifySpec = field(default_factory=VerifySpec)
     approvers: Approvers = field(default_factory=Approvers)
     launch: Launch = field(default_factory=Launch)
+    data: DataSpec = field(default_factory=DataSpec)
 
     def knob(self, name: str) -> Knob:
         for k in self.knobs:

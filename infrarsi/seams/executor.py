@@ -26,7 +26,8 @@ class TrialSpec:
     memory_limit_bytes: int | None = None
     source: Literal["probe", "stdout"] = "probe"
     stdout_regex: str | None = None
-    expected_steps: int | None = None
+    expected_steps: int | None = None  # step events after which the job is ended (SIGTERM, grace, SIGKILL)
+    step_stream: Literal["stdout", "stderr"] = "stdout"  # where stdout_regex reads step lines
     log_dir: str | None = None  # where stdout/stderr are kept in full
 
 
@@ -48,6 +49,7 @@ class Execution:
     info: tuple[tuple[str, Any], ...] = ()  # facts the job reported about itself (e.g. parameter count)
     failed_rank: int | None = None
     placement: tuple[tuple[str, Any], ...] = ()  # where a scheduler ran it (job id, nodes, state, pending s)
+    stopped_after_steps: bool = False  # the launcher ended the job once every expected step was seen
 
 
 class Executor(Protocol):

@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.stages.init import conventions
 from bot.stages.init.scan import ArgFlag, RepoSummary
 from infrarsi.contract.knob_codec import guess_value
 
@@ -123,7 +124,8 @@ def _knob_table(flag: ArgFlag, current: Any, global_batch: int | None) -> tuple[
     return table, note
 
 
-def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int | None = None) -> ContractDraft:
+def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int | None = None,
+                   step_regex: str | None = None) -> ContractDraft:
     """A contract for ``command`` in the scanned repo; raises :class:`DraftError` when it must ask."""
     argv = shlex.split(command)
     if not argv:
@@ -151,8 +153,12 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
             table, note = made
             knobs[f.dest] = table
             draft.notes[f"knobs.{f.dest}"] = note
-    knob_flags = {t["flag"] for t in knobs.values()}
-    fixed = _strip_flags(user_args, knob_flags)
+    found = conventions.discover_all(summary, user_args, taken=set(knobs))
+    for name, table in found.plan.knobs.items():
+        knobs[name] = table
+    draft.notes.update(found.plan.notes)
+    knob_flags = {t["flag"] for t in knobs.values() if "flag" in t}
+    fixed = _strip_flags(user_args, knob_flags) + found.extra_args
     draft.set("workload.command", prog, "the entry command; 'python' means the interpreter that runs infrarsi")
     draft.set("workload.args", fixed, "fixed arguments that define the job; every candidate runs with them")
 
@@ -163,21 +169,30 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
         sl = next(f for f in summary.flags if _SEQ_LEN.match(f.dest))
         draft.set("workload.tokens_per_step", global_batch * seq_len,
                   f"guessed: {gb.flag} ({global_batch}) x {sl.flag} ({seq_len})")
+    elif found.tokens is not None:
+        draft.set("workload.tokens_per_step", found.tokens[0], found.tokens[1])
     else:
-        raise DraftError("cannot infer the tokens processed per step (no global-batch and sequence-length flags "
-                         "found); pass --tokens-per-step N")
+        raise DraftError("cannot infer the tokens processed per step (no batch size and sequence length found in "
+                         f"{summary.entry or 'the command'}: {found.describe()}); pass --tokens-per-step N")
 
     uses_probe = any(f.uses_probe for f in summary.files)
-    if uses_probe:
+    if uses_probe and step_regex is None:
         draft.set("timing.source", "probe", "guessed: the repo imports infrarsi.probe")
     else:
-        draft.set("timing.source", "stdout", "guessed: no infrarsi.probe import found; step lines are read from stdout")
-        draft.set("timing.stdout_regex", _DEFAULT_STDOUT_REGEX, "guessed: check it matches one line per step")
+        conventions.set_step_line(draft, summary, step_regex, _DEFAULT_STDOUT_REGEX, found)
     warmup = 2
+    steps_flag = flags_name(summary, _STEPS)
+    if not steps and found.steps is not None:
+        steps, steps_flag = found.steps
     if steps:
-        warmup = max(1, min(2, steps // 4))
-        draft.set("timing.warmup_steps", warmup, f"guessed: the first {warmup} of {steps} steps are warm-up")
-        draft.set("timing.measured_steps", steps - warmup, f"guessed: the remaining steps of {flags_name(summary, _STEPS)}")
+        per_line = draft.data.get("timing", {}).get("steps_per_line", 1)
+        lines = max(2, steps // per_line)
+        warmup = max(1, min(2, lines // 4))
+        measured = min(lines - warmup, conventions.MAX_MEASURED)
+        draft.set("timing.warmup_steps", warmup, f"guessed: the first {warmup} of {lines} step lines are warm-up")
+        draft.set("timing.measured_steps", measured,
+                  f"guessed: the next {measured} step lines of {steps_flag} ({steps}); the bot ends the job after "
+                  "them" if measured < lines - warmup else f"guessed: the remaining steps of {steps_flag}")
     else:
         draft.set("timing.warmup_steps", warmup, "default: no steps flag found")
         draft.set("timing.measured_steps", 6, "default: no steps flag found; make sure the job runs this many")
@@ -199,6 +214,15 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
         draft.data.setdefault("constraints", []).append(
             {"kind": "divides", "knob": micro, "value": global_batch, "reason": "gradient accumulation needs whole micro-batches"})
         draft.notes["constraints"] = "guessed: the micro-batch must divide the global batch"
+
+    if found.data_paths:
+        draft.set("data.paths", found.data_paths, found.data_note)
+    if found.plan.deferred:
+        draft.notes["workload.args"] += ("; settings found but not offered as knobs (the contract cannot pass them "
+                                         "this way yet): " + "; ".join(found.plan.deferred))
+    for c in found.plan.constraints:
+        draft.data.setdefault("constraints", []).append(c)
+        draft.notes.setdefault("constraints", "guessed: " + c["reason"])
 
     draft.set("budget.trials", 30, "default")
     draft.set("budget.trial_timeout_s", 600, "default: a trial running longer is killed as a timeout")

@@ -5,7 +5,9 @@ Nothing here imports the user's code: ``init`` must be safe on any repo.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ast
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,7 @@ class FileSummary:
     uses_timing: bool
     uses_probe: bool
     lines: int
+    class_bases: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (class, base expressions), for module detection
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -127,19 +130,86 @@ def summarize_file(root: Path, path: Path) -> FileSummary | None:
         module = cst.parse_module(source)
     except (UnicodeDecodeError, cst.ParserSyntaxError, OSError):
         return None
-    classes, modules, functions = [], [], []
+    classes, modules, functions, class_bases = [], [], [], []
+    imported = _imported_from(module)
     for stmt in module.body:
         if isinstance(stmt, cst.ClassDef):
             classes.append(stmt.name.value)
-            bases = [module.code_for_node(b.value) for b in stmt.bases]
-            if any(b.endswith("Module") for b in bases):
+            bases = [module.code_for_node(b.value) for b in stmt.bases if b.keyword is None]
+            class_bases.append((stmt.name.value, tuple(bases)))
+            if any(_is_module_base(b, imported) for b in bases):
                 modules.append(stmt.name.value)
         elif isinstance(stmt, cst.FunctionDef):
             functions.append(stmt.name.value)
     return FileSummary(path=rel, modules=tuple(modules), classes=tuple(classes), functions=tuple(functions),
                        uses_timing=any(n in source for n in _TIMING_NAMES),
                        uses_probe="infrarsi" in source and "probe" in source,
-                       lines=source.count("\n") + 1)
+                       lines=source.count("\n") + 1, class_bases=tuple(class_bases))
+
+
+# Libraries whose classes a training command subclasses as its model (nn.Module subclasses).
+_MODEL_LIBRARIES = ("torch", "transformers", "lightning", "pytorch_lightning", "timm", "peft", "diffusers",
+                    "torchvision", "open_clip", "x_transformers", "flash_attn", "mamba_ssm", "torchtune", "litgpt")
+
+
+_NOT_MODULES = re.compile(r"(Trainer|Arguments|Config|DataModule|Dataset|Callback|Tokenizer|Processor|Collator|"
+                          r"Sampler|Logger|Scheduler|Optimizer|CLI|Loader|Mixin|Output)$")
+_MODEL_LEAF = re.compile(r"(Model|Module|For[A-Z]\w*|Transformer|Net|Encoder|Decoder|Block|Layer|Attention|MLP|Head|"
+                         r"Embedding|Norm)$")
+
+
+def _imported_from(module: cst.Module) -> dict[str, str]:
+    """Local name -> the module it was imported from (``from transformers import GPT2LMHeadModel``)."""
+    out: dict[str, str] = {}
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.ImportFrom) and small.module is not None and not isinstance(small.names,
+                                                                                               cst.ImportStar):
+                source = cst.Module(body=[]).code_for_node(small.module)
+                for alias in small.names:
+                    name = alias.asname.name if alias.asname else alias.name  # type: ignore[union-attr]
+                    out[cst.Module(body=[]).code_for_node(name)] = source
+            elif isinstance(small, cst.Import):
+                for alias in small.names:
+                    full = cst.Module(body=[]).code_for_node(alias.name)
+                    name = alias.asname.name if alias.asname else alias.name  # type: ignore[union-attr]
+                    out[cst.Module(body=[]).code_for_node(name).split(".")[0]] = full
+    return out
+
+
+def _is_module_base(base: str, imported: dict[str, str]) -> bool:
+    """Whether a base class expression names an ``nn.Module`` subclass of a model library.
+
+    ``nn.Module``, ``nn.Transformer``, ``torch.nn.Sequential``, ``PreTrainedModel``,
+    ``GPT2LMHeadModel``, ``L.LightningModule``... — judged from where the name was
+    imported, not only from how it ends.
+    """
+    head = base.split("[", 1)[0].split(".")[0]
+    leaf = base.split("[", 1)[0].split(".")[-1]
+    origin = imported.get(head, "")
+    if _NOT_MODULES.search(leaf):
+        return False
+    if leaf == "Module" or re.match(r"^(torch\.)?nn\.[A-Z]", base) or origin.endswith("torch.nn"):
+        return True
+    if origin.split(".")[0] in _MODEL_LIBRARIES and origin.split(".")[0] != "torch":
+        return bool(_MODEL_LEAF.search(leaf))
+    return base.endswith("Module")
+
+
+def _with_local_modules(files: tuple[FileSummary, ...]) -> tuple[FileSummary, ...]:
+    """Classes deriving from the repo's own module classes are modules too (to a fixed point)."""
+    known = {c for f in files for c in f.modules}
+    changed = True
+    while changed:
+        changed = False
+        for f in files:
+            for name, bases in f.class_bases:
+                if name not in known and any(b.split(".")[-1] in known for b in bases):
+                    known.add(name)
+                    changed = True
+    return tuple(replace(f, modules=tuple(c for c in f.classes if c in known)) for f in files)
 
 
 def python_files(root: Path) -> list[Path]:
@@ -154,7 +224,7 @@ def python_files(root: Path) -> list[Path]:
 def scan_repo(root: Path, entry: str | None) -> RepoSummary:
     """Summarise every Python file; read the entry script's flags."""
     root = root.resolve()
-    files = tuple(s for s in (summarize_file(root, p) for p in python_files(root)) if s is not None)
+    files = _with_local_modules(tuple(s for s in (summarize_file(root, p) for p in python_files(root)) if s is not None))
     flags: tuple[ArgFlag, ...] = ()
     if entry is not None and (root / entry).is_file():
         try:

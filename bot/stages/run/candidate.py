@@ -17,7 +17,7 @@ from bot.workspace.commits import BOT_IDENTITY, BotIdentity, commit_worktree
 from bot.workspace.errors import GitLayerError
 from bot.workspace.refs import is_git_repo
 from bot.workspace.trees import changed_files
-from bot.workspace.worktrees import create_trial_worktree, remove_trial_worktree
+from bot.workspace.worktrees import create_trial_worktree, link_data, remove_trial_worktree
 from bot.patching.apply import apply_patches
 from bot.patching.audit import AuditResult, audit_tree
 from bot.patching.results import Applied, Failed, NotApplicable
@@ -88,6 +88,7 @@ def run_candidate(contract: Contract, lock: Lock, *, repo: Path, base: str, run_
                                  trailers={"InfraRSI-Run": run_id, "InfraRSI-Trial": str(trial_no),
                                            "InfraRSI-Candidate": candidate.digest()})
         committed = True
+        link_data(contract.root, wt.path, contract.data.paths)  # after the commit: links are never committed
         request = TrialRequest(run_id=run_id, candidate=candidate, tree=wt.path, commit=commit,
                                memory_limit_bytes=memory_limit_bytes, timeout_s=timeout_s)
         return run_trial(contract, lock, request, executor=executor, journal=journal, trial_no=trial_no,

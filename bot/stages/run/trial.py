@@ -67,6 +67,7 @@ def trial_spec(contract: Contract, candidate: Candidate, *, tree: Path, memory_l
         timeout_s=timeout_s if timeout_s is not None else contract.budget.trial_timeout_s,
         memory_limit_bytes=memory_limit_bytes, source=contract.timing.source,
         stdout_regex=contract.timing.stdout_regex, expected_steps=contract.timing.total_steps,
+        step_stream=contract.timing.stream,
         log_dir=str(log_dir) if log_dir else None,
     )
 
@@ -147,9 +148,10 @@ def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor
     execution = executor.execute(spec)
     timing = contract.timing
     metrics = summarize(execution, warmup=timing.warmup_steps, measured=timing.measured_steps,
-                        memory_limit_bytes=memory_limit)
+                        memory_limit_bytes=memory_limit, steps_per_line=timing.steps_per_line)
     outcome, reason = classify(execution, metrics, warmup=timing.warmup_steps, measured=timing.measured_steps,
-                               tokens_per_step=contract.workload.tokens_per_step)
+                               tokens_per_step=contract.workload.tokens_per_step,
+                               steps_per_line=timing.steps_per_line)
     broken = verify_lock(contract, lock, request.tree)
     if broken and outcome is Outcome.OK:
         outcome, reason = Outcome.INVALID, "lock broken during the trial: " + "; ".join(map(str, broken))

@@ -1,0 +1,137 @@
+"""What ``init`` learns from a repo beyond its argparse flags, gathered in one place for the drafter.
+
+Settings in every config convention (:mod:`discover`), their roles (:mod:`classify`)
+and knob tables (:mod:`knob_tables`), tokens per step and training length from
+them, the step line (:mod:`steplines`) and the git-ignored data (:mod:`data_paths`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from bot.stages.init.classify import Classified, classify, current
+from bot.stages.init.data_paths import draft_data_paths
+from bot.stages.init.discover import Setting, discover
+from bot.stages.init.knob_tables import KnobPlan, given_values, infer_steps, infer_tokens, plan_knobs
+from bot.stages.init.steplines import StepLine, find_step_lines
+
+if TYPE_CHECKING:
+    from bot.stages.init.draft import ContractDraft
+    from bot.stages.init.scan import RepoSummary
+
+MAX_MEASURED = 12  # a job configured for days is measured over this many step lines, then ended
+
+
+@dataclass(kw_only=True)
+class Found:
+    settings: list[Setting]
+    classified: Classified
+    plan: KnobPlan
+    tokens: tuple[int, str] | None = None
+    steps: tuple[int, str] | None = None
+    data_paths: list[str] = field(default_factory=list)
+    data_note: str = ""
+    extra_args: list[str] = field(default_factory=list)  # added to workload.args (e.g. HF logging every step)
+    step_lines: list[StepLine] = field(default_factory=list)
+    steps_per_line: int = 1
+
+    def describe(self) -> str:
+        names = self.classified.names()
+        return (f"{len(self.settings)} settings found; fixed: {', '.join(names['fixed'][:8]) or 'none'}; "
+                f"coupled: {', '.join(names['coupled']) or 'none'}")
+
+
+def _local_imports(summary: RepoSummary) -> list[str]:
+    """The entry script and the repo's Python files it imports (where its step line may be printed)."""
+    if summary.entry is None:
+        return []
+    out = [summary.entry]
+    try:
+        source = (summary.root / summary.entry).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return out
+    mods = set(re.findall(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", source, re.M))
+    names = {m for pair in mods for m in pair if m}
+    for f in summary.files:
+        stem = f.path[:-3].replace("/", ".")
+        if f.path != summary.entry and any(stem == n or stem.endswith("." + n) or n.startswith(stem + ".")
+                                           for n in names):
+            out.append(f.path)
+    return out
+
+
+def _config_file_values(summary: RepoSummary, user_args: list[str], settings: list[Setting]) -> dict[str, str]:
+    """nanoGPT-style config files on the command (``python train.py config/x.py --k=v``) override globals."""
+    if not any(s.convention == "globals" for s in settings):
+        return {}
+    out: dict[str, str] = {}
+    for arg in user_args:
+        path = summary.root / arg
+        if arg.startswith("-") or "=" in arg or not arg.endswith(".py") or not path.is_file():
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, OSError, UnicodeDecodeError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                try:
+                    value = ast.literal_eval(node.value)
+                except (ValueError, SyntaxError, TypeError):
+                    continue
+                out[f"--{node.targets[0].id}"] = str(value)
+    return out
+
+
+def discover_all(summary: RepoSummary, user_args: list[str], *, taken: set[str]) -> Found:
+    settings = discover(summary.root, summary.entry)
+    given = {**_config_file_values(summary, user_args, settings), **given_values(user_args)}
+    classified = classify(settings, given)
+    plan = plan_knobs(classified, given, taken=taken)
+    found = Found(settings=settings, classified=classified, plan=plan,
+                  tokens=infer_tokens(settings, classified, given), steps=infer_steps(settings, given))
+    files = _local_imports(summary)
+    for rel in files:
+        try:
+            found.step_lines += find_step_lines((summary.root / rel).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            continue
+    if any(s.origin == "HF Trainer log dict" for s in found.step_lines[:1]):
+        logging_steps = next((s for s in settings if s.key == "logging_steps"), None)
+        k = current(logging_steps, given) if logging_steps else None
+        if "--logging_steps" not in given and logging_steps is not None:
+            found.extra_args += ["--logging_steps", "1"]
+            k = 1
+        found.steps_per_line = k if isinstance(k, int) and k > 0 else 1
+    found.data_paths, found.data_note = draft_data_paths(summary.root, [f.path for f in summary.files],
+                                                         " ".join(user_args))
+    return found
+
+
+def set_step_line(draft: ContractDraft, summary: RepoSummary, step_regex: str | None, default: str,
+                  found: Found) -> None:
+    """timing.source/stdout_regex/stream/steps_per_line: the flag's regex, else the line the code prints."""
+    draft.set("timing.source", "stdout", "step lines are read from the job's output")
+    if step_regex is not None:
+        draft.set("timing.stdout_regex", step_regex, "given with --step-regex")
+        return
+    if not found.step_lines:
+        draft.set("timing.stdout_regex", default, f"default: no print or logging call with a loss found in "
+                  f"{summary.entry or 'the entry point'}; run `infrarsi check --run` to see the lines it prints")
+        return
+    best = found.step_lines[0]
+    where = f"line {best.line} of {summary.entry}" if best.line else "the trainer it runs"
+    draft.set("timing.stdout_regex", best.regex, f"guessed: derived from the {best.origin} at {where}; "
+              "`infrarsi check --run` confirms it sees one line per step")
+    if best.stream != "stdout":
+        draft.set("timing.stream", best.stream, f"guessed: {best.origin} writes to {best.stream}")
+    if found.steps_per_line > 1:
+        draft.set("timing.steps_per_line", found.steps_per_line, "guessed: the job logs every "
+                  f"{found.steps_per_line} optimizer steps")
+    if found.extra_args:
+        draft.notes["workload.args"] = draft.notes.get("workload.args", "") + (
+            f"; {' '.join(found.extra_args)} added so that every optimizer step prints its loss")
+

@@ -1,0 +1,108 @@
+"""``infrarsi check --run``: run the baseline once and say whether the step regex saw one line per step.
+
+A guessed regex is only a guess until the job's own output confirms it. When it
+does not, the user gets the lines the job printed and a regex that would have
+matched them, instead of a trial that is ``invalid`` half an hour later.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.stages.init.steplines import regex_for_lines
+from infrarsi.contract.model import Contract
+from infrarsi.seams.executor import Executor
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DryRun:
+    ok: bool
+    message: str
+    seen: int
+    expected: int
+    suggested_regex: str | None = None
+
+
+def _lines(log_dir: Path, stream: str) -> list[str]:
+    path = log_dir / f"{stream}.log"
+    if not path.is_file():
+        return []
+    text = path.read_bytes().decode("utf-8", "replace")
+    return [ln for ln in re.split(r"\r\n|\r|\n", text) if ln.strip()]
+
+
+def no_step_line_message(lines: list[str], *, regex: str | None, seen: int, expected: int,
+                         stream: str = "stdout") -> str:
+    """What the user reads when the regex did not see one line per step: the lines, and a regex that fits."""
+    head = f"the step regex saw {seen} step lines, expected {expected} ({regex!r} on {stream})"
+    loss_lines = [ln for ln in lines if re.search(r"loss", ln, re.I)]
+    shown = (loss_lines or lines)[-12:]
+    body = "\n".join(f"  | {ln[:200]}" for ln in shown) if shown else f"  (the job printed nothing on {stream})"
+    what = "lines with 'loss' it printed" if loss_lines else f"the last lines it printed on {stream}"
+    suggested = regex_for_lines(lines)
+    if suggested:
+        tail = (f"a regex that matches them: {suggested!r}\n"
+                f"set it with `infrarsi init REPO --step-regex '{suggested}'` or timing.stdout_regex")
+    else:
+        tail = ("no line carries a training loss; print one line per step with the step and the loss "
+                "(e.g. print(f\"step {step} loss {loss.item():.4f}\")), or emit events with infrarsi.probe")
+    return f"{head}\n{what}:\n{body}\n{tail}"
+
+
+def dry_run(contract: Contract, *, executor: Executor, log_dir: Path, timeout_s: float | None = None) -> DryRun:
+    """Run the baseline once (no journal, no lock re-check) and judge its step events."""
+    from bot.stages.run.trial import trial_spec
+    from infrarsi.trial import Candidate
+
+    spec = trial_spec(contract, Candidate.of(contract.defaults(), ()), tree=contract.root, memory_limit_bytes=None,
+                      timeout_s=timeout_s, log_dir=log_dir)
+    execution = executor.execute(spec)
+    timing = contract.timing
+    expected = timing.total_steps
+    seen = len(execution.events)
+    if execution.returncode not in (0, None) and not execution.stopped_after_steps and seen < expected:
+        tail = execution.stderr_tail.strip().splitlines()[-8:]
+        return DryRun(ok=False, seen=seen, expected=expected,
+                      message=f"the baseline failed (exit status {execution.returncode}) after {seen} step "
+                      f"events:\n" + "\n".join(f"  | {ln}" for ln in tail))
+    if timing.source == "probe":
+        ok = seen >= expected
+        msg = (f"ok: the probe reported {seen} step events (expected {expected})" if ok else
+               f"the probe reported {seen} step events, expected {expected}")
+        return DryRun(ok=ok, message=msg, seen=seen, expected=expected)
+    steps = [e.step for e in execution.events if e.step is not None]
+    if seen >= expected and (len(steps) < 2 or _one_per_step(steps, timing.steps_per_line)):
+        stopped = " (then stopped it)" if execution.stopped_after_steps else ""
+        return DryRun(ok=True, seen=seen, expected=expected,
+                      message=f"ok: the regex saw {seen} step lines in {execution.wall_s:.1f} s{stopped}; "
+                      f"first losses {[round(e.loss, 4) for e in execution.events[:3] if e.loss is not None]}")
+    lines = _lines(log_dir, timing.stream)
+    if seen >= expected:
+        gaps = sorted({b - a for a, b in zip(steps, steps[1:]) if b > a})
+        return DryRun(ok=False, seen=seen, expected=expected,
+                      message=f"the regex saw {seen} lines but their steps advance by {gaps} (timing.steps_per_line "
+                      f"= {timing.steps_per_line}); set timing.steps_per_line to the logging interval")
+    message = no_step_line_message(lines, regex=timing.stdout_regex, seen=seen, expected=expected,
+                                   stream=timing.stream)
+    return DryRun(ok=False, message=message, seen=seen, expected=expected, suggested_regex=regex_for_lines(lines))
+
+
+def _one_per_step(steps: list[int], per_line: int) -> bool:
+    """Consecutive step numbers advance by ``per_line`` (a new epoch may restart the count)."""
+    gaps = [b - a for a, b in zip(steps, steps[1:]) if b > a]
+    return not gaps or all(g == per_line for g in gaps)
+
+
+def check_run(contract: Contract, root: Path) -> int:
+    """``infrarsi check --run``: print the dry run's verdict; 0 when it saw one line per step."""
+    from bot.executors.local import LocalExecutor
+    from bot.stages.run.trial import executor_for, state_dir
+
+    log_dir = state_dir(root) / "logs" / "check-run"
+    shutil.rmtree(log_dir, ignore_errors=True)  # the executor appends; old lines would count
+    result = dry_run(contract, executor=executor_for(contract, LocalExecutor()), log_dir=log_dir)
+    print(result.message)
+    return 0 if result.ok else 1

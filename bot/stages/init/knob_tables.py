@@ -1,0 +1,186 @@
+"""From classified settings to contract entries: knob tables, coupled-pair constraints, tokens per step.
+
+A knob enters the contract only in a passing style the contract can express
+(``--name VALUE``, a bare switch, an environment variable). Settings passed
+another way (``--name=VALUE`` through a configurator, Hydra ``a.b=VALUE``, a
+literal in the code) are listed in a note with their style, so nothing found is
+dropped silently.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.stages.init.classify import Classified, Coupled, current
+from bot.stages.init.discover import Setting
+
+_EXPRESSIBLE = ("flag-space", "switch", "env")
+_LIGHTNING_PRECISION = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
+_SEQ = re.compile(r"^(block_size|seq_len|seq_length|max_seq_len|max_seq_length|context_length|sequence_length|"
+                  r"max_length|n_ctx|ctx_len)$")
+_STEPS = re.compile(r"^(steps|max_steps|iters|max_iters|num_steps|train_steps|total_steps|num_iterations|"
+                    r"max_iterations|train_iters)$")
+
+
+def given_values(argv: list[str]) -> dict[str, str]:
+    """Values on the user's command: ``--x 1``, ``--x=1`` and Hydra's ``a.b=1`` (keyed by token)."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("-") and "=" in arg:
+            k, v = arg.split("=", 1)
+            out[k] = v
+        elif arg.startswith("-") and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            out[arg] = argv[i + 1]
+            i += 1
+        elif arg.startswith("-"):
+            out[arg] = "true"  # a bare switch
+        elif "=" in arg and re.match(r"^[+~]?[A-Za-z_][\w.]*=", arg):
+            k, v = arg.lstrip("+~").split("=", 1)
+            out[k] = v
+        i += 1
+    return out
+
+
+def knob_name(setting: Setting) -> str:
+    return re.sub(r"\W", "_", setting.key).strip("_") or "knob"
+
+
+@dataclass(kw_only=True)
+class KnobPlan:
+    knobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)  # knobs.<name> -> note
+    constraints: list[dict[str, Any]] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)  # "key (style)" found but not expressible today
+    fixed: list[str] = field(default_factory=list)  # "key = value (reason)"
+
+
+def _passing(setting: Setting) -> dict[str, Any]:
+    if setting.passing == "env":
+        return {"env": setting.token}
+    if setting.passing == "switch":
+        return {"flag": setting.token, "switch": True}
+    return {"flag": setting.token}
+
+
+def _domain(setting: Setting, value: Any, reason: str) -> dict[str, Any] | None:
+    leaf = setting.leaf
+    if setting.choices:
+        choices = list(setting.choices)
+        if value not in choices:
+            return None
+        return {"kind": "categorical", "values": choices, "default": value}
+    if isinstance(value, bool) or setting.type == "bool":
+        if value is None or not isinstance(value, bool):
+            return None
+        if setting.passing == "switch" and value:
+            return None  # a switch that is on cannot be turned off by leaving it out
+        return {"kind": "bool", "default": value}
+    if leaf == "optim" and isinstance(value, str):
+        return {"kind": "categorical", "values": sorted({value, "adamw_torch", "adamw_torch_fused"}), "default": value}
+    if leaf == "precision" and (setting.convention.startswith("lightning") or str(value) in _LIGHTNING_PRECISION):
+        v = str(value)
+        return {"kind": "categorical", "values": sorted({v, "32-true", "bf16-mixed"}), "default": v}
+    if leaf == "attn_implementation" and isinstance(value, str):
+        return {"kind": "categorical", "values": sorted({value, "eager", "sdpa"}), "default": value}
+    if reason == "numeric precision" and isinstance(value, str) and value in ("float32", "bfloat16", "float16"):
+        return {"kind": "categorical", "values": sorted({value, "float32", "bfloat16"}), "default": value}
+    if isinstance(value, int) and "thread" in reason:
+        cores = os.cpu_count() or 1
+        return {"kind": "int", "values": sorted({value, *[v for v in (1, 2, 4, 8, 16, 32, 64) if v <= cores]}),
+                "default": value}
+    if isinstance(value, int) and "worker" in reason:
+        return {"kind": "int", "values": sorted({value, 0, 1, 2, 4}), "default": value}
+    return None
+
+
+def _powers_of_two_dividing(n: int) -> list[int]:
+    return [v for v in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if v <= n and n % v == 0]
+
+
+def plan_knobs(classified: Classified, given: dict[str, str], *, taken: set[str]) -> KnobPlan:
+    """Knob tables for every free setting and coupled pair not already ``taken`` (by name)."""
+    plan = KnobPlan()
+    for s, reason in classified.fixed:
+        value = current(s, given)
+        plan.fixed.append(f"{s.key} = {value!r} ({reason})")
+    for s, reason in classified.free:
+        name = knob_name(s)
+        if name in taken or s.key in taken:
+            continue
+        if s.passing not in _EXPRESSIBLE:
+            plan.deferred.append(f"{s.key} ({reason}; passed as {_style(s)})")
+            continue
+        domain = _domain(s, current(s, given), reason)
+        if domain is None:
+            plan.deferred.append(f"{s.key} ({reason}; its current value {current(s, given)!r} gives no safe domain)")
+            continue
+        plan.knobs[name] = {**_passing(s), **domain}
+        plan.notes[f"knobs.{name}"] = (f"guessed: {s.token} ({s.convention}) looks like a knob for {reason}"
+                                       + (f" (line {s.line} of the entry script)" if s.line else ""))
+    for pair in classified.coupled:
+        _couple(plan, pair, given, taken)
+    return plan
+
+
+def _couple(plan: KnobPlan, pair: Coupled, given: dict[str, str], taken: set[str]) -> None:
+    micro, accum, gb = pair.micro, pair.accum, pair.global_batch
+    names = (knob_name(micro), knob_name(accum))
+    if any(n in taken or n in plan.knobs for n in names):
+        return
+    if gb is None or any(s.passing not in ("flag-space", "env") for s in (micro, accum)):
+        plan.deferred.append(f"{micro.key} x {accum.key} (coupled pair; passed as {_style(micro)}"
+                             + (", current values unknown" if gb is None else "") + ")")
+        return
+    m, a = current(micro, given), current(accum, given)
+    micros = _powers_of_two_dividing(gb)
+    if m not in micros:
+        micros = sorted({*micros, m})
+    plan.knobs[names[0]] = {**_passing(micro), "kind": "int", "values": micros, "default": m}
+    plan.knobs[names[1]] = {**_passing(accum), "kind": "int", "values": sorted({gb // v for v in micros}), "default": a}
+    plan.notes[f"knobs.{names[0]}"] = (f"guessed: {micro.token} and {accum.token} are a coupled pair: their product "
+                                       f"is the global batch ({m} x {a} = {gb}), fixed by a constraint")
+    plan.constraints.append({"kind": "product", "knobs": list(names), "value": gb,
+                             "reason": "micro-batch x gradient accumulation = the fixed global batch"})
+
+
+def _style(s: Setting) -> str:
+    return {"flag-equals": f"{s.token}=VALUE", "hydra": f"{s.token}=VALUE (Hydra override)",
+            "code": "a literal in the code", "flag-space": f"{s.token} VALUE", "switch": s.token,
+            "env": f"${s.token}"}[s.passing]
+
+
+def infer_tokens(settings: list[Setting], classified: Classified, given: dict[str, str]) -> tuple[int, str] | None:
+    """Tokens per optimizer step: micro x accumulation x sequence length, or global batch x sequence length."""
+    seq = next((s for s in settings if _SEQ.match(s.leaf) and isinstance(current(s, given), int)
+                and not isinstance(current(s, given), bool) and current(s, given) > 0), None)
+    if seq is None:
+        return None
+    seq_len = current(seq, given)
+    for pair in classified.coupled:
+        if pair.global_batch:
+            return (pair.global_batch * seq_len, f"guessed: {pair.micro.token} x {pair.accum.token} "
+                    f"({pair.global_batch}) x {seq.token} ({seq_len})")
+    batch = next((s for s, r in classified.fixed if r.startswith("global batch")
+                  and isinstance(current(s, given), int)), None)
+    if batch is not None:
+        b = current(batch, given)
+        return b * seq_len, f"guessed: {batch.token} ({b}) x {seq.token} ({seq_len})"
+    return None
+
+
+def infer_steps(settings: list[Setting], given: dict[str, str]) -> tuple[int, str] | None:
+    for s in settings:
+        v = current(s, given)
+        if _STEPS.match(s.leaf) and isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v, s.token
+    return None
+
+
+def render_args(args: list[str]) -> str:
+    return shlex.join(args)

@@ -1,0 +1,225 @@
+"""Knob discovery over the config conventions real training repos use: found free / fixed / coupled.
+
+Each row is a small entry script written the way its kind of repo is written
+(argparse; HfArgumentParser + TrainingArguments; nanoGPT-style globals with a
+configurator; Hydra YAML trees; Lightning Trainer literals and LightningCLI;
+click; typer; environment variables). Discovery is static: nothing is imported.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bot.stages.init.classify import classify
+from bot.stages.init.discover import discover
+from bot.stages.init.knob_tables import given_values, infer_tokens, plan_knobs
+
+ARGPARSE = '''
+import argparse
+p = argparse.ArgumentParser()
+p.add_argument("--lr", type=float, default=3e-4)
+p.add_argument("--batch_size", type=int, default=32)
+p.add_argument("--grad_accum", type=int, default=4)
+p.add_argument("--seq_len", type=int, default=128)
+p.add_argument("--dropout", type=float, default=0.1)
+p.add_argument("--bf16", action="store_true")
+p.add_argument("--num_workers", type=int, default=2)
+p.add_argument("--out_dir", default="out")
+'''
+
+HF = '''
+from dataclasses import dataclass, field
+from transformers import HfArgumentParser, TrainingArguments, Trainer
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str = field(default="gpt2")
+
+@dataclass
+class DataArguments:
+    dataset_name: str = field(default="wikitext")
+    block_size: int = field(default=128)
+
+parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
+'''
+
+GLOBALS = '''
+out_dir = 'out'
+batch_size = 12
+gradient_accumulation_steps = 5 * 8
+block_size = 1024
+n_layer = 12
+dropout = 0.0
+learning_rate = 6e-4
+max_iters = 600000
+compile = True
+dtype = 'bfloat16'
+exec(open('configurator.py').read())
+'''
+
+HYDRA = '''
+import hydra
+
+@hydra.main(version_base=None, config_path="conf", config_name="config")
+def main(cfg):
+    pass
+'''
+HYDRA_CONF = {
+    "conf/config.yaml": "defaults:\n  - model: small\n  - _self_\nseed: 1\ntrainer:\n  precision: bf16\n"
+                        "  micro_batch_size: 4\n  accumulation_steps: 8\n  lr: 0.001\n  max_steps: 100\n"
+                        "data:\n  seq_len: 256\n  num_workers: 4\n",
+    "conf/model/small.yaml": "n_layer: 4\nd_model: 256\ndropout: 0.1\n",
+}
+
+LIGHTNING = '''
+import lightning as L
+trainer = L.Trainer(max_steps=1000, precision="bf16-mixed", accumulate_grad_batches=2, gradient_clip_val=1.0,
+                    benchmark=True)
+'''
+
+LIGHTNING_CLI = '''
+import lightning as L
+from lightning.pytorch.cli import LightningCLI
+
+class LitModel(L.LightningModule):
+    def __init__(self, lr: float = 1e-3, hidden: int = 64, label_smoothing: float = 0.1):
+        super().__init__()
+
+class Data(L.LightningDataModule):
+    def __init__(self, batch_size: int = 32, num_workers: int = 4, seq_len: int = 128):
+        super().__init__()
+
+LightningCLI(LitModel, Data)
+'''
+
+CLICK = '''
+import click
+
+@click.command()
+@click.option("--learning-rate", default=1e-3, type=float)
+@click.option("--epochs", default=3, type=int)
+@click.option("--num-workers", default=2, type=int)
+@click.option("--compile/--no-compile", default=False)
+def main(learning_rate, epochs, num_workers, compile):
+    pass
+'''
+
+TYPER = '''
+import typer
+
+def main(seed: int = 0, max_steps: int = 100, gradient_checkpointing: bool = False,
+         num_threads: int = typer.Option(4, "--num-threads")):
+    pass
+
+if __name__ == "__main__":
+    typer.run(main)
+'''
+
+ENV = '''
+import os
+seed = int(os.environ.get("SEED", "0"))
+workers = int(os.getenv("NUM_WORKERS", 2))
+precision = os.environ.get("PRECISION", "float32")
+rank = int(os.environ.get("RANK", 0))
+lr = float(os.environ["LR"])
+'''
+
+# convention -> (source, extra files, command args, expected {"free", "fixed", "coupled"} (subsets))
+TABLE = {
+    "argparse": (ARGPARSE, {}, [], {
+        "free": {"bf16", "num_workers"}, "fixed": {"lr", "seq_len", "dropout"},
+        "coupled": {"batch_size*grad_accum"}}),
+    "hf-training-arguments": (HF, {}, ["--per_device_train_batch_size", "8", "--gradient_accumulation_steps", "4"], {
+        "free": {"bf16", "fp16", "tf32", "torch_compile", "gradient_checkpointing", "optim",
+                 "dataloader_num_workers"},
+        "fixed": {"learning_rate", "max_steps", "seed", "model_name_or_path", "dataset_name", "block_size",
+                  "label_smoothing_factor", "weight_decay"},
+        "coupled": {"per_device_train_batch_size*gradient_accumulation_steps"}}),
+    "globals-configurator": (GLOBALS, {}, ["--batch_size=16"], {
+        "free": {"compile", "dtype"}, "fixed": {"block_size", "n_layer", "dropout", "learning_rate", "max_iters"},
+        "coupled": {"batch_size*gradient_accumulation_steps"}}),
+    "hydra": (HYDRA, HYDRA_CONF, ["trainer.max_steps=50"], {
+        "free": {"trainer.precision", "data.num_workers"},
+        "fixed": {"seed", "trainer.lr", "trainer.max_steps", "data.seq_len", "model.n_layer", "model.d_model",
+                  "model.dropout"},
+        "coupled": {"trainer.micro_batch_size*trainer.accumulation_steps"}}),
+    "lightning-trainer": (LIGHTNING, {}, [], {
+        "free": {"precision", "benchmark"}, "fixed": {"max_steps", "gradient_clip_val"}, "coupled": set()}),
+    "lightning-cli": (LIGHTNING_CLI, {}, [], {
+        "free": {"trainer.precision", "data.num_workers"},
+        "fixed": {"model.lr", "model.label_smoothing", "data.seq_len", "trainer.max_steps"},
+        "coupled": {"data.batch_size*trainer.accumulate_grad_batches"}}),
+    "click": (CLICK, {}, [], {
+        "free": {"compile", "num_workers"}, "fixed": {"learning_rate", "epochs"}, "coupled": set()}),
+    "typer": (TYPER, {}, [], {
+        "free": {"gradient_checkpointing", "num_threads"}, "fixed": {"seed", "max_steps"}, "coupled": set()}),
+    "env": (ENV, {}, [], {
+        "free": {"NUM_WORKERS", "PRECISION"}, "fixed": {"SEED", "LR"}, "coupled": set()}),
+}
+
+
+def _repo(tmp_path: Path, source: str, extra: dict[str, str]) -> Path:
+    (tmp_path / "train.py").write_text(textwrap.dedent(source))
+    for rel, text in extra.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize("convention", sorted(TABLE))
+def test_discovery_table(tmp_path: Path, convention: str) -> None:
+    source, extra, args, expected = TABLE[convention]
+    settings = discover(_repo(tmp_path, source, extra), "train.py")
+    found = classify(settings, given_values(args)).names()
+    free, fixed, coupled = set(found["free"]), set(found["fixed"]), set(found["coupled"])
+    assert expected["free"] <= free, (convention, free)
+    assert expected["fixed"] <= fixed, (convention, fixed)
+    assert coupled == expected["coupled"], (convention, coupled)
+    assert not (free & fixed)
+    # a task-defining value is never offered as a free knob
+    task_words = ("lr", "learning_rate", "seed", "max_steps", "max_iters", "dropout", "label_smoothing", "seq_len",
+                  "block_size", "n_layer", "epochs")
+    assert not [f for f in free if f.split(".")[-1].lower() in task_words]
+
+
+def test_runtime_launcher_variables_are_not_settings(tmp_path: Path) -> None:
+    settings = discover(_repo(tmp_path, ENV, {}), "train.py")
+    assert "RANK" not in {s.key for s in settings}
+
+
+def test_passing_styles(tmp_path: Path) -> None:
+    cases = {"argparse": (ARGPARSE, {}, "bf16", "switch", "--bf16"),
+             "globals": (GLOBALS, {}, "compile", "flag-equals", "--compile"),
+             "hydra": (HYDRA, HYDRA_CONF, "trainer.precision", "hydra", "trainer.precision"),
+             "lightning-cli": (LIGHTNING_CLI, {}, "trainer.precision", "flag-space", "--trainer.precision"),
+             "click": (CLICK, {}, "num_workers", "flag-space", "--num-workers"),
+             "env": (ENV, {}, "NUM_WORKERS", "env", "NUM_WORKERS")}
+    for name, (source, extra, key, passing, token) in cases.items():
+        root = tmp_path / name
+        root.mkdir()
+        s = next(s for s in discover(_repo(root, source, extra), "train.py") if s.key == key)
+        assert (s.passing, s.token) == (passing, token), name
+
+
+def test_coupled_pair_becomes_a_product_constraint_and_tokens(tmp_path: Path) -> None:
+    settings = discover(_repo(tmp_path, HF, {}), "train.py")
+    given = given_values(["--per_device_train_batch_size", "8", "--gradient_accumulation_steps", "4"])
+    classified = classify(settings, given)
+    plan = plan_knobs(classified, given, taken=set())
+    assert plan.knobs["per_device_train_batch_size"]["values"] == [1, 2, 4, 8, 16, 32]
+    assert plan.constraints == [{"kind": "product", "knobs": ["per_device_train_batch_size",
+                                                             "gradient_accumulation_steps"], "value": 32,
+                                 "reason": "micro-batch x gradient accumulation = the fixed global batch"}]
+    assert "learning_rate" not in plan.knobs and "max_steps" not in plan.knobs
+    tokens = infer_tokens(settings, classified, given)
+    assert tokens is not None and tokens[0] == 32 * 128
+
+
+def test_globals_tokens_from_arithmetic_defaults(tmp_path: Path) -> None:
+    settings = discover(_repo(tmp_path, GLOBALS, {}), "train.py")
+    given = given_values(["--batch_size=16"])
+    tokens = infer_tokens(settings, classify(settings, given), given)
+    assert tokens is not None and tokens[0] == 16 * 40 * 1024

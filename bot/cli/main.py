@@ -28,7 +28,8 @@ from bot.stages.init.draft import DraftError, draft_contract
 from bot.workspace.commits import is_dirty, repo_head_commit
 from bot.workspace.errors import GitLayerError
 from bot.workspace.gc import collect_garbage
-from bot.executors.local import LocalExecutor
+from bot.executors.registry import (ExecutorOptions, ExecutorSetupError, add_executor_argument, build_executor,
+                                    select_executor)
 from bot.stages.init.scan import scan_repo
 from bot.stages.init.toml_writer import render_contract
 from bot.stages.run.trial import CandidateError, TrialRequest, journal_path, make_candidate, metrics_summary, run_trial, state_dir
@@ -143,7 +144,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_trial(args: argparse.Namespace) -> int:
     root = _repo(args.repo)
-    contract = load_contract(root)
+    contract = select_executor(load_contract(root), args.executor)
     lock = read_lock(root)
     try:
         candidate = make_candidate(contract, args.knob or [], tuple(args.patch or ()))
@@ -160,7 +161,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"\r  step {min(n, total)}/{total}", end="", file=sys.stderr, flush=True)
 
-    executor = LocalExecutor(on_step=progress)
+    executor = _executor(contract, on_step=progress)
     run_id = args.run_id or "manual"
     in_git = is_git_repo(root)
     patches: dict[str, PatchSpec] = {}
@@ -236,9 +237,16 @@ def cmd_journal(args: argparse.Namespace) -> int:
 
 def _context(args: argparse.Namespace, journal: Journal, *, on_step=None):  # noqa: ANN001, ANN202
     root = _repo(args.repo)
-    contract = load_contract(root)
+    contract = select_executor(load_contract(root), getattr(args, "executor", None))
     lock = read_lock(root)
-    return trial_context(contract, lock, executor=LocalExecutor(on_step=on_step), journal=journal)
+    return trial_context(contract, lock, executor=_executor(contract, on_step=on_step), journal=journal)
+
+
+def _executor(contract, *, on_step=None):  # noqa: ANN001, ANN202
+    try:
+        return build_executor(contract, options=ExecutorOptions(on_step=on_step))
+    except ExecutorSetupError as e:
+        raise UsageError(str(e)) from None
 
 
 def _say(args: argparse.Namespace) -> Callable[[str], None]:
@@ -437,6 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="override the contract's trial timeout")
     p.add_argument("--run-id", help="journal the trial under this run (default: manual)")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+    add_executor_argument(p)
     p.set_defaults(func=cmd_trial)
 
     p = sub.add_parser("doctor", help="profile the baseline: noise, phases, memory, MFU, fingerprint, loss band")
@@ -444,6 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", help="the run this doctor report belongs to (default: a new run id)")
     p.add_argument("--repeats", type=int, default=5, help="baseline runs in fresh processes (default 5)")
     p.add_argument("--json", action="store_true", help="print doctor.json instead of a summary")
+    add_executor_argument(p)
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("verify", help="interleaved A/B verification of one candidate against the baseline")
@@ -455,6 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pairs", type=int, help="override the number of A/B pairs the doctor chose")
     p.add_argument("--repeats", type=int, default=5, help="baseline runs if the doctor must run first")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    add_executor_argument(p)
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("run", help="search knobs and patches jointly, then verify the best candidates")
@@ -472,6 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bank", metavar="PATH", help="experience bank (default: $INFRARSI_BANK or the user data dir)")
     p.add_argument("--no-bank", action="store_true", help="neither seed from nor write to the experience bank")
     p.add_argument("--json", action="store_true", help="machine-readable progress: one JSON object per line")
+    add_executor_argument(p)
     add_proposer_arguments(p)
     p.set_defaults(func=cmd_run)
 

@@ -29,6 +29,7 @@ import pygit2
 from bot.stages.apply.open_pr import ApplyError, check_no_human_pushes, fetch_branches as _fetch, make_commit, place_branch
 from bot.stages.doctor.baseline import load_doctor
 from bot.forges import open_forge
+from bot.executors.registry import add_executor_argument
 from bot.stages.apply.promotion_commit import PROMOTE_PREFIX
 from bot.stages.report.build import ReportError, load_report
 from infrarsi.contract import load_contract
@@ -68,10 +69,11 @@ def _base_tip(repo: Path, remote: str, base: str) -> str:
 
 
 def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, *, pairs: int | None = None,
-                  say: Callable[[str], None] = print) -> Verdict:
-    """Interleaved A/B of ``candidate`` against ``base_sha``, with the run's doctor calibration."""
+                  say: Callable[[str], None] = print, executor: str | None = None) -> Verdict:
+    """Interleaved A/B of ``candidate`` against ``base_sha``, with the run's doctor calibration, on the
+    contract's executor (or ``executor``, the ``--executor`` override)."""
     from bot.stages.run.candidate import trial_context
-    from bot.executors.local import LocalExecutor
+    from bot.executors.registry import ExecutorSetupError, build_executor, select_executor
     from bot.stages.run.trial import journal_path
     from bot.stages.run.verify import verify_candidate
     from infrarsi.journal import Journal
@@ -81,7 +83,12 @@ def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, 
     if doctor is None:
         raise PromoteError(f"run {run_id} has no doctor report to re-verify against")
     with Journal(journal_path(repo)) as journal:
-        ctx = trial_context(contract, read_lock(repo), executor=LocalExecutor(), journal=journal)
+        contract = select_executor(contract, executor)
+        try:
+            chosen = build_executor(contract)
+        except ExecutorSetupError as e:
+            raise PromoteError(str(e)) from None
+        ctx = trial_context(contract, read_lock(repo), executor=chosen, journal=journal)
         from dataclasses import replace
 
         ctx = replace(ctx, base=base_sha)
@@ -175,7 +182,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     try:
         forge = open_forge(args.forge, repo, args.remote)
         promote(repo, args.pr, forge=forge, remote=args.remote,
-                reverify=(lambda r, i, c, b: real_reverify(r, i, c, b, pairs=args.pairs)))
+                reverify=(lambda r, i, c, b: real_reverify(r, i, c, b, pairs=args.pairs, executor=args.executor)))
     except (PromoteError, ForgeError) as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 1
@@ -204,6 +211,7 @@ def add_promote_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--forge", default="local", choices=("local", "github"), help="local (default) or github")
     p.add_argument("--remote", default="origin", help="the git remote the forge serves (default origin)")
     p.add_argument("--pairs", type=int, help="A/B pairs of the re-verification (default: the doctor's choice)")
+    add_executor_argument(p)
     p.set_defaults(func=cmd_promote)
 
 

@@ -69,6 +69,10 @@ class RunPlan:
     duration_s: float = 30.0  # run_started_at -> updated_at
     artifact: dict[str, bytes] | None = None  # file name -> content, zipped as the run's artifact
     artifact_name: str | None = None  # default: infrarsi-trial-<dispatch_id>
+    # A runner's real work (TrialWorkflowRunner): started on its own thread at dispatch, the run is
+    # in_progress while it works and completed when it returns (conclusion, artifact files); the polls,
+    # conclusion, duration and artifact above are then what it did, not a script.
+    job: Callable[[], tuple[str, dict[str, bytes]]] | None = None
 
 
 @dataclass
@@ -453,29 +457,54 @@ class FakeGitHub:
                                     created=time.time())
         self.state.running_now += 1
         self.state.max_running = max(self.state.max_running, self.state.running_now)
+        if self.state.runs[rid].plan.job is not None:
+            threading.Thread(target=self._work, args=(self.state.runs[rid],), daemon=True).start()
         if b.get("return_run_details") and self.run_details:
             run_api = f"{self.repo_api}/actions/runs/{rid}"
             return 200, {}, {"workflow_run_id": rid, "run_url": run_api,
                              "html_url": f"{self.url}/{self.owner}/{self.name}/actions/runs/{rid}"}
         return 204, {}, None
 
+    def _work(self, run: _Run) -> None:
+        """A runner picks the run up at once and does its job; a cancelled run's late result is dropped."""
+        assert run.plan.job is not None
+        with self.lock:
+            run.status, run.started = "in_progress", time.time()
+        try:
+            conclusion, files = run.plan.job()
+        except Exception:  # noqa: BLE001  (a runner that breaks fails its run, as on GitHub)
+            conclusion, files = "failure", {}
+        with self.lock:
+            if run.status == "completed":
+                return
+            run.plan.duration_s = time.time() - (run.started or time.time())
+            run.status, run.conclusion = "completed", conclusion
+            self.state.running_now -= 1
+            if files:
+                self._store_artifact(run, files)
+
+    def _store_artifact(self, run: _Run, files: dict[str, bytes]) -> None:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            for name, content in files.items():
+                z.writestr(name, content)
+        run.artifact_id = self._id()
+        self.state.artifacts[run.artifact_id] = buf.getvalue()
+
     def _get_run(self, m: re.Match[str], q: Any, b: Any) -> Any:
         run = self.state.runs.get(int(m["id"]))
         if run is None:
             return 404, {}, {"message": "Not Found"}
         run.polls += 1
+        if run.plan.job is not None:
+            return 200, {}, self.run_json(run)
         if run.status == "queued" and run.polls > run.plan.queued_polls:
             run.status, run.started = "in_progress", time.time()
         elif run.status == "in_progress" and run.polls > run.plan.queued_polls + run.plan.running_polls:
             run.status, run.conclusion = "completed", run.plan.conclusion
             self.state.running_now -= 1
             if run.plan.artifact is not None:
-                buf = io.BytesIO()
-                with zipfile.ZipFile(buf, "w") as z:
-                    for name, content in run.plan.artifact.items():
-                        z.writestr(name, content)
-                run.artifact_id = self._id()
-                self.state.artifacts[run.artifact_id] = buf.getvalue()
+                self._store_artifact(run, run.plan.artifact)
         return 200, {}, self.run_json(run)
 
     def _cancel_run(self, m: re.Match[str], q: Any, b: Any) -> Any:
@@ -642,3 +671,52 @@ class _Handler(BaseHTTPRequestHandler):
             elif key:
                 headers[key.strip()] = value.strip()
         self._send(status, headers, payload)
+
+
+# The run step of workflows/infrarsi-trial.yml, as the simulated runner executes it (test_workflows pins it).
+TRIAL_STEP = 'python3 -m bot.executors.actions --candidate "$CANDIDATE" --checkout . --out "$RUNNER_TEMP/infrarsi-trial"'
+
+
+class TrialWorkflowRunner:
+    """A self-hosted runner doing what ``workflows/infrarsi-trial.yml`` does, for real, on this machine.
+
+    Per dispatch: a fresh clone of ``trial_branch`` as the server holds it (what the bot pushed, not the
+    bot's worktree), then the workflow's run step (``python -m bot.executors.actions``, the real runner
+    side) in that checkout with the runner's own environment, then the upload of whatever it wrote, even
+    when the step failed. Use as ``fake.plan_for = TrialWorkflowRunner(fake)``.
+    """
+
+    def __init__(self, fake: FakeGitHub, *, environ: dict[str, str] | None = None) -> None:
+        self.fake = fake
+        self.environ = environ
+        self.checkouts: list[tuple[str, str]] = []  # (branch, commit) of every checkout, in dispatch order
+
+    def __call__(self, inputs: dict[str, Any]) -> RunPlan:
+        return RunPlan(job=lambda: self.run(inputs))
+
+    def run(self, inputs: dict[str, Any]) -> tuple[str, dict[str, bytes]]:
+        import shutil
+        import sys
+        import tempfile
+
+        work = Path(tempfile.mkdtemp(prefix="runner-", dir=self.fake.root))
+        checkout, temp = work / "checkout", work / "temp"
+        try:
+            cloned = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", inputs["trial_branch"],
+                                     self.fake.bare.as_uri(), str(checkout)], capture_output=True, text=True,
+                                    timeout=120)
+            if cloned.returncode != 0:
+                return "failure", {}
+            head = pygit2.Repository(str(checkout)).head.target
+            with self.fake.lock:
+                self.checkouts.append((inputs["trial_branch"], str(head)))
+            env = {**(os.environ if self.environ is None else self.environ), "CANDIDATE": inputs["candidate"],
+                   "RUNNER_TEMP": str(temp)}
+            timeout = float(json.loads(inputs["candidate"])["timeout_s"]) + 120
+            step = subprocess.run(["bash", "-e", "-c", TRIAL_STEP.replace("python3", sys.executable, 1)],
+                                  cwd=checkout, env=env, capture_output=True, timeout=timeout)
+            out = temp / "infrarsi-trial"
+            files = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} if out.is_dir() else {}
+            return ("success" if step.returncode == 0 else "failure"), files
+        finally:
+            shutil.rmtree(work, ignore_errors=True)

@@ -27,35 +27,20 @@ from bot.executors.actions import (
     execution_to_dict,
     executor_for_repo,
     run_on_runner,
+    settings_for,
     spec_to_input,
 )
 from bot.forges.github import GitHubForge
 from bot.workspace.commits import is_dirty
 from tests.support.repos import commit_all, init_repo
 from bot.forges.github_api import GitHubTarget, RateLimitPolicy
-from infrarsi.seams.executor import Execution, Executor, TrialSpec
+from infrarsi.seams.executor import TrialSpec
+from infrarsi.contract.model import ActionsLaunch
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Outcome
-from tests import test_executor_contract as executor_contract
-from tests.fake_github import TOKEN, FakeGitHub, RunPlan
-from tests.test_executor_contract import (  # the parts of the executor contract a remote executor can honour
-    PROBE,
-    test_a_command_that_cannot_start_is_a_crash,
-    test_crash_reports_the_stderr_tail,
-    test_fewer_tokens_is_invalid,
-    test_hang_with_a_forked_grandchild_times_out_and_leaves_nothing,
-    test_secrets_never_reach_the_job,
-    test_stdout_regex_source,
-    test_steps_are_stamped_by_the_executor,
-    test_too_few_steps_is_invalid,
-)
+from tests.fake_github import TOKEN, FakeGitHub, RunPlan, TrialWorkflowRunner
+from tests.test_executor_contract import PROBE  # the executor contract suite itself runs over "actions" there
 
-__all__ = [  # re-exported so pytest collects them here, over the Actions executor
-    "test_a_command_that_cannot_start_is_a_crash", "test_crash_reports_the_stderr_tail",
-    "test_fewer_tokens_is_invalid", "test_hang_with_a_forked_grandchild_times_out_and_leaves_nothing",
-    "test_secrets_never_reach_the_job", "test_stdout_regex_source", "test_steps_are_stamped_by_the_executor",
-    "test_too_few_steps_is_invalid",
-]
 TRIAL_BRANCH = "infrarsi/r1/1"
 
 
@@ -89,30 +74,6 @@ def make_executor(fake: FakeGitHub, *, max_runners: int = 1, push: bool = True, 
     settings = {"poll_interval_s": 0.0, **settings}
     return ActionsExecutor(forge.client, push=(lambda root, branch: forge.push(root, branch, force=True))
                            if push else None, settings=ActionsSettings(max_runners=max_runners, **settings))
-
-
-class CommitThenExecute:
-    """What the bot does before a trial (bot.stages.run.candidate): commit the candidate, then execute it."""
-
-    name = "actions"
-
-    def __init__(self, inner: ActionsExecutor, repo: Path) -> None:
-        self.inner, self.repo = inner, repo
-
-    def execute(self, spec: TrialSpec) -> Execution:
-        if is_dirty(self.repo):
-            commit_all(self.repo, "candidate")
-        return self.inner.execute(spec)
-
-
-@pytest.fixture
-def executor(fake: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Executor:
-    """For the imported contract tests: the job's directory is the trial branch's checkout."""
-    if hasattr(executor_contract, "STARTUP_S"):  # seconds before a job's code runs, per executor name
-        monkeypatch.setitem(executor_contract.STARTUP_S, "actions", 0.0)
-    _trial_repo(tmp_path)
-    fake.plan_for = _runner(tmp_path)
-    return CommitThenExecute(make_executor(fake), tmp_path)
 
 
 def _job(repo: Path, body: str) -> TrialSpec:
@@ -239,15 +200,19 @@ def test_the_record_round_trips(tmp_path: Path) -> None:
         execution_from_dict({**execution_to_dict(ex), "schema_version": 99})
 
 
-def test_the_cli_factory_reads_the_remote_and_the_environment(fake: FakeGitHub, tmp_path: Path) -> None:
+def test_the_registry_factory_reads_the_remote_the_contract_and_the_environment(fake: FakeGitHub,
+                                                                               tmp_path: Path) -> None:
     repo = _trial_repo(tmp_path / "repo")
-    pygit2.Repository(str(repo)).remotes.create("origin", fake.clone_url)
-    executor = executor_for_repo(repo, environ={"INFRARSI_GITHUB_TOKEN": TOKEN, "INFRARSI_ACTIONS_RUNNERS": "3",
-                                                "INFRARSI_ACTIONS_DEVICES": "8"})
-    assert (executor.settings.max_runners, executor.settings.devices) == (3, 8)
+    pygit2.Repository(str(repo)).remotes.create("upstream", fake.clone_url)
+    launch = ActionsLaunch(runners=2, devices=4, workflow="trial.yml", remote="upstream")
+    executor = executor_for_repo(repo, launch, environ={"INFRARSI_GITHUB_TOKEN": TOKEN,
+                                                       "INFRARSI_ACTIONS_RUNNERS": "3",
+                                                       "INFRARSI_ACTIONS_DEVICES": "8"})
+    assert (executor.settings.max_runners, executor.settings.devices) == (3, 8)  # the environment wins
+    assert executor.settings.workflow == "trial.yml"  # the contract's, no variable set
     assert executor.client.repo_url == fake.api + "/repos/acme/trainer"
     assert executor.settings.poll_interval_s == 15.0
-    executor.settings = replace(executor.settings, poll_interval_s=0.0)
+    executor.settings = replace(executor.settings, poll_interval_s=0.0, workflow="infrarsi-trial.yml")
     fake.plan_for = lambda inputs: RunPlan(conclusion="failure", duration_s=10.0)
     ex = executor.execute(_job(repo, "step(1)\n"))
     assert fake.branch(TRIAL_BRANCH) is not None and ex.wall_s * ex.devices == pytest.approx(80.0, abs=8)
@@ -266,3 +231,43 @@ def test_only_trial_branches_are_pushed_and_only_committed_trees_run(fake: FakeG
     ex = make_executor(fake).execute(_job(repo, "step(1)\n"))
     assert "pushes only trial branches" in ex.stderr_tail
     assert fake.branch("main") is None and fake.calls("POST", r".*/dispatches") == []
+
+
+def test_settings_come_from_the_contract_and_each_variable_overrides_its_key() -> None:
+    launch = ActionsLaunch(workflow="gpu.yml", runners=2, devices=8, poll_interval_s=1.5)
+    got = settings_for(launch, {})
+    assert (got.workflow, got.max_runners, got.devices, got.poll_interval_s) == ("gpu.yml", 2, 8, 1.5)
+    got = settings_for(launch, {"INFRARSI_ACTIONS_WORKFLOW": "other.yml", "INFRARSI_ACTIONS_RUNNERS": "4"})
+    assert (got.workflow, got.max_runners, got.devices) == ("other.yml", 4, 8)
+    with pytest.raises(ValueError, match="INFRARSI_ACTIONS_DEVICES: expected an integer >= 1, got 'two'"):
+        settings_for(launch, {"INFRARSI_ACTIONS_DEVICES": "two"})
+
+
+def test_a_real_runner_checks_out_the_pushed_branch_and_runs_the_workflow_step(fake: FakeGitHub,
+                                                                               tmp_path: Path) -> None:
+    repo = _trial_repo(tmp_path / "repo")
+    runner = TrialWorkflowRunner(fake)
+    fake.plan_for = runner
+    where = tmp_path / "cwd.txt"
+    spec = _job(repo, f"import os\nopen({str(where)!r}, 'w').write(os.getcwd())\n"
+                      "for i in range(1, 4):\n    step(i, tokens=2)\n")
+    ex = make_executor(fake, poll_interval_s=0.02).execute(spec)
+    head = str(pygit2.Repository(str(repo)).head.target)
+    assert runner.checkouts == [(TRIAL_BRANCH, head)]  # the runner ran the commit the bot pushed
+    assert [e.step for e in ex.events] == [1, 2, 3] and dict(ex.info)["actions_conclusion"] == "success"
+    assert Path(where.read_text()).name == "checkout" != repo.name  # ... in its own checkout, not the bot's tree
+    assert ex.pids and ex.wall_s >= dict(ex.info)["runner_wall_s"]
+
+
+def test_an_interrupt_cancels_the_run_in_flight(fake: FakeGitHub, tmp_path: Path) -> None:
+    repo = _trial_repo(tmp_path / "repo")
+    fake.plan_for = lambda inputs: RunPlan(queued_polls=10**6)
+    executor = make_executor(fake, poll_interval_s=0.01)
+    threading.Timer(0.2, executor.interrupt).start()
+    ex = executor.execute(_job(repo, "step(1)\n"))
+    assert ex.killed_for == "interrupt" and "interrupted" in ex.stderr_tail
+    assert len(fake.calls("POST", r"/repos/acme/trainer/actions/runs/\d+/cancel")) == 1
+    metrics = summarize(ex, warmup=1, measured=1)
+    assert classify(ex, metrics, warmup=1, measured=1, tokens_per_step=1)[0] is Outcome.INTERRUPTED
+    again = executor.execute(_job(repo, "step(2)\n"))
+    assert again.killed_for == "interrupt" and len(fake.state.runs) == 1  # nothing more is dispatched

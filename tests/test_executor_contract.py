@@ -3,7 +3,11 @@
 Jobs here are small Python programs that behave badly on purpose (hang, fork,
 leak secrets, eat memory); the real training job is exercised in test_trial_cli.
 Under the torchrun executor every job runs as two ranks on loopback; under the
-Slurm executor every job is a batch job on the local cluster (tests/conftest.py).
+Slurm executor every job is a batch job on the local cluster (tests/conftest.py). Under the
+Actions executor the job's directory is a git repository on a trial branch;
+each job is committed, pushed to the local GitHub-shaped server and dispatched,
+and a simulated self-hosted runner (tests/fake_github.TrialWorkflowRunner) clones
+the branch and runs the workflow's real step, ``python -m bot.executors.actions``.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import json
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -20,19 +26,21 @@ import pytest
 from bot.executors.local import LocalExecutor
 from bot.executors.torchrun import TorchrunExecutor
 from infrarsi.contract.model import Launch
-from infrarsi.seams.executor import Executor, TrialSpec
+from infrarsi.seams.executor import Execution, Executor, TrialSpec
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Outcome
 
 EXECUTORS = {
     "local": lambda: LocalExecutor(sample_interval_s=0.02),
     "torchrun": lambda: TorchrunExecutor(Launch(executor="torchrun", nproc_per_node=2), sample_interval_s=0.02),
+    "actions": None,  # needs the local GitHub server and a git repository: built by _actions below
 }
 # Seconds before a job's own code runs: torchrun's agent imports torch and rendezvouses first
 # (a few seconds on an idle machine, far more on a loaded 2-core one); a Slurm job is scheduled and
 # its agent started on the node first (the agent's timer starts with the job's own code).
-STARTUP_S = {"local": 0.0, "torchrun": 60.0, "slurm": 30.0}
-INSIDE_TIMEOUT_S = {"local": 0.0, "torchrun": 60.0, "slurm": 0.0}  # of that, what counts against the timeout
+# Under Actions the timeout starts on the runner, after the checkout, so the job needs no slack either.
+STARTUP_S = {"local": 0.0, "torchrun": 60.0, "slurm": 30.0, "actions": 0.0}
+INSIDE_TIMEOUT_S = {"local": 0.0, "torchrun": 60.0, "slurm": 0.0, "actions": 0.0}  # of that, what counts against the timeout
 
 CANARIES = {
     "GITHUB_TOKEN": "canary-github", "ANTHROPIC_API_KEY": "canary-anthropic", "AWS_SECRET_ACCESS_KEY": "canary-aws",
@@ -43,14 +51,66 @@ CANARIES = {
 
 @pytest.fixture(params=[pytest.param(name, marks=pytest.mark.slow) if name != "local" else name
                         for name in sorted([*EXECUTORS, "slurm"])])
-def executor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Executor:
+def executor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Executor]:
     if request.param == "slurm":  # a real batch job on the session's local cluster (skipped without Slurm)
         from bot.executors.slurm import SlurmExecutor
         from infrarsi.contract.model import SlurmLaunch
 
         request.getfixturevalue("slurm_cluster")
-        return SlurmExecutor(SlurmLaunch(), workdir=tmp_path_factory.mktemp("slurm-jobs"), poll_s=0.2)
-    return EXECUTORS[request.param]()
+        yield SlurmExecutor(SlurmLaunch(), workdir=tmp_path_factory.mktemp("slurm-jobs"), poll_s=0.2)
+        return
+    if request.param == "actions":
+        yield from _actions(request.getfixturevalue("tmp_path"), request.getfixturevalue("tmp_path_factory"))
+        return
+    yield EXECUTORS[request.param]()
+
+
+class _CommitPushDispatch:
+    """The Actions executor as the bot drives it (bot.stages.run.candidate): the job's directory is a trial
+    branch's worktree; what the test wrote is committed before ``execute`` pushes and dispatches it.
+
+    Paths into the repository are made relative, so the runner runs the job from its own checkout of the
+    pushed branch, not the bot's file; what the job writes to absolute paths lands where the test reads it.
+    """
+
+    name = "actions"
+
+    def __init__(self, inner: Executor, repo: Path) -> None:
+        self.inner, self.repo = inner, repo
+
+    def execute(self, spec: TrialSpec) -> Execution:
+        from bot.workspace.commits import is_dirty
+        from tests.support.repos import commit_all
+
+        if is_dirty(self.repo):
+            commit_all(self.repo, "candidate")
+        prefix = str(self.repo) + "/"
+        argv = tuple(a.removeprefix(prefix) for a in spec.argv)
+        return self.inner.execute(replace(spec, argv=argv))
+
+
+def _actions(repo: Path, factory: pytest.TempPathFactory) -> Iterator[Executor]:
+    import pygit2
+
+    from bot.executors.actions import ActionsExecutor, ActionsSettings
+    from bot.forges.github import GitHubForge
+    from bot.forges.github_api import GitHubTarget
+    from tests.support.repos import init_repo
+    from tests.fake_github import TOKEN, FakeGitHub, TrialWorkflowRunner
+
+    fake = FakeGitHub(factory.mktemp("github")).start()
+    try:
+        init_repo(repo, {".gitignore": "logs/\n"})
+        git = pygit2.Repository(str(repo))
+        git.branches.local.create("infrarsi/contract/1", git.head.peel(pygit2.Commit))
+        git.set_head("refs/heads/infrarsi/contract/1")
+        fake.plan_for = TrialWorkflowRunner(fake)
+        forge = GitHubForge(GitHubTarget(owner=fake.owner, repo=fake.name, base_url=fake.url), TOKEN)
+        inner = ActionsExecutor(forge.client, push=lambda root, branch: forge.push(root, branch, force=True),
+                                settings=ActionsSettings(poll_interval_s=0.05))
+        yield _CommitPushDispatch(inner, repo)
+    finally:
+        fake.stop()
 
 
 def _script(tmp_path: Path, body: str) -> tuple[str, ...]:

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.executors.torchrun import _ROOT_CAUSE, TorchrunExecutor, torchrun_argv
-from bot.stages.run.trial import executor_for
-from bot.executors.local import LocalExecutor
+from bot.executors.registry import ExecutorOptions, build_executor
 from infrarsi.contract.errors import ContractError
 from infrarsi.contract.load import parse_contract
 from infrarsi.contract.model import Launch
@@ -68,16 +67,16 @@ def test_moe_workload_fields(tmp_path: Path) -> None:
     assert err.value.key == "workload.top_k"
 
 
-def test_a_torchrun_contract_swaps_the_local_executor(tmp_path: Path) -> None:
-    local = LocalExecutor(on_step=print)
-    dense = _contract(tmp_path)
-    assert executor_for(dense, local) is local
+def test_a_torchrun_contract_builds_the_torchrun_executor(tmp_path: Path) -> None:
+    import threading
+
+    stop = threading.Event()
     ddp = _contract(tmp_path, launch={"executor": "torchrun", "nproc_per_node": 2})
-    swapped = executor_for(ddp, local)
-    assert isinstance(swapped, TorchrunExecutor) and swapped.launch.nproc_per_node == 2
-    assert swapped.on_step is print
-    local.interrupt()
-    assert swapped._stop.is_set()  # an interrupt of the bot still reaches the trial
+    executor = build_executor(ddp, options=ExecutorOptions(on_step=print, stop=stop))
+    assert isinstance(executor, TorchrunExecutor) and executor.launch.nproc_per_node == 2
+    assert executor.on_step is print
+    stop.set()
+    assert executor._stop.is_set()  # an interrupt of the bot still reaches the trial
 
 
 def test_fingerprints_keep_moe_and_world_size_apart(tmp_path: Path) -> None:

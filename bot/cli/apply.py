@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from bot.executors.registry import add_executor_argument
 from bot.cli.common import add_deprecated_alias, add_repo_argument, add_run_id_argument, repo_dir, resolve_repo
 from bot.forges import FORGES, open_forge
 from bot.stages.apply.merge import promote
@@ -30,7 +31,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
 def cmd_promote(args: argparse.Namespace) -> int:
     repo = repo_dir(resolve_repo(args))
     forge = open_forge(args.forge, repo, args.remote)
-    promote(repo, args.pr, forge=forge, remote=args.remote, pairs=args.pairs)
+    promote(repo, args.pr, forge=forge, remote=args.remote, pairs=args.pairs, executor=args.executor)
     return 0
 
 
@@ -76,4 +77,5 @@ def register(sub: Any) -> None:
     p.add_argument("--forge", default="local", choices=forges, help="local (default) or github")
     p.add_argument("--remote", default="origin", help="the git remote the forge serves (default origin)")
     p.add_argument("--pairs", type=int, help="A/B pairs of the re-verification (default: the doctor's choice)")
+    add_executor_argument(p)
     p.set_defaults(func=cmd_promote)

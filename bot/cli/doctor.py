@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from bot.cli.common import add_repo_argument, add_run_id_argument, fmt_bytes, repo_dir, say
-from bot.executors.local import LocalExecutor
+from bot.executors.registry import ExecutorOptions, add_executor_argument, build_executor, select_executor
 from bot.stages.doctor.baseline import new_run_id, run_doctor
 from bot.stages.run.candidate import TrialContext, trial_context
 from infrarsi.rundir import journal_path
@@ -30,9 +30,10 @@ def trial_context_for(args: argparse.Namespace, journal: Journal, *,
                       on_step: Callable[[int], None] | None = None) -> TrialContext:
     """The contract, its lock and the executor of REPO, bound to ``journal``."""
     root = repo_dir(args.repo)
-    contract = load_contract(root)
+    contract = select_executor(load_contract(root), getattr(args, "executor", None))
     lock = read_lock(root)
-    return trial_context(contract, lock, executor=LocalExecutor(on_step=on_step), journal=journal)
+    executor = build_executor(contract, options=ExecutorOptions(on_step=on_step))
+    return trial_context(contract, lock, executor=executor, journal=journal)
 
 
 @contextmanager
@@ -69,5 +70,6 @@ def register(sub: Any) -> None:
     add_repo_argument(p)
     add_run_id_argument(p, "the run this doctor report belongs to (default: a new run id)")
     p.add_argument("--repeats", type=int, default=5, help="baseline runs in fresh processes (default 5)")
+    add_executor_argument(p)
     p.add_argument("--json", action="store_true", help="print doctor.json instead of a summary")
     p.set_defaults(func=cmd_doctor)

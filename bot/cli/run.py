@@ -11,6 +11,7 @@ from typing import Any
 from bot.cli.common import UsageError, add_repo_argument, add_run_id_argument, repo_dir, say
 from bot.cli.contract import proposer
 from bot.cli.doctor import doctor_failure, trial_context_for
+from bot.executors.registry import add_executor_argument
 from bot.proposers import add_proposer_arguments
 from bot.stages.doctor.baseline import load_doctor, new_run_id, run_doctor
 from bot.stages.run.search import RunOptions, run_search
@@ -148,6 +149,7 @@ def register(sub: Any) -> None:
     p.add_argument("--repeats", type=int, default=5, help="doctor repeats when the run has no doctor report")
     p.add_argument("--bank", metavar="PATH", help="experience bank (default: $INFRARSI_BANK or the user data dir)")
     p.add_argument("--no-bank", action="store_true", help="neither seed from nor write to the experience bank")
+    add_executor_argument(p)
     p.add_argument("--json", action="store_true", help="machine-readable progress: one JSON object per line")
     add_proposer_arguments(p)
     p.set_defaults(func=cmd_run)
@@ -160,5 +162,6 @@ def register(sub: Any) -> None:
     add_run_id_argument(p, "use this run's doctor report (default: the latest)")
     p.add_argument("--pairs", type=int, help="override the number of A/B pairs the doctor chose")
     p.add_argument("--repeats", type=int, default=5, help="baseline runs if the doctor must run first")
+    add_executor_argument(p)
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(func=cmd_verify)

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from bot.cli.common import UsageError, add_repo_argument, add_run_id_argument, fmt_bytes, repo_dir
-from bot.executors.local import LocalExecutor
+from bot.executors.registry import ExecutorOptions, add_executor_argument, build_executor, select_executor
 from bot.patching.catalog import applicable_patches
 from bot.stages.run.candidate import is_git_repo, run_candidate
 from bot.stages.run.trial import CandidateError, TrialRequest, make_candidate, metrics_summary, run_trial
@@ -28,7 +28,7 @@ __all__ = ["register"]
 
 def cmd_trial(args: argparse.Namespace) -> int:
     root = repo_dir(args.repo)
-    contract = load_contract(root)
+    contract = select_executor(load_contract(root), args.executor)
     lock = read_lock(root)
     try:
         candidate = make_candidate(contract, args.knob or [], tuple(args.patch or ()))
@@ -45,7 +45,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"\r  step {min(n, total)}/{total}", end="", file=sys.stderr, flush=True)
 
-    executor = LocalExecutor(on_step=progress)
+    executor = build_executor(contract, options=ExecutorOptions(on_step=progress))
     run_id = args.run_id or "manual"
     in_git = is_git_repo(root)
     patches: dict[str, PatchSpec] = {}
@@ -142,6 +142,7 @@ def register(sub: Any) -> None:
     p.add_argument("--memory-limit", metavar="SIZE", help="override the contract's memory limit (e.g. 2GiB)")
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="override the contract's trial timeout")
     add_run_id_argument(p, "journal the trial under this run (default: manual)")
+    add_executor_argument(p)
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     p.set_defaults(func=cmd_trial)
 

@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -36,7 +36,7 @@ from bot.workspace.commits import is_dirty, repo_head_commit
 from bot.workspace.refs import head_branch, repository_dir
 from bot.workspace.naming import parse_trial_branch
 from bot.forges.github_api import GitHubAPIError, GitHubClient
-from infrarsi.contract.model import PYTHON_PLACEHOLDER
+from infrarsi.contract.model import PYTHON_PLACEHOLDER, ActionsLaunch
 from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.trial import StepEvent
 
@@ -150,15 +150,31 @@ class ActionsExecutor:
 
     def __init__(self, client: GitHubClient, *, push: Callable[[Path, str], object] | None = None,
                  settings: ActionsSettings | None = None, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, on_step: Callable[[int], None] | None = None,
+                 stop: threading.Event | None = None) -> None:
         self.client = client
         self.push = push
         self.settings = settings or ActionsSettings()
         self.sleep, self.clock = sleep, clock
+        self.on_step = on_step  # called once, with the steps the runner saw, when the record is back
+        self._stop = stop or threading.Event()
         self._slots = FifoSlots(self.settings.max_runners)
         self._push_lock = threading.Lock()
 
+    def interrupt(self) -> None:
+        """Cancel the runs in flight and return from ``execute`` (from another thread or a signal handler)."""
+        self._stop.set()
+
     def execute(self, spec: TrialSpec) -> Execution:
+        execution = self._execute(spec)
+        if self.on_step is not None and execution.events:
+            self.on_step(len(execution.events))
+        return execution
+
+    def _execute(self, spec: TrialSpec) -> Execution:
+        if self._stop.is_set():  # an interrupted bot dispatches nothing more
+            return Execution(events=(), returncode=None, wall_s=0.0, peak_rss_bytes=0, killed_for="interrupt",
+                             stderr_tail="not dispatched: the bot was interrupted")
         try:
             root, branch = trial_ref(spec.cwd)
             candidate = spec_to_input(spec, root=root)
@@ -225,6 +241,10 @@ class ActionsExecutor:
         queued_deadline = self.clock() + s.queue_timeout_s
         running_deadline: float | None = None
         while run.get("status") != "completed":
+            if self._stop.is_set():
+                self.client.call("POST", f"/actions/runs/{run['id']}/cancel", ok=(202, 409))
+                return {**run, "status": "completed", "conclusion": "cancelled",
+                        "infrarsi_reason": "the bot was interrupted"}
             now = self.clock()
             if run.get("status") == "in_progress" and running_deadline is None:
                 running_deadline = now + spec.timeout_s + s.setup_allowance_s
@@ -251,6 +271,9 @@ class ActionsExecutor:
             return replace(ex, wall_s=max(ex.wall_s, duration), devices=max(ex.devices, self.settings.devices),
                            info=ex.info + info + (("runner_wall_s", ex.wall_s),))
         devices = self.settings.devices
+        if run.get("infrarsi_reason") == "the bot was interrupted":
+            return Execution(events=(), returncode=None, wall_s=duration, peak_rss_bytes=0, killed_for="interrupt",
+                             stderr_tail=f"{where} cancelled: the bot was interrupted", devices=devices, info=info)
         if conclusion == "timed_out":
             why = run.get("infrarsi_reason") or "it ran past the workflow's timeout-minutes"
             return Execution(events=recorded.events if recorded else (), returncode=None, wall_s=duration,
@@ -286,21 +309,41 @@ WORKFLOW_ENV = "INFRARSI_ACTIONS_WORKFLOW"
 DEVICES_ENV = "INFRARSI_ACTIONS_DEVICES"
 
 
-def executor_for_repo(repo: Path, remote: str = "origin", *, environ: dict[str, str] | None = None,
-                      max_runners: int | None = None) -> ActionsExecutor:
-    """The executor the CLI builds: the GitHub repository behind ``remote`` (as ``--forge github`` finds it),
-    trial branches pushed through that forge, ``INFRARSI_ACTIONS_RUNNERS`` runners at once (default 1)."""
+def settings_for(launch: ActionsLaunch, environ: Mapping[str, str]) -> ActionsSettings:
+    """The contract's ``[launch.actions]``, each of ``INFRARSI_ACTIONS_RUNNERS``, ``_WORKFLOW``, ``_DEVICES``
+    overriding its key when set (a CI variable sizes the fan-out without editing the locked contract)."""
+    def count(name: str, default: int) -> int:
+        text = environ.get(name)
+        if not text:
+            return default
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ValueError(f"{name}: expected an integer >= 1, got {text!r}")
+        return value
+
+    return ActionsSettings(workflow=environ.get(WORKFLOW_ENV) or launch.workflow,
+                           max_runners=count(RUNNERS_ENV, launch.runners), devices=count(DEVICES_ENV, launch.devices),
+                           poll_interval_s=launch.poll_interval_s)
+
+
+def executor_for_repo(repo: Path, launch: ActionsLaunch | None = None, *, environ: Mapping[str, str] | None = None,
+                      on_step: Callable[[int], None] | None = None,
+                      stop: threading.Event | None = None) -> ActionsExecutor:
+    """The executor the registry builds: the GitHub repository behind ``launch.remote`` (as ``--forge github``
+    finds it, token from the environment), trial branches pushed through that forge."""
     import os
 
     from bot.forges.github import forge_for_repo
 
+    launch = launch or ActionsLaunch()
     env = dict(os.environ if environ is None else environ)
-    forge = forge_for_repo(repo, remote, environ=env)
-    settings = ActionsSettings(workflow=env.get(WORKFLOW_ENV) or TRIAL_WORKFLOW,
-                               max_runners=max_runners or int(env.get(RUNNERS_ENV) or 1),
-                               devices=int(env.get(DEVICES_ENV) or 1))
+    settings = settings_for(launch, env)
+    forge = forge_for_repo(repo, launch.remote, environ=env)
     return ActionsExecutor(forge.client, push=lambda root, branch: forge.push(root, branch, force=True),
-                           settings=settings)
+                           settings=settings, on_step=on_step, stop=stop)
 
 
 def _duration(run: dict[str, Any]) -> float:

@@ -29,12 +29,12 @@ class LocalExecutor:
 
     def __init__(self, *, sample_interval_s: float = 0.05, passthrough_env: tuple[str, ...] = (),
                  base_env: dict[str, str] | None = None,
-                 on_step: Callable[[int], None] | None = None) -> None:
+                 on_step: Callable[[int], None] | None = None, stop: threading.Event | None = None) -> None:
         self.sample_interval_s = sample_interval_s
         self.passthrough_env = passthrough_env
         self.base_env = base_env
         self.on_step = on_step
-        self._stop = threading.Event()
+        self._stop = stop or threading.Event()
 
     def interrupt(self) -> None:
         """Ask a running ``execute`` to kill its trial and return (from another thread or a signal handler)."""

@@ -17,6 +17,7 @@ from infrarsi.contract.errors import ContractError
 from infrarsi.contract.knob_codec import DEFAULT_BOOL_TEXT
 from infrarsi.contract.model import (
     CONTRACT_VERSION,
+    ActionsLaunch,
     Approvers,
     Budget,
     Constraint,
@@ -375,21 +376,27 @@ def _verify(t: Table) -> VerifySpec:
 _ENDPOINT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})$")
 
 
+EXECUTORS = ("local", "torchrun", "actions", "slurm")  # bot/executors/registry.py has a factory for each
+_ONE_PROCESS = {"local": "one process on this machine", "actions": "one process on each runner"}
+
+
 def _launch(t: Table) -> Launch:
-    executor = t.string("executor", "local", choices=("local", "torchrun", "slurm"))
+    executor = t.string("executor", "local", choices=EXECUTORS)
     nproc = t.integer("nproc_per_node", 1, minimum=1)
     nnodes = t.integer("nnodes", 1, minimum=1)
     node_rank = t.integer("node_rank", 0, minimum=0)
     endpoint = t.string("rdzv_endpoint", None)
     backend = t.string("rdzv_backend", "c10d", choices=("c10d", "static", "etcd", "etcd-v2"))
     rdzv_id = t.string("rdzv_id", None)
+    actions = _actions(t.table("actions"))
     t.finish()
-    if executor == "local":
+    if executor != "torchrun":
         for key, value, default in (("nproc_per_node", nproc, 1), ("nnodes", nnodes, 1),
                                     ("node_rank", node_rank, 0)):
             if value != default:
-                raise t.error(key, f"expected {default} with launch.executor = 'local' (one process on this "
-                              f"machine), got {value}; set executor = 'torchrun' for a multi-process job")
+                raise t.error(key, f"expected {default} with launch.executor = '{executor}' "
+                              f"({_ONE_PROCESS[executor]}), got {value}; set executor = 'torchrun' for a "
+                              "multi-process job")
         if endpoint is not None:
             raise t.error("rdzv_endpoint", "expected only with launch.executor = 'torchrun'")
     if node_rank >= nnodes:
@@ -402,7 +409,22 @@ def _launch(t: Table) -> Launch:
         raise t.error("rdzv_endpoint", f"missing; expected HOST:PORT that all {nnodes} nodes can reach when "
                       "launch.nnodes > 1")
     return Launch(executor=executor, nproc_per_node=nproc, nnodes=nnodes, node_rank=node_rank,
-                  rdzv_endpoint=endpoint, rdzv_backend=backend, rdzv_id=rdzv_id)
+                  rdzv_endpoint=endpoint, rdzv_backend=backend, rdzv_id=rdzv_id, actions=actions)
+
+
+def _actions(t: Table) -> ActionsLaunch:
+    """``[launch.actions]``: read whichever executor the contract names (``--executor actions`` may pick it)."""
+    d = ActionsLaunch()
+    workflow = t.string("workflow", d.workflow)
+    if "/" in workflow or not workflow.endswith((".yml", ".yaml")):
+        raise t.error("workflow", f"expected a workflow file name under .github/workflows/ (e.g. "
+                      f"'{d.workflow}'), got {workflow!r}")
+    actions = ActionsLaunch(workflow=workflow, runners=t.integer("runners", d.runners, minimum=1),
+                            devices=t.integer("devices", d.devices, minimum=1),
+                            poll_interval_s=t.number("poll_interval_s", d.poll_interval_s),
+                            remote=t.string("remote", d.remote))
+    t.finish()
+    return actions
 
 
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")

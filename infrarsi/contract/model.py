@@ -196,15 +196,34 @@ class VerifySpec:
     top_k: int = 3  # candidates the run stage re-verifies
 
 
+ExecutorName = Literal["local", "torchrun", "actions", "slurm"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ActionsLaunch:
+    """Where ``executor = "actions"`` sends trials: a ``workflow_dispatch`` workflow on self-hosted runners.
+
+    Read whatever ``launch.executor`` says, so that ``--executor actions`` on the
+    command line finds its settings in the contract too.
+    """
+
+    workflow: str = "infrarsi-trial.yml"  # the trial workflow's file name under .github/workflows/
+    runners: int = 1  # dispatches in flight at once: how many GPU runners one run may occupy
+    devices: int = 1  # devices one runner holds: a trial costs run duration x devices
+    poll_interval_s: float = 15.0  # seconds between polls of a dispatched run
+    remote: str = "origin"  # the git remote that names the GitHub repository
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Launch:
-    """How a trial is started: one local process, or ranks under torchrun (possibly on several nodes).
+    """How a trial is started: one local process, ranks under torchrun (possibly on several nodes),
+    or one process on a self-hosted GitHub Actions runner.
 
     ``rdzv_endpoint`` is required with ``nnodes > 1`` (every node must meet at the
     same host:port); on one node the executor picks a free loopback port.
     """
 
-    executor: Literal["local", "torchrun", "slurm"] = "local"
+    executor: ExecutorName = "local"
     nproc_per_node: int = 1
     nnodes: int = 1
     node_rank: int = 0
@@ -212,6 +231,7 @@ class Launch:
     rdzv_backend: str = "c10d"
     rdzv_id: str | None = None
     slurm: SlurmLaunch | None = None  # ``[launch.slurm]``: read only with executor = "slurm"
+    actions: ActionsLaunch = field(default_factory=ActionsLaunch)
 
     @property
     def world_size(self) -> int:

@@ -98,7 +98,7 @@ def candidate_of(contract: Contract, digest: str, *, commit_message: str | None,
 
 def recover_pending(executor: SlurmExecutor, contract: Contract, journal: Journal, run_id: str,
                     candidates: Mapping[str, Candidate]) -> int:
-    from bot.stages.run.trial import state_dir
+    from infrarsi.rundir import state_dir
 
     recovered = 0
     for pending in journal.orphaned(run_id):

@@ -25,6 +25,7 @@ from pathlib import Path
 from bot.stages.apply.open_pr import ApplyError, check_no_human_pushes, make_commit, place_branch
 from bot.stages.doctor.baseline import load_doctor
 from bot.forges import open_forge
+from bot.executors.registry import add_executor_argument
 from bot.stages.apply.promotion_commit import PROMOTE_PREFIX
 from bot.stages.report.build import ReportError, load_report
 from bot.workspace.refs import commit_info, ref_tip
@@ -67,10 +68,12 @@ def _base_tip(repo: Path, remote: str, base: str) -> str:
 
 
 def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, *, pairs: int | None = None,
-                  say: Callable[[str], None] = print, contract: Contract | None = None) -> Verdict:
-    """Interleaved A/B of ``candidate`` against ``base_sha``, with the run's doctor calibration."""
+                  say: Callable[[str], None] = print, contract: Contract | None = None,
+                  executor: str | None = None) -> Verdict:
+    """Interleaved A/B of ``candidate`` against ``base_sha``, with the run's doctor calibration, on the
+    contract's executor (or ``executor``, the ``--executor`` override)."""
     from bot.stages.run.candidate import trial_context
-    from bot.executors.local import LocalExecutor
+    from bot.executors.registry import ExecutorSetupError, build_executor, select_executor
     from infrarsi.rundir import journal_path
     from bot.stages.run.verify import verify_candidate
     from infrarsi.journal import Journal
@@ -80,7 +83,12 @@ def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, 
     if doctor is None:
         raise PromoteError(f"run {run_id} has no doctor report to re-verify against")
     with Journal(journal_path(repo)) as journal:
-        ctx = trial_context(contract, read_lock(repo), executor=LocalExecutor(), journal=journal)
+        contract = select_executor(contract, executor)
+        try:
+            chosen = build_executor(contract)
+        except ExecutorSetupError as e:
+            raise PromoteError(str(e)) from None
+        ctx = trial_context(contract, read_lock(repo), executor=chosen, journal=journal)
         from dataclasses import replace
 
         ctx = replace(ctx, base=base_sha)
@@ -111,7 +119,8 @@ def _approved(forge: Forge, pr: PullRequest, users: tuple[str, ...]) -> str:
 
 
 def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", reverify: Reverify | None = None,
-            say: Callable[[str], None] = print, pairs: int | None = None) -> PromoteResult:
+            say: Callable[[str], None] = print, pairs: int | None = None,
+            executor: str | None = None) -> PromoteResult:
     repo = repo.resolve()
     contract = load_contract(repo)
     pr = forge.get_pr(number)
@@ -150,7 +159,8 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
         recreated = True
     forge.set_status(head_sha, context="infrarsi/verify", state="pending",
                      description=f"re-verifying against {pr.base} {base_sha[:10]}")
-    verdict = (reverify or (lambda r, i, c, b: real_reverify(r, i, c, b, say=say, pairs=pairs, contract=contract)))(
+    verdict = (reverify or (lambda r, i, c, b: real_reverify(r, i, c, b, say=say, pairs=pairs, contract=contract,
+                                                                 executor=executor)))(
         repo, run_id, candidate, base_sha)
     summary = (f"re-verification on {pr.base} {base_sha[:10]}: {verdict.kind.value}"
                + (f", {verdict.speedup:.2f}x" if verdict.speedup else "") + f" — {verdict.reason}")

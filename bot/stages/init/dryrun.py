@@ -98,11 +98,11 @@ def _one_per_step(steps: list[int], per_line: int) -> bool:
 
 def check_run(contract: Contract, root: Path) -> int:
     """``infrarsi check --run``: print the dry run's verdict; 0 when it saw one line per step."""
-    from bot.executors.local import LocalExecutor
-    from bot.stages.run.trial import executor_for, state_dir
+    from bot.executors.registry import build_executor
+    from infrarsi.rundir import state_dir
 
     log_dir = state_dir(root) / "logs" / "check-run"
     shutil.rmtree(log_dir, ignore_errors=True)  # the executor appends; old lines would count
-    result = dry_run(contract, executor=executor_for(contract, LocalExecutor()), log_dir=log_dir)
+    result = dry_run(contract, executor=build_executor(contract), log_dir=log_dir)
     print(result.message)
     return 0 if result.ok else 1

@@ -101,33 +101,14 @@ def record_rejected(contract: Contract, request: TrialRequest, *, trial_no: int,
     return record
 
 
-def executor_for(contract: Contract, executor: Executor) -> Executor:
-    """The executor the contract's ``[launch]`` asks for: a local executor becomes a torchrun one
-    (same step callback, same interrupt) when ``launch.executor = "torchrun"``; any other executor
-    (a remote runner, which runs ``infrarsi trial`` there) is kept as it is."""
-    if contract.launch.executor == "slurm" and executor.name == "local":
-        from bot.executors.registry import ExecutorOptions, build_executor
-
-        return build_executor(contract, options=ExecutorOptions(on_step=getattr(executor, "on_step", None),
-                                                                stop=getattr(executor, "_stop", None)))
-    if contract.launch.executor != "torchrun" or executor.name != "local":
-        return executor
-    from bot.executors.torchrun import TorchrunExecutor
-
-    return TorchrunExecutor(contract.launch, on_step=getattr(executor, "on_step", None),
-                            stop=getattr(executor, "_stop", None),
-                            passthrough_env=getattr(executor, "passthrough_env", ()),
-                            base_env=getattr(executor, "base_env", None))
-
-
 def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor: Executor,
               journal: Journal, trial_no: int | None = None,
               audit: tuple[dict[str, Any], ...] = ()) -> TrialRecord:
     """Run, measure and record one trial; always returns its record (failures included).
 
-    ``trial_no`` is passed when the caller already reserved it (to name a worktree branch).
+    ``trial_no`` is passed when the caller already reserved it (to name a worktree branch). ``executor``
+    is the one :func:`bot.executors.registry.build_executor` chose for the contract; it is used as given.
     """
-    executor = executor_for(contract, executor)
     if trial_no is None:
         trial_no = journal.begin_trial(request.run_id, request.candidate)
     started = time.time()

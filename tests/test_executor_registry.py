@@ -40,7 +40,7 @@ def _contract(tmp_path: Path, **launch: object):
 
 
 def test_every_name_the_contract_accepts_has_a_factory() -> None:
-    assert set(CONTRACT_EXECUTORS) == set(EXECUTORS) == {"local", "torchrun", "actions"}
+    assert set(CONTRACT_EXECUTORS) == set(EXECUTORS) == {"local", "torchrun", "actions", "slurm"}
 
 
 @pytest.mark.parametrize(("launch", "kind"), [({}, LocalExecutor), ({"executor": "local"}, LocalExecutor),

@@ -56,8 +56,8 @@ def test_a_name_overrides_the_contract_and_the_stages_see_it(tmp_path: Path) -> 
     chosen = select_executor(contract, "torchrun")
     assert chosen.launch.executor == "torchrun" and contract.launch.executor == "local"
     assert select_executor(contract, None) is contract
-    with pytest.raises(UnknownExecutorError, match="expected one of local, torchrun, actions"):
-        build_executor(contract, name="slurm")
+    with pytest.raises(UnknownExecutorError, match="expected one of local, torchrun, actions, slurm"):
+        build_executor(contract, name="kubernetes")
 
 
 def _github_repo(tmp_path: Path, url: str) -> Path:

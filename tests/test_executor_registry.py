@@ -98,7 +98,7 @@ def test_actions_without_a_token_or_a_repository_says_what_to_set(tmp_path: Path
     ({"executor": "actions", "nproc_per_node": 2}, "launch.nproc_per_node",
      "expected 1 with launch.executor = 'actions' (one process on each runner)"),
     ({"executor": "actions", "rdzv_endpoint": "h:1"}, "launch.rdzv_endpoint", "only with launch.executor = 'torchrun'"),
-    ({"executor": "slurm"}, "launch.executor", "one of 'local', 'torchrun', 'actions'"),
+    ({"executor": "kubernetes"}, "launch.executor", "one of 'local', 'torchrun', 'actions', 'slurm'"),
     ({"actions": {"runners": 0}}, "launch.actions.runners", "expected an integer >= 1, got integer 0"),
     ({"actions": {"workflow": ".github/workflows/t.yml"}}, "launch.actions.workflow", "a workflow file name"),
     ({"actions": {"poll_interval_s": 0}}, "launch.actions.poll_interval_s", "a positive number"),
@@ -116,7 +116,7 @@ def test_the_verbs_that_run_trials_take_executor_and_others_do_not() -> None:
     verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
     for verb in ("run", "trial", "verify", "doctor"):
         flag = next(a for a in verbs[verb]._actions if "--executor" in a.option_strings)
-        assert tuple(flag.choices) == ("local", "torchrun", "actions") and flag.default is None
+        assert tuple(flag.choices) == ("local", "torchrun", "actions", "slurm") and flag.default is None
         assert "[launch] executor" in flag.help
     for verb in ("init", "check", "report", "apply", "patches"):
         assert not any("--executor" in a.option_strings for a in verbs[verb]._actions), verb

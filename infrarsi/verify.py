@@ -61,6 +61,11 @@ class Verdict:
     candidate_step_s: tuple[float, ...]
     comparison: Comparison | None
     invariants: tuple[InvariantCheck, ...]
+    pairs: int = 0
+    """A/B pairs the verification ran (baseline and candidate runs started in pairs)."""
+    stop: str = ""
+    """Why it stopped: ``efficacy``, ``futility``, ``max_pairs`` (a sequential plan), ``fixed`` (a set number of
+    pairs), ``invariant`` (a candidate run broke one); empty for a verdict written before this was recorded."""
 
     @property
     def promoted(self) -> bool:
@@ -84,6 +89,7 @@ class Verdict:
             "ci_level": c.ci_level if c else None, "p_value": c.p_value if c else None,
             "test": TEST,
             "invariants": [{"name": i.name, "ok": i.ok, "detail": i.detail} for i in self.invariants],
+            "pairs": self.pairs, "stop": self.stop,
         }
 
     @staticmethod
@@ -107,7 +113,8 @@ class Verdict:
                        baseline_step_s=tuple(data.get("baseline_step_s") or ()),
                        candidate_step_s=tuple(data.get("candidate_step_s") or ()), comparison=comparison,
                        invariants=tuple(InvariantCheck(name=i["name"], ok=bool(i["ok"]), detail=i["detail"])
-                                        for i in data.get("invariants") or ()))
+                                        for i in data.get("invariants") or ()),
+                       pairs=int(data.get("pairs") or 0), stop=str(data.get("stop") or ""))
 
 
 def _legacy_candidate(text: str) -> Candidate:

@@ -35,12 +35,12 @@ class DriftingContext:
                                                 tokens_per_step=128, loss=LOSS, wall_s=sum(times) + 1.0))
 
 
-DOCTOR = SimpleNamespace(verify_pairs=6, loss_band=None, peak_flops={}, model_flops_per_step=None)
+DOCTOR = SimpleNamespace(verify_pairs=6, sigma_log=0.02, loss_band=None, peak_flops={}, model_flops_per_step=None)
 
 
 def test_pairs_alternate_which_arm_runs_first() -> None:
     ctx = DriftingContext()
-    verify_candidate(ctx, run_id="r", candidate=CAND, doctor=DOCTOR)  # type: ignore[arg-type]
+    verify_candidate(ctx, run_id="r", candidate=CAND, doctor=DOCTOR, pairs=6)  # type: ignore[arg-type]
     assert "".join(ctx.order) == "AB" "BA" "AB" "BA" "AB" "BA"
 
 
@@ -48,6 +48,36 @@ def test_a_machine_that_speeds_up_run_by_run_reports_no_speedup_for_the_baseline
     # With A B A B every B would run one slot later than its A: 2% per run would read as a 1.02x speedup.
     same = Candidate.of({"dtype": "fp32"}, [])
     ctx = DriftingContext(drift=0.02)
-    verdict = verify_candidate(ctx, run_id="r", candidate=same, doctor=DOCTOR)  # type: ignore[arg-type]
+    verdict = verify_candidate(ctx, run_id="r", candidate=same, doctor=DOCTOR, pairs=6)  # type: ignore[arg-type]
     assert verdict.kind is VerdictKind.NOT_SIGNIFICANT, verdict.reason
     assert verdict.speedup is not None and abs(verdict.speedup - 1.0) < 0.002, verdict.speedup
+    assert verdict.pairs == 6 and verdict.stop == "fixed"
+
+
+@dataclass
+class TwoSpeedContext(DriftingContext):
+    """The candidate's runs take ``ratio`` of the baseline's time, with a little run-to-run jitter."""
+
+    ratio: float = 0.5
+
+    def run(self, run_id: str, candidate: Candidate) -> TrialRecord:
+        record = super().run(run_id, candidate)
+        jitter = 1.0 + 0.01 * ((len(self.order) * 7) % 5 - 2)  # -2% .. +2%, deterministic
+        step = (self.ratio if candidate != BASE else 1.0) * jitter
+        return TrialRecord(run_id=run_id, trial_no=record.trial_no, candidate=candidate, outcome=Outcome.OK,
+                           metrics=TrialMetrics(step_time_s=step, step_time_cv=0.0, step_times_s=(step,) * 4,
+                                                tokens_per_step=128, loss=LOSS, wall_s=4 * step + 1.0))
+
+
+def test_without_a_pair_count_a_clear_speedup_stops_for_efficacy_at_the_first_look() -> None:
+    ctx = TwoSpeedContext(ratio=0.5)
+    verdict = verify_candidate(ctx, run_id="r", candidate=CAND, doctor=DOCTOR)  # type: ignore[arg-type]
+    assert verdict.kind is VerdictKind.PROMOTED, verdict.reason
+    assert (verdict.pairs, verdict.stop) == (4, "efficacy") and len(ctx.order) == 8
+
+
+def test_without_a_pair_count_no_speedup_stops_for_futility_at_the_first_look() -> None:
+    ctx = TwoSpeedContext(ratio=1.0)
+    verdict = verify_candidate(ctx, run_id="r", candidate=CAND, doctor=DOCTOR)  # type: ignore[arg-type]
+    assert verdict.kind is VerdictKind.NOT_SIGNIFICANT and "futility" in verdict.reason, verdict.reason
+    assert (verdict.pairs, verdict.stop) == (4, "futility")

@@ -98,6 +98,8 @@ class Verification:
     test: str
     speedup: float | None
     invariants: tuple[Invariant, ...]
+    pairs: int = 0  # A/B pairs the verification ran
+    stop: str = ""  # why it stopped: efficacy, futility, max_pairs, fixed, invariant
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -205,7 +207,8 @@ def _verification(v: Verdict) -> Verification:
                         baseline_trials=v.baseline_trials, candidate_trials=v.candidate_trials,
                         p_value=c.p_value if c else None, ci=(c.ci_low, c.ci_high) if c else None,
                         ci_level=c.ci_level if c else None, test=TEST, speedup=v.speedup,
-                        invariants=tuple(Invariant(name=i.name, ok=i.ok, detail=i.detail) for i in v.invariants))
+                        invariants=tuple(Invariant(name=i.name, ok=i.ok, detail=i.detail) for i in v.invariants),
+                        pairs=v.pairs, stop=v.stop)
 
 
 def _median_peak(records: Sequence[TrialRecord]) -> int | None:

@@ -123,7 +123,8 @@ def _verification(r: Report) -> list[str]:
     v = r.verification
     if v is not None:
         out.append(f"Interleaved A/B from fresh processes: {len(v.baseline_step_s)} baseline and "
-                   f"{len(v.candidate_step_s)} candidate runs (median step time of each run).")
+                   f"{len(v.candidate_step_s)} candidate runs (median step time of each run)"
+                   + (f"; {_stopped(v)}." if v.stop else "."))
         out += [""] + _verif_table(v) + [""]
         lo, hi = v.ci or (float("nan"), float("nan"))
         out.append(f"Test: {v.test}; p = {v.p_value:.3g}, speedup {v.speedup:.3f}x, "
@@ -133,10 +134,21 @@ def _verification(r: Report) -> list[str]:
     else:
         out.append("No candidate passed verification.")
     if r.other_verdicts:
-        out += ["", "Other candidates verified:", "", "| candidate | verdict | speedup | reason |", "|---|---|---|---|"]
+        out += ["", "Other candidates verified:", "",
+                "| candidate | verdict | speedup | pairs | reason |", "|---|---|---|---|---|"]
         out += [f"| `{_cell(o.candidate)}` | {o.verdict} | {f'{o.speedup:.2f}x' if o.speedup else '-'} | "
-                f"{_cell(o.reason)} |" for o in r.other_verdicts]
+                f"{_stopped(o) if o.stop else '-'} | {_cell(o.reason)} |" for o in r.other_verdicts]
     return out
+
+
+_STOPS = {"efficacy": "stopped early: the speedup was clear", "futility": "stopped early: a speedup above the "
+          "minimum effect had become unlikely", "max_pairs": "ran the plan's last look without a decision",
+          "fixed": "a fixed number of pairs", "invariant": "stopped: a candidate run broke an invariant"}
+
+
+def _stopped(v: Verification) -> str:
+    """How many pairs a verification used and why it stopped there (docs/doctor.md, "Verification")."""
+    return f"{v.pairs} pairs, {_STOPS.get(v.stop, v.stop)}"
 
 
 def _trial_rows(rows: Sequence[TrialRow]) -> list[str]:

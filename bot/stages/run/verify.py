@@ -2,8 +2,12 @@
 
 A B, B A, A B … (counterbalanced), each run its own process (and, in a git repo, its own worktree
 and commit), so slow drift of the machine hits both arms alike. The number of
-pairs comes from the doctor's noise calibration. A candidate trial that breaks
-an invariant ends verification at once: more runs cannot make it valid.
+pairs comes from the doctor's noise calibration, and verification stops early
+(:mod:`infrarsi.stats.sequential`): for efficacy as soon as a speedup is clear,
+for futility as soon as one above ``verify.min_effect`` has become unlikely,
+with the false-promotion rate still at most alpha. An explicit ``pairs`` runs
+exactly that many (the fixed design). A candidate trial that breaks an
+invariant ends verification at once: more runs cannot make it valid.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.project_metadata import project_metadata
 from bot.workspace.trees import export_tree
 from infrarsi.doctor import DoctorReport
+from infrarsi.stats.sequential import LookResult, SequentialPlan, look, plan_sequential
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 from infrarsi.verify import InvariantCheck, Verdict, VerdictKind, VerifyPolicy, judge, trial_invariants
 
@@ -43,14 +48,18 @@ def candidate_first(pair: int) -> bool:
 
 def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, doctor: DoctorReport,
                      pairs: int | None = None, progress: Callable[[str], None] = lambda _: None) -> Verdict:
-    """Run ``pairs`` interleaved A/B pairs (default: the doctor's choice) and return the verdict."""
+    """Interleaved A/B pairs until the sequential plan decides (or exactly ``pairs`` when given), and the verdict."""
     contract = ctx.contract
-    n = pairs or doctor.verify_pairs
+    plan = None if pairs else plan_sequential(doctor.verify_pairs, alpha=contract.verify.alpha,
+                                              min_effect=contract.verify.min_effect, sigma_log=doctor.sigma_log)
+    n = plan.looks[-1] if plan is not None else (pairs or doctor.verify_pairs)
     baseline = Candidate.of(contract.defaults())
     policy = VerifyPolicy(min_effect=contract.verify.min_effect, alpha=contract.verify.alpha,
                           max_speedup=contract.verify.max_speedup)
     base_runs: list[TrialRecord] = []
     cand_runs: list[TrialRecord] = []
+    stop = "fixed" if plan is None else "max_pairs"
+    last_look: LookResult | None = None
     extra: list[InvariantCheck] = []
 
     def run_baseline(i: int) -> None:
@@ -72,12 +81,28 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
                     broken.append(check)
         if broken:
             progress(f"invariant broken: {broken[0].detail}")
+            stop = "invariant"
             break
         if candidate_first(i):
             run_baseline(i)
+        decided = _look(plan, base_runs, cand_runs)
+        if decided is not None:
+            last_look = decided
+            if decided.stop != "continue":
+                progress(decided.reason)
+                stop = decided.stop
+                break
     peak = doctor.peak_flops.get("bf16") or max(doctor.peak_flops.values(), default=None)
     verdict = judge(base_runs, cand_runs, band=doctor.loss_band, policy=policy, peak_flops=peak,
                     model_flops_per_step=doctor.model_flops_per_step)
+    verdict = replace(verdict, pairs=len(cand_runs), stop=stop)
+    if plan is not None and verdict.promoted and (last_look is None or last_look.stop != "efficacy"):
+        # The plan's levels, not the fixed design's alpha, decide a sequential verification: a final p-value
+        # between the last look's level and alpha is not a promotion, or the A/A rate would exceed alpha.
+        why = last_look.reason if last_look is not None else "the runs never reached one of the plan's looks"
+        verdict = replace(verdict, kind=VerdictKind.NOT_SIGNIFICANT, reason=why)
+    elif plan is not None and last_look is not None and verdict.kind is VerdictKind.NOT_SIGNIFICANT:
+        verdict = replace(verdict, reason=last_look.reason)  # says why it stopped and at how many pairs
     if not extra:
         return verdict
     verdict = replace(verdict, invariants=verdict.invariants + tuple(extra))
@@ -85,3 +110,14 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
     if failed is not None and verdict.kind is not VerdictKind.INVALID:
         verdict = replace(verdict, kind=VerdictKind.INVALID, reason=f"{failed.name}: {failed.detail}")
     return verdict
+
+
+def _look(plan: SequentialPlan | None, base_runs: list[TrialRecord], cand_runs: list[TrialRecord]) -> LookResult | None:
+    """The plan's decision when both arms hold exactly one of its looks of good runs; None between looks."""
+    if plan is None:
+        return None
+    base = [r.metrics.step_time_s for r in base_runs if r.outcome is Outcome.OK and r.metrics.step_time_s]
+    cand = [r.metrics.step_time_s for r in cand_runs if r.outcome is Outcome.OK and r.metrics.step_time_s]
+    if len(base) != len(cand) or len(base) not in plan.looks:
+        return None
+    return look(plan, base, cand)

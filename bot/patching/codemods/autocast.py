@@ -89,18 +89,7 @@ class AutocastBf16(PatchCodemod):
                         leading_lines=first.leading_lines)
 
     def _uses_autocast(self, function: cst.FunctionDef) -> bool:
-        found = False
-        codemod = self
-
-        class _With(cst.CSTVisitor):
-            def visit_WithItem(self, node: cst.WithItem) -> None:
-                nonlocal found
-                item = E.strip(node.item)
-                if isinstance(item, cst.Call) and codemod.is_call_to(item, _AUTOCAST):
-                    found = True
-
-        function.visit(_With())
-        return found
+        return enters_autocast(self, function)
 
     @staticmethod
     def _has_model_call(block: cst.IndentedBlock) -> bool:
@@ -133,3 +122,18 @@ def _is_loss_line(statement: cst.BaseStatement) -> bool:
         return False
     text = code_of(statement)
     return not any(f".{stop}(" in text for stop in _STOPPERS)
+
+
+def enters_autocast(codemod: PatchCodemod, function: cst.FunctionDef) -> bool:
+    """Whether ``function`` has a ``with torch.autocast(...)`` (however torch was imported)."""
+    found = False
+
+    class _With(cst.CSTVisitor):
+        def visit_WithItem(self, node: cst.WithItem) -> None:
+            nonlocal found
+            item = E.strip(node.item)
+            if isinstance(item, cst.Call) and codemod.is_call_to(item, _AUTOCAST):
+                found = True
+
+    function.visit(_With())
+    return found

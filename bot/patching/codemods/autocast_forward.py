@@ -27,10 +27,9 @@ from __future__ import annotations
 import libcst as cst
 
 from bot.patching.codemods import exprs as E
+from bot.patching.codemods.autocast import enters_autocast
 from bot.patching.codemods.base import PatchCodemod
 
-_AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast",
-             "torch.amp.autocast_mode.autocast"}
 _LOSSES = {"torch.nn.functional.cross_entropy", "torch.nn.functional.nll_loss"}
 
 
@@ -54,7 +53,7 @@ class AutocastForwardBf16(PatchCodemod):
             return updated_node
         if not self.site_allowed(f"`{owner.name.value}.forward`"):
             return updated_node
-        if self._enters_autocast(original_node):
+        if enters_autocast(self, original_node):
             self.decline("forward already runs under torch.autocast")
             return updated_node
         body = updated_node.body
@@ -78,19 +77,6 @@ class AutocastForwardBf16(PatchCodemod):
         self.mark_edited()
         return updated_node.with_changes(body=body.with_changes(body=[*head, wrapped]))
 
-    def _enters_autocast(self, function: cst.FunctionDef) -> bool:
-        found = False
-        codemod = self
-
-        class _With(cst.CSTVisitor):
-            def visit_WithItem(self, node: cst.WithItem) -> None:
-                nonlocal found
-                item = E.strip(node.item)
-                if isinstance(item, cst.Call) and codemod.is_call_to(item, _AUTOCAST):
-                    found = True
-
-        function.visit(_With())
-        return found
 
 
 class _LossInputToFp32(cst.CSTTransformer):

@@ -16,6 +16,7 @@ import pytest
 from infrarsi.journal import Journal
 from infrarsi.trial import Outcome
 from tests.conftest import infrarsi
+from tests.support.processes import wait_for_job
 
 pytestmark = pytest.mark.slow
 
@@ -48,12 +49,13 @@ def test_a_killed_run_resumes_without_repeating_finished_trials(small_run_repo: 
     # Wait for the doctor's two baselines and two search trials, then for the next trial to start.
     while time.monotonic() < deadline and (not db.exists() or _records(db) < 4):
         time.sleep(0.2)
+    assert db.exists() and _records(db) >= 4, "the run did not record 4 trials in 10 minutes (a loaded machine?)"
     while time.monotonic() < deadline:
         with sqlite3.connect(db) as conn:
             if conn.execute("SELECT COUNT(*) FROM trials WHERE record IS NULL").fetchone()[0]:
                 break
         time.sleep(0.05)
-    time.sleep(0.3)
+    wait_for_job(repo)  # the trial's job is running: the kill lands mid-trial
     bot.send_signal(signal.SIGKILL)
     bot.wait(timeout=60)
     with Journal(db) as journal:

@@ -24,7 +24,8 @@ def test_layout_names_every_artefact(tmp_path: Path) -> None:
     run = RunDir(tmp_path, "r1")
     base = tmp_path / ".infrarsi" / "runs" / "r1"
     assert run.path == base and not base.exists()  # naming a path creates nothing
-    assert (run.doctor_json, run.doctor_md, run.run_json) == (base / "doctor.json", base / "doctor.md", base / "run.json")
+    assert (run.doctor_json, run.doctor_md, run.run_json) == (base / "doctor.json", base / "doctor.md",
+                                                              base / "run.json")
     assert (run.report_md, run.report_json, run.winner_diff) == (base / "report.md", base / "report.json",
                                                                   base / "winner.diff")
     assert run.verify_json("abc123") == base / "verify-abc123.json"

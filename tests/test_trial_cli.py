@@ -10,12 +10,12 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from infrarsi.journal import Journal
 from infrarsi.trial import Outcome
 from tests.conftest import TINY_TOKENS, infrarsi
+from tests.support.processes import jobs_of, wait_for_job
 
 pytestmark = pytest.mark.slow
 
@@ -24,19 +24,6 @@ def _trial(repo: Path, *args: str) -> dict:
     result = infrarsi("trial", str(repo), "--json", *args)
     assert result.stdout.strip(), result.stderr
     return json.loads(result.stdout)
-
-
-def _jobs_of(repo: Path) -> list[psutil.Process]:
-    """Live processes running the fixture of this repo copy."""
-    out = []
-    for proc in psutil.process_iter(["cmdline", "cwd", "status"]):
-        try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and proc.info["cwd"] == str(repo) \
-                    and any("train.py" in part for part in proc.info["cmdline"] or []):
-                out.append(proc)
-        except psutil.Error:
-            pass
-    return out
 
 
 def test_init_writes_a_contract_that_check_accepts(tiny_repo: Path) -> None:
@@ -104,7 +91,7 @@ def test_memory_limit_below_the_baseline_is_an_oom(tiny_repo: Path) -> None:
     assert out["peak_mem_censored"] is True
     assert out["peak_mem_bytes"] >= 60 * 2**20
     assert out["memory_limit_bytes"] == 60 * 2**20
-    assert _jobs_of(tiny_repo) == []
+    assert jobs_of(tiny_repo) == []
 
 
 def test_a_candidate_that_fakes_its_clocks_gets_the_same_bot_time(tiny_repo: Path) -> None:
@@ -143,7 +130,7 @@ def test_killing_the_bot_mid_trial_keeps_the_journal(tiny_repo: Path) -> None:
             if conn.execute("SELECT COUNT(*) FROM trials WHERE record IS NULL").fetchone()[0]:
                 break
         time.sleep(0.05)
-    time.sleep(0.5)  # let the job start
+    wait_for_job(tiny_repo)  # the job is running: the kill lands mid-trial, not before the launch
     bot.send_signal(signal.SIGKILL)
     bot.wait(timeout=30)
     with Journal(db) as journal:
@@ -154,8 +141,8 @@ def test_killing_the_bot_mid_trial_keeps_the_journal(tiny_repo: Path) -> None:
     assert records[0].metrics.step_time_s == first["step_time_s"]
     assert [o.trial_no for o in orphans] == [2]
     deadline = time.monotonic() + 10
-    while _jobs_of(tiny_repo) and time.monotonic() < deadline:
+    while jobs_of(tiny_repo) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _jobs_of(tiny_repo) == []  # the job died with its bot
+    assert jobs_of(tiny_repo) == []  # the job died with its bot
     listing = infrarsi("journal", str(tiny_repo))
     assert "manual/2    interrupted" in listing.stdout

@@ -8,7 +8,6 @@ the current head and a re-verification on the current base passed).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from bot.cli.common import add_deprecated_alias, add_repo_argument, add_run_id_argument, repo_dir, resolve_repo

@@ -26,7 +26,6 @@ import pygit2
 
 from bot.stages.apply.open_pr import ApplyError, check_no_human_pushes, fetch_branches as _fetch, make_commit, place_branch
 from bot.stages.doctor.baseline import load_doctor
-from bot.forges import open_forge
 from bot.stages.apply.promotion_commit import PROMOTE_PREFIX
 from bot.stages.report.build import ReportError, load_report
 from infrarsi.contract import load_contract

@@ -113,15 +113,21 @@ def baseline_dtype(contract: Contract) -> str:
     return "fp32"
 
 
-def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: str, created_at: float,
-                 peak_flops: dict[str, float], peak_flops_method: str, fingerprint: dict[str, Any],
-                 profiled_phases: dict[str, float] | None = None) -> DoctorReport:
-    """Aggregate baseline repeats into the report; raises :class:`DoctorError` with fewer than 2 good runs."""
+def good_baseline_runs(records: Sequence[TrialRecord]) -> list[TrialRecord]:
+    """The baseline repeats that count; :class:`DoctorError` naming each failure when fewer than 2 do."""
     good = [r for r in records if r.outcome is Outcome.OK and len(r.metrics.step_times_s) >= 2]
     if len(good) < 2:
         reasons = "; ".join(f"trial {r.trial_no}: {r.outcome.value} {r.reason}" for r in records
                             if r.outcome is not Outcome.OK)
         raise DoctorError(f"only {len(good)} of {len(records)} baseline runs succeeded ({reasons or 'too few steps'})")
+    return good
+
+
+def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: str, created_at: float,
+                 peak_flops: dict[str, float], peak_flops_method: str, fingerprint: dict[str, Any],
+                 profiled_phases: dict[str, float] | None = None) -> DoctorReport:
+    """Aggregate baseline repeats into the report; raises :class:`DoctorError` with fewer than 2 good runs."""
+    good = good_baseline_runs(records)
     notes: list[str] = []
     runs = [r.metrics.step_times_s for r in good]
     profile = noise_profile(runs)

@@ -8,7 +8,6 @@ the current head and a re-verification on the current base passed).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from bot.executors.registry import add_executor_argument

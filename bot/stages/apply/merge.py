@@ -24,8 +24,6 @@ from pathlib import Path
 
 from bot.stages.apply.open_pr import ApplyError, check_no_human_pushes, make_commit, place_branch
 from bot.stages.doctor.baseline import load_doctor
-from bot.forges import open_forge
-from bot.executors.registry import add_executor_argument
 from bot.stages.apply.promotion_commit import PROMOTE_PREFIX
 from bot.stages.report.build import ReportError, load_report
 from bot.workspace.refs import commit_info, ref_tip

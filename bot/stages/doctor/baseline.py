@@ -15,7 +15,7 @@ from bot.stages.run.candidate import TrialContext
 from bot.executors.environment import scrubbed_environment
 from bot.stages.doctor.project_metadata import project_metadata
 from bot.stages.run.trial import trial_spec
-from infrarsi.doctor import DoctorReport, build_report, render_markdown
+from infrarsi.doctor import DoctorReport, build_report, good_baseline_runs, render_markdown
 from infrarsi.rundir import RunDir, read_json, write_text
 from infrarsi.trial import Candidate, TrialRecord
 
@@ -65,6 +65,7 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
         r = records[-1]
         progress(f"baseline {i + 1}/{repeats}: {r.outcome.value}"
                  + (f", {r.metrics.step_time_s * 1000:.1f} ms/step" if r.metrics.step_time_s else f" {r.reason}"))
+    good_baseline_runs(records)  # a baseline that does not run fails here, before a minute of device probing
     progress("measuring peak FLOP/s and the fingerprint")
     device = measure_device()
     fingerprint = dict(device["fingerprint"])

@@ -223,3 +223,21 @@ def test_globals_tokens_from_arithmetic_defaults(tmp_path: Path) -> None:
     given = given_values(["--batch_size=16"])
     tokens = infer_tokens(settings, classify(settings, given), given)
     assert tokens is not None and tokens[0] == 16 * 40 * 1024
+
+
+def test_draft_reads_a_log_interval_as_steps_per_line(tmp_path: Path) -> None:
+    from bot.stages.init.draft import draft_contract
+    from bot.stages.init.scan import scan_repo
+
+    source = GLOBALS.replace("exec(", "log_interval = 10\nexec(") + textwrap.dedent('''
+        iter_num = 0
+        while True:
+            if iter_num % log_interval == 0:
+                print(f"iter {iter_num}: loss {lossf:.4f}, time {dt*1000:.2f}ms")
+    ''')
+    root = _repo(tmp_path, source, {})
+    draft = draft_contract("python train.py --max_iters=2000", scan_repo(root, "train.py"))
+    timing = draft.data["timing"]
+    assert timing["steps_per_line"] == 10
+    assert (timing["warmup_steps"], timing["measured_steps"]) == (2, 12)
+    assert draft.data["workload"]["tokens_per_step"] == 12 * 40 * 1024

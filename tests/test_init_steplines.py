@@ -215,3 +215,31 @@ def test_no_usable_line_message(tmp_path: Path, name: str) -> None:
         assert "printed nothing" in message
     assert regex_for_lines(lines) is None
     assert "no line carries a training loss" in message
+
+
+def test_dry_run_prints_the_lines_and_a_regex_that_fits(tmp_path: Path) -> None:
+    from bot.executors.local import LocalExecutor
+    from bot.stages.init.dryrun import dry_run
+    from infrarsi.contract.load import load_contract
+
+    (tmp_path / "train.py").write_text(
+        "for b in range(1, 9):\n    print(f'| epoch 1 | {b:4d}/ 100 batches | loss {5 - b / 10:5.2f} | ppl 9.0')\n")
+    (tmp_path / "infrarsi.toml").write_text(textwrap.dedent('''
+        version = 1
+        [workload]
+        command = ["python", "train.py"]
+        tokens_per_step = 8
+        [timing]
+        source = "stdout"
+        stdout_regex = 'step\\s+(?P<step>\\d+).*?loss[\\s:=|]+(?P<loss>[-+0-9.eE]+)'
+        warmup_steps = 2
+        measured_steps = 4
+    '''))
+    contract = load_contract(tmp_path)
+    result = dry_run(contract, executor=LocalExecutor(), log_dir=tmp_path / "logs")
+    assert not result.ok and result.seen == 0
+    assert "| epoch 1 |    8/ 100 batches | loss  4.20 | ppl 9.0" in result.message
+    assert result.suggested_regex is not None
+    hits = [re.search(result.suggested_regex, f"| epoch 1 | {b:4d}/ 100 batches | loss {5 - b / 10:5.2f} | ppl 9.0")
+            for b in (3, 4)]
+    assert all(hits) and [h.group("step") for h in hits if h] == ["3", "4"]

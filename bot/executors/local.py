@@ -12,7 +12,8 @@ from pathlib import Path
 from bot.executors.environment import scrubbed_environment
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
-from bot.executors.streams import LineReader, StepCollector, ignore, open_probe_pipe, probe_handler, regex_handler
+from bot.executors.streams import (LineReader, StepCollector, ignore, on_step_line, open_probe_pipe,
+                                   probe_handler, regex_handler)
 from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.probe import FD_ENV
 
@@ -66,8 +67,10 @@ class LocalExecutor:
             else ignore
         readers = [
             LineReader(probe_file, probe_handler(collector)),
-            LineReader(proc.stdout, on_stdout if spec.step_stream == "stdout" else ignore, log_path=log_dir / "stdout.log" if log_dir else None),
-            LineReader(proc.stderr, on_stdout if spec.step_stream == "stderr" else ignore, log_path=log_dir / "stderr.log" if log_dir else None),
+            LineReader(proc.stdout, on_step_line(spec, "stdout", on_stdout),
+                       log_path=log_dir / "stdout.log" if log_dir else None),
+            LineReader(proc.stderr, on_step_line(spec, "stderr", on_stdout),
+                       log_path=log_dir / "stderr.log" if log_dir else None),
         ]
         for reader in readers:
             reader.start()

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from infrarsi.seams.executor import TrialSpec
 from infrarsi.trial import StepEvent
 
 Clock = Callable[[], float]
@@ -160,6 +161,11 @@ def regex_handler(collector: StepCollector, pattern: str) -> Callable[[str, floa
 
 def ignore(line: str, stamp: float) -> None:
     del line, stamp
+
+
+def on_step_line(spec: TrialSpec, stream: str, handler: Callable[[str, float], None]) -> Callable[[str, float], None]:
+    """``handler`` for the stream the spec reads step lines from, :func:`ignore` for the other."""
+    return handler if spec.step_stream == stream else ignore
 
 
 def open_probe_pipe() -> tuple[IO[bytes], int]:

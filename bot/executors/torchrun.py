@@ -45,7 +45,7 @@ import psutil
 from bot.executors.environment import scrubbed_environment
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
-from bot.executors.streams import LineReader, StepCollector, ignore, regex_handler
+from bot.executors.streams import LineReader, StepCollector, ignore, on_step_line, regex_handler
 from infrarsi.contract.model import Launch
 from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.probe import FILE_ENV
@@ -253,8 +253,9 @@ class TorchrunExecutor:
             else ignore
         readers = [
             LineReader(probe_file, _RankProbe(collector)),
-            LineReader(proc.stdout, on_stdout if spec.step_stream == "stdout" else ignore, log_path=log_dir / "stdout.log"),
-            LineReader(proc.stderr, on_stdout if spec.step_stream == "stderr" else ignore, log_path=log_dir / "stderr.log", tail_lines=200),
+            LineReader(proc.stdout, on_step_line(spec, "stdout", on_stdout), log_path=log_dir / "stdout.log"),
+            LineReader(proc.stderr, on_step_line(spec, "stderr", on_stdout), log_path=log_dir / "stderr.log",
+                       tail_lines=200),
         ]
         for reader in readers:
             reader.start()

@@ -21,9 +21,9 @@ from infrarsi.contract.scope import expand_locked
 
 LOCK_FILE = "infrarsi.lock"
 LOCK_VERSION = 1
-# Data files up to this size are identified by their sha256; larger ones by size and
+# Data files up to this size are identified by their sha256; larger ones (dataset shards) by size and
 # modification time (hashing a 100 GB dataset before every trial is not an option).
-DATA_HASH_LIMIT = 64 * 2**20
+DATA_HASH_LIMIT = 8 * 2**20
 DATA_FILES_LIMIT = 100_000
 
 

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from bot.stages.init.draft import ContractDraft
     from bot.stages.init.scan import RepoSummary
 
+_LOG_INTERVAL = re.compile(r"^(log_interval|log_every|print_every|print_freq|log_freq|log_iters|"
+                           r"log_steps|display_interval|log_step)$")
 MAX_MEASURED = 12  # a job configured for days is measured over this many step lines, then ended
 
 
@@ -106,6 +108,11 @@ def discover_all(summary: RepoSummary, user_args: list[str], *, taken: set[str])
             found.extra_args += ["--logging_steps", "1"]
             k = 1
         found.steps_per_line = k if isinstance(k, int) and k > 0 else 1
+    elif found.step_lines:
+        interval = next((s for s in settings if _LOG_INTERVAL.match(s.leaf)), None)
+        k = current(interval, given) if interval else None
+        if isinstance(k, int) and not isinstance(k, bool) and k > 1:
+            found.steps_per_line = k  # the job prints every k optimizer steps (nanoGPT's log_interval)
     found.data_paths, found.data_note = draft_data_paths(summary.root, [f.path for f in summary.files],
                                                          " ".join(user_args))
     return found

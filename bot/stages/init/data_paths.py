@@ -57,5 +57,5 @@ def draft_data_paths(root: Path, python_files: list[str], command: str) -> tuple
         if referenced or _DATA_NAMES.search(rel):
             keep.append(rel)
     note = ("guessed: git-ignored files the job reads; trials reach them through links, never a copy, and the "
-            "lock holds their identity (sha256 up to 64 MiB, else size and mtime)")
+            "lock holds their identity (sha256 up to 8 MiB, else size and mtime)")
     return keep, note

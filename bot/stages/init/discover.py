@@ -140,7 +140,8 @@ class _Dataclasses(cst.CSTVisitor):
                 ok, default = _lit(kw.get("default"))
             name = ann.target.value
             fields.append(Setting(key=name, convention="hf", passing="flag-space", token=f"--{name}",
-                                  default=default, has_default=ok, type=_type_of(default) or _code(ann.annotation.annotation),
+                                  default=default, has_default=ok,
+                                  type=_type_of(default) or _code(ann.annotation.annotation),
                                   line=self.get_metadata(cst.metadata.PositionProvider, stmt).start.line))
         self.fields[node.name.value] = fields
 

@@ -224,7 +224,8 @@ def python_files(root: Path) -> list[Path]:
 def scan_repo(root: Path, entry: str | None) -> RepoSummary:
     """Summarise every Python file; read the entry script's flags."""
     root = root.resolve()
-    files = _with_local_modules(tuple(s for s in (summarize_file(root, p) for p in python_files(root)) if s is not None))
+    summaries = (summarize_file(root, p) for p in python_files(root))
+    files = _with_local_modules(tuple(s for s in summaries if s is not None))
     flags: tuple[ArgFlag, ...] = ()
     if entry is not None and (root / entry).is_file():
         try:

@@ -180,7 +180,8 @@ def expression_parts(node: cst.BaseExpression, module: cst.Module) -> list[Part]
     if isinstance(node, cst.FormattedString):
         return _fstring_parts(node, module)
     if isinstance(node, cst.ConcatenatedString):
-        left, right = expression_parts(node.left, module), expression_parts(node.right, module)  # type: ignore[arg-type]
+        left = expression_parts(node.left, module)  # type: ignore[arg-type]
+        right = expression_parts(node.right, module)  # type: ignore[arg-type]
         return None if left is None or right is None else left + right
     value = _string_value(node)
     if value is not None:

@@ -18,10 +18,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bot.executors.registry import build_executor
 from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.baseline import load_doctor, run_dir, run_doctor
 from bot.stages.run.priors import builtin_priors
-from bot.stages.run.trial import executor_for
 from bot.stages.run.verify import verify_candidate
 from infrarsi.bank import Bank, Finding, FindingOutcome, as_pairs, hardware_fingerprint, workload_fingerprint
 from infrarsi.bank import Effect as BankEffect
@@ -123,7 +123,8 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
                           seed=options.seed)
     seen = {r.candidate.digest(): r.candidate for r in journal.trials(run_id)}
     # a scheduler's jobs outlive a killed bot: those are read back, not repeated (bot/executors/slurm/recover.py)
-    recover = getattr(executor_for(contract, ctx.executor), "recover_pending", None)
+    executor = ctx.executor if ctx.executor.name == contract.launch.executor else build_executor(contract)
+    recover = getattr(executor, "recover_pending", None)
     if recover is not None and (found := recover(contract, journal, run_id, seen)):
         _emit(progress, event="resume", message=f"{found} trial(s) that ran on while the bot was down read back")
     interrupted = recover_interrupted(journal, run_id, seen, contract.budget.trial_timeout_s)

@@ -14,6 +14,7 @@ os.environ.setdefault("INFRARSI_BANK", os.path.join(__import__("tempfile").mkdte
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,7 @@ def _slurm_missing() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def slurm_cluster(request: pytest.FixtureRequest) -> SlurmCluster:
+def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[SlurmCluster]:
     """Start munge + slurmctld + two slurmd for the session; skip, saying why, where Slurm is not installed."""
     import tempfile
     import time

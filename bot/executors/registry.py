@@ -70,7 +70,8 @@ def _torchrun(contract: Contract, options: ExecutorOptions) -> Executor:
 def _slurm(contract: Contract, options: ExecutorOptions) -> Executor:
     from bot.executors.slurm.factory import slurm_executor
 
-    return slurm_executor(contract, on_step=options.on_step, stop=options.stop)
+    return slurm_executor(contract, on_step=options.on_step, stop=options.stop,
+                          environ=getattr(options, "environ", None))
 
 
 def _actions(contract: Contract, options: ExecutorOptions) -> Executor:

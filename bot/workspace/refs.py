@@ -138,3 +138,16 @@ def _info(commit: pygit2.Commit) -> CommitInfo:
     return CommitInfo(sha=str(commit.id), parents=tuple(str(p) for p in commit.parent_ids), tree=str(commit.tree_id),
                       author_name=commit.author.name, author_email=commit.author.email,
                       committer_email=commit.committer.email)
+
+
+def branch_commit_message(repo: Path | str, branch: str) -> tuple[str, str] | None:
+    """(commit id, message) of local ``branch``'s tip, or None when there is no such branch or repository."""
+    try:
+        git = open_repository(repo)
+        ref = git.branches.local.get(branch)
+        if ref is None:
+            return None
+        commit = git[ref.target]
+    except (pygit2.GitError, KeyError, ValueError):
+        return None
+    return str(commit.id), commit.message

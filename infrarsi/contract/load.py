@@ -390,7 +390,7 @@ def _launch(t: Table) -> Launch:
     rdzv_id = t.string("rdzv_id", None)
     actions = _actions(t.table("actions"))
     t.finish()
-    if executor != "torchrun":
+    if executor not in ("torchrun", "slurm"):  # a Slurm trial's ranks are checked by _with_slurm
         for key, value, default in (("nproc_per_node", nproc, 1), ("nnodes", nnodes, 1),
                                     ("node_rank", node_rank, 0)):
             if value != default:
@@ -455,11 +455,11 @@ def _slurm_minutes(t: Table, key: str) -> int | None:
     return -(-seconds // 60)
 
 
-def _launch_slurm(t: Table) -> SlurmLaunch | None:
-    """``[launch.slurm]``: the batch job one trial asks for (docs/contract.md, "Slurm")."""
-    if not t.data:
-        t.finish()
-        return None
+def _launch_slurm(t: Table) -> SlurmLaunch:
+    """``[launch.slurm]``: the batch job one trial asks for (docs/contract.md, "Slurm").
+
+    Read whichever executor the contract names: ``--executor slurm`` on a verb may pick it.
+    """
     d = SlurmLaunch()
     memory = t.raw("memory", None)
     memory_bytes = parse_memory(memory) if memory is not None else None
@@ -482,17 +482,14 @@ def _launch_slurm(t: Table) -> SlurmLaunch | None:
     return slurm
 
 
-def _with_slurm(t: Table, launch: Launch, slurm: SlurmLaunch | None) -> Launch:
-    """Attach ``[launch.slurm]`` to ``launch``: required by, and only allowed with, executor = 'slurm'."""
-    if launch.executor != "slurm":
-        if slurm is not None:
-            raise t.error("slurm", f"expected only with launch.executor = 'slurm', got executor = {launch.executor!r}")
-        return launch
-    for key, value, default in (("nproc_per_node", launch.nproc_per_node, 1), ("nnodes", launch.nnodes, 1)):
-        if value != default:
-            raise t.error(key, f"expected {default} with launch.executor = 'slurm', got {value}; the ranks of a "
-                          "Slurm trial are launch.slurm.nodes x launch.slurm.tasks_per_node")
-    return replace(launch, slurm=slurm or SlurmLaunch())
+def _with_slurm(t: Table, launch: Launch, slurm: SlurmLaunch) -> Launch:
+    """Attach ``[launch.slurm]`` to ``launch``; under executor = 'slurm' the ranks come from it alone."""
+    if launch.executor == "slurm":
+        for key, value, default in (("nproc_per_node", launch.nproc_per_node, 1), ("nnodes", launch.nnodes, 1)):
+            if value != default:
+                raise t.error(key, f"expected {default} with launch.executor = 'slurm', got {value}; the ranks of a "
+                              "Slurm trial are launch.slurm.nodes x launch.slurm.tasks_per_node")
+    return replace(launch, slurm=slurm)
 
 
 def _data(t: Table, root: Path) -> DataSpec:

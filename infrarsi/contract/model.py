@@ -215,32 +215,6 @@ class ActionsLaunch:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Launch:
-    """How a trial is started: one local process, ranks under torchrun (possibly on several nodes),
-    or one process on a self-hosted GitHub Actions runner.
-
-    ``rdzv_endpoint`` is required with ``nnodes > 1`` (every node must meet at the
-    same host:port); on one node the executor picks a free loopback port.
-    """
-
-    executor: ExecutorName = "local"
-    nproc_per_node: int = 1
-    nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str | None = None
-    rdzv_backend: str = "c10d"
-    rdzv_id: str | None = None
-    slurm: SlurmLaunch | None = None  # ``[launch.slurm]``: read only with executor = "slurm"
-    actions: ActionsLaunch = field(default_factory=ActionsLaunch)
-
-    @property
-    def world_size(self) -> int:
-        if self.executor == "slurm" and self.slurm is not None:
-            return self.slurm.world_size
-        return self.nproc_per_node * self.nnodes if self.executor == "torchrun" else 1
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class SlurmLaunch:
     """``[launch.slurm]``: what one trial asks the scheduler for (one batch job per trial).
 
@@ -273,6 +247,32 @@ class SlurmLaunch:
     def devices(self) -> int:
         """Devices a trial holds: its GPUs, or its ranks on a CPU-only partition."""
         return self.gpus_per_node * self.nodes if self.gpus_per_node else self.world_size
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Launch:
+    """How a trial is started: one local process, ranks under torchrun (possibly on several nodes),
+    or one process on a self-hosted GitHub Actions runner.
+
+    ``rdzv_endpoint`` is required with ``nnodes > 1`` (every node must meet at the
+    same host:port); on one node the executor picks a free loopback port.
+    """
+
+    executor: ExecutorName = "local"
+    nproc_per_node: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rdzv_backend: str = "c10d"
+    rdzv_id: str | None = None
+    slurm: SlurmLaunch = field(default_factory=SlurmLaunch)  # ``[launch.slurm]``: what a Slurm trial asks for
+    actions: ActionsLaunch = field(default_factory=ActionsLaunch)
+
+    @property
+    def world_size(self) -> int:
+        if self.executor == "slurm":
+            return self.slurm.world_size
+        return self.nproc_per_node * self.nnodes if self.executor == "torchrun" else 1
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

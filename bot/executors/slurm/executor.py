@@ -191,8 +191,12 @@ class SlurmExecutor:
         while True:
             try:
                 info = self.cli.show(job_id)
-            except SlurmError:
-                info = None if started is None else info  # slurmctld busy: ask again
+            except SlurmError:  # slurmctld busy or restarting: ask again (an interrupt still ends the wait)
+                if self._stop.is_set() and asked_to_stop:
+                    return info
+                if self._stop.is_set():
+                    asked_to_stop = True
+                    self._cancel(job_id)
                 time.sleep(self.poll_s)
                 continue
             if info is None or (info.terminal and info.state != "PREEMPTED") or \

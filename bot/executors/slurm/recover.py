@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pygit2
 
 from bot.executors.slurm.records import POINTER_FILE, SPEC_FILE, read_json, spec_from_dict
 from infrarsi.contract.model import Contract
@@ -34,15 +33,9 @@ def _branch_commit(root: Path, run_id: str, trial_no: int) -> tuple[str, str] | 
     """(commit id, message) of the trial's branch, when the trial ran in a worktree."""
     from bot.workspace.naming import trial_branch
 
-    try:
-        repo = pygit2.Repository(str(root))
-        branch = repo.branches.local.get(trial_branch(run_id, trial_no))
-        if branch is None:
-            return None
-        commit = repo[branch.target]
-    except (pygit2.GitError, KeyError, ValueError):
-        return None
-    return str(commit.id), commit.message
+    from bot.workspace.refs import branch_commit_message
+
+    return branch_commit_message(root, trial_branch(run_id, trial_no))
 
 
 def _from_description(contract: Contract, text: str) -> Candidate | None:

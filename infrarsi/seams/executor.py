@@ -28,6 +28,7 @@ class TrialSpec:
     stdout_regex: str | None = None
     expected_steps: int | None = None
     log_dir: str | None = None  # where stdout/stderr are kept in full
+    witness: int | None = None  # witnessed: the optimizer step whose work the witness counts; None: unwitnessed
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,6 +48,8 @@ class Execution:
     phases: tuple[tuple[int, str, float], ...] = ()  # (step, phase name, seconds by the job's clock)
     info: tuple[tuple[str, Any], ...] = ()  # facts the job reported about itself (e.g. parameter count)
     failed_rank: int | None = None
+    witness: dict[str, Any] | None = None  # the witness's authenticated report (infrarsi.witness.WitnessReport)
+    witness_error: str | None = None  # the witness was requested and its report is missing or not trusted
 
 
 class Executor(Protocol):

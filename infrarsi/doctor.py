@@ -231,6 +231,24 @@ def _band_rule(band: LossBand) -> str:
             f"{band.final_rtol:.3%} worse.")
 
 
+def _work_lines(work: WorkReference | None) -> list[str]:
+    """What the witness saw in the baseline: the reference verification holds candidates to."""
+    lines = ["", "## Work (witness)", ""]
+    if work is None or not work.reports:
+        return lines + ["No witnessed baseline run: the work invariants are off (docs/trials.md, \"The witness\")."]
+    r = work.reports[0]
+    lines += [f"- counted by FlopCounterMode over optimizer step {r.count_step}: "
+              + (f"**{work.flops / 1e9:.4g} GFLOP**" if work.flops else "nothing")
+              + " (" + ", ".join(f"{op} {n / 1e9:.3g}" for op, n in r.flops_by_op) + ")",
+              f"- the optimizer holds {r.params} tensors ({r.param_elements:,} elements), {r.with_grad} receive a "
+              f"gradient; {r.optimizer_steps} optimizer steps; matrix products in {', '.join(r.matmul_dtypes)}",
+              f"- dtypes a candidate may compute in: {', '.join(work.allowed_dtypes)}"]
+    for d in work.deviations:
+        lines.append(f"- the baseline in {d.dtype} moved the step-1 loss by {d.first_loss:.1e}, gradient norms by "
+                     f"{d.grad:.1e}, the weight update by {d.update:.1e} (relative)")
+    return lines
+
+
 def _mib(n: float | None) -> str:
     return "-" if n is None else f"{n / 2**20:,.0f} MiB"
 
@@ -284,6 +302,7 @@ def render_markdown(report: DoctorReport) -> str:
               "| measured step | mean | band |", "|---:|---:|---|"]
     lines += [f"| {i} | {m:.4f} | [{lo:.4f}, {hi:.4f}] |" for i, (m, lo, hi) in
               enumerate(zip(r.loss_band.mean, r.loss_band.lower, r.loss_band.upper), start=1)]
+    lines += _work_lines(r.work)
     lines += ["", "## Fingerprint", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(r.fingerprint.items()) if not isinstance(v, dict)]
     for k, v in sorted(r.fingerprint.items()):

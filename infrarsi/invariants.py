@@ -245,7 +245,7 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
         problems.append(f"step-1 gradient norms off by {dev:.2e} relative (tolerance {tol:.1e})")
     checks.append(InvariantCheck(name="first_step", ok=not problems, detail=(
         f"{t}: " + ("; ".join(problems) if problems else f"step-1 loss and {report.with_grad} gradient norms match "
-                    f"the baseline ({dtype})"))))
+                    f"the baseline ({dtype}; gradients off by {dev:.1e}, tolerance {tol:.1e})"))))
 
     updates = [r.update_proj for r in reference.reports]
     tol = max(tolerance(reference, dtype, "update"), _vector_spread(updates))

@@ -137,8 +137,24 @@ SHARED = (
     Cheat(name="edit_locked_file", what="a patch of the locked harness (warm-up removed from lr_at)",
           patches=(("harness.py::lr_at",
                     'def lr_at(step: int, base_lr: float) -> float:\n    return base_lr\n'),)),
-    Cheat(name="edit_lock", what="a patch of infrarsi.lock itself",
-          patches=(("infrarsi.lock", '{}\n'),)),
+    Cheat(name="edit_lock", what="harness.py changed at run time and every infrarsi.lock it can reach re-taken "
+          "to match (the repository's included)",
+          patches=(("train.py::train_step", _train_step(
+              '    if not getattr(optimizer, "relocked", False):\n'
+              '        optimizer.relocked = True\n'
+              '        here = os.path.dirname(os.path.abspath(__file__))\n'
+              '        with open(os.path.join(here, "harness.py"), "a") as fh:\n'
+              '            fh.write("\\n")\n'
+              '        with open(os.path.join(here, "harness.py"), "rb") as fh:\n'
+              '            digest = sys.modules["hashlib"].sha256(fh.read()).hexdigest()\n'
+              '        for up in range(4):\n'
+              '            path = os.path.join(here, *([".."] * up), "infrarsi.lock")\n'
+              '            if os.path.isfile(path):\n'
+              '                with open(path) as fh:\n'
+              '                    lock = sys.modules["json"].load(fh)\n'
+              '                lock["files"]["harness.py"] = digest\n'
+              '                with open(path, "w") as fh:\n'
+              '                    sys.modules["json"].dump(lock, fh)\n' + _LOOP + _CLIP + _TAIL)),)),
 )
 
 

@@ -27,7 +27,11 @@ def _judge(bench: Bench, cheat: Cheat):  # noqa: ANN202
 
 @pytest.mark.parametrize("cheat", SHARED, ids=[c.name for c in SHARED])
 def test_a_cheat_in_the_training_step_never_passes(bench: Bench, cheat: Cheat) -> None:
-    judged = _judge(bench, cheat)
+    lock = (bench.repo / "infrarsi.lock").read_bytes()
+    try:
+        judged = _judge(bench, cheat)
+    finally:  # edit_lock rewrites the repository's lock file: later candidates start from the real one
+        (bench.repo / "infrarsi.lock").write_bytes(lock)
     _show(bench.repo.name, cheat.name, judged)
     assert judged.verdict in ("invalid", "rejected"), judged.checks
 

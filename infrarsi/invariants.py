@@ -31,11 +31,12 @@ ASSERT_CLOSE = {"float64": (1e-7, 1e-7), "float32": (1.3e-6, 1e-5), "bfloat16": 
 # Lower precision ranks higher; a candidate is judged at the lowest precision its matrix products used.
 PRECISION = {"float64": 0, "float32": 1, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 3, "float8_e5m2": 3}
 # A whole step is thousands of operations: re-associating them (fused kernels, other micro-batch sizes,
-# SDPA instead of explicit matmuls) moves fp32 results by far more than one op's rtol. Floors measured on
-# the fixtures' honest catalog patches (docs/trials.md) with a margin of about 10x.
-FLOOR = {"first_loss": 2e-5, "grad": 5e-4, "update": 5e-3}
-# Gradient/update entries this small against the largest one are compared absolutely (assert_close's atol).
-ATOL_SHARE = {"grad": 1e-4}
+# SDPA instead of explicit matmuls) moves fp32 results by far more than one op's rtol. Floors from the
+# fixtures (docs/trials.md): honest fp32 changes moved the step-1 gradient vector by <= 7e-8 and the loss
+# by far less than 2e-5; the weight update moves more, because a contract's own knob may change the
+# function slightly (tinymoe's balancing loss is per micro-batch: micro_batch 2 -> 4 moved the update
+# 1.3e-2), while cheats that keep step 1 intact moved it by >= 0.15.
+FLOOR = {"first_loss": 2e-5, "grad": 5e-4, "update": 5e-2}
 # A dtype change may move a figure this many times what the doctor measured it to move.
 DTYPE_MARGIN = 3.0
 # Run-to-run spread of the baseline counts this many standard deviations (as the loss band does).
@@ -109,22 +110,14 @@ def _rel(a: float, b: float) -> float:
     return abs(a - b) / abs(b) if b else abs(a - b)
 
 
+def _filled(values: Sequence[float | None]) -> list[float]:
+    """Gradient norms with "no gradient" as 0 (the trainable check has already compared which are missing)."""
+    return [0.0 if v is None else v for v in values]
+
+
 def _means(reference: Sequence[Sequence[float | None]], n: int) -> list[float]:
     return [_mean([r[i] for r in reference if r[i] is not None]) if any(r[i] is not None for r in reference)
             else 0.0 for i in range(n)]
-
-
-def relative_deviation(values: Sequence[float | None], reference: Sequence[Sequence[float | None]],
-                       atol_share: float) -> float:
-    """The largest |value - mean| / (|mean| + atol) over entries, atol a share of the largest mean entry."""
-    means = _means(reference, len(values))
-    atol = atol_share * max((abs(m) for m in means), default=0.0)
-    worst = 0.0
-    for v, m in zip(values, means):
-        if v is None:
-            continue
-        worst = max(worst, abs(v - m) / (abs(m) + atol) if (abs(m) + atol) else abs(v - m))
-    return worst
 
 
 def vector_deviation(values: Sequence[float], reference: Sequence[Sequence[float]]) -> float:
@@ -145,7 +138,7 @@ def dtype_deviation(report: WitnessReport, first_loss: float, loss: Sequence[flo
         if base_loss else []
     return DtypeDeviation(
         dtype=dtype, first_loss=_rel(first_loss, _mean(reference.first_loss)),
-        grad=relative_deviation(report.grad_norms, [r.grad_norms for r in reference.reports], ATOL_SHARE["grad"]),
+        grad=vector_deviation(_filled(report.grad_norms), [_filled(r.grad_norms) for r in reference.reports]),
         update=vector_deviation(report.update_proj, [r.update_proj for r in reference.reports]),
         loss=tuple(_rel(v, m) for v, m in zip(loss, means)))
 
@@ -238,9 +231,9 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
         if not dev <= tol:
             problems.append(f"step-1 loss {first_loss:.6g} vs {_mean(reference.first_loss):.6g} "
                             f"({dev:.2e} > {tol:.1e} relative)")
-    grads = [r.grad_norms for r in reference.reports]
-    tol = max(tolerance(reference, dtype, "grad"), _spread_rel(grads, ATOL_SHARE["grad"]))
-    dev = relative_deviation(report.grad_norms, grads, ATOL_SHARE["grad"])
+    grads = [_filled(r.grad_norms) for r in reference.reports]
+    tol = max(tolerance(reference, dtype, "grad"), _vector_spread(grads))
+    dev = vector_deviation(_filled(report.grad_norms), grads)
     if not dev <= tol:
         problems.append(f"step-1 gradient norms off by {dev:.2e} relative (tolerance {tol:.1e})")
     checks.append(InvariantCheck(name="first_step", ok=not problems, detail=(
@@ -250,20 +243,13 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
     updates = [r.update_proj for r in reference.reports]
     tol = max(tolerance(reference, dtype, "update"), _vector_spread(updates))
     dev = vector_deviation(report.update_proj, updates)
-    bad_norm = next((i for i, w in enumerate(report.weight_norms)
-                     if not _inside(w, [r.weight_norms[i] for r in reference.reports], tol)), None)
-    ok = dev <= tol and bad_norm is None and len(report.update_proj) == len(base.update_proj)
+    norms = vector_deviation(report.weight_norms, [r.weight_norms for r in reference.reports])
+    ok = dev <= tol and norms <= tol and len(report.update_proj) == len(base.update_proj)
     checks.append(InvariantCheck(name="weights", ok=ok, detail=(
-        f"{t}: after {report.optimizer_steps} steps the weight updates differ by {dev:.2e} relative "
-        f"(tolerance {tol:.1e})" + (f"; parameter {bad_norm}'s norm left the baseline's band" if bad_norm is not None
-                                    else ""))))
+        f"{t}: after {report.optimizer_steps} steps the weight update differs by {dev:.2e} and the weight norms "
+        f"by {norms:.2e} relative (tolerance {tol:.1e})")))
     return checks
 
-
-def _inside(value: float, runs: Sequence[float], rtol: float) -> bool:
-    lo, hi = min(runs), max(runs)
-    pad = rtol * max(abs(lo), abs(hi))
-    return math.isfinite(value) and lo - pad <= value <= hi + pad
 
 
 def first_loss(record: TrialRecord) -> float | None:

@@ -31,7 +31,16 @@ from tests.redteam.bench import gpt_repo
 pytestmark = pytest.mark.slow
 
 
-def test_the_block_skipping_patch_from_the_anthropic_proposer_is_invalid_with_the_work_named(tmp_path: Path) -> None:
+def _device_figures() -> dict:
+    """The device probe's answer, as ``bot.stages.doctor.device_probe`` prints it, without the minutes its matmul
+    sweep takes on a shared CI box (it has its own tests; nothing here depends on the peak)."""
+    return {"peak_flops": {"fp32": 1e11, "bf16": 1e11}, "peak_flops_method": "stand-in for the test",
+            "fingerprint": {"cpu": "test"}}
+
+
+def test_the_block_skipping_patch_from_the_anthropic_proposer_is_invalid_with_the_work_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("bot.stages.doctor.baseline.measure_device", _device_figures)
     repo = gpt_repo(tmp_path)
     contract = load_contract(repo)
     assert contract.loss.rtol <= 0.005, "the drafted default no longer invites 2%"

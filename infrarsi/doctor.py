@@ -16,7 +16,8 @@ from typing import Any, Sequence
 
 from infrarsi.contract.model import Contract
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
-from infrarsi.loss_band import LossBand, calibrate
+from infrarsi.invariants import WorkReference
+from infrarsi.loss_band import LossBand, calibrate_band
 from infrarsi.stats import minimum_detectable_effect, noise_profile, repeats_for_effect
 from infrarsi.trial import Outcome, TrialRecord
 
@@ -60,6 +61,7 @@ class DoctorReport:
     fingerprint: dict[str, Any]
     loss_band: LossBand
     notes: tuple[str, ...] = field(default=())
+    work: WorkReference | None = None  # the witnessed baseline: counted work, gradients, weights
 
     @property
     def headroom_bytes(self) -> int | None:
@@ -82,7 +84,7 @@ class DoctorReport:
             "baseline_dtype": self.baseline_dtype,
             "model_flops_per_step": self.model_flops_per_step, "model_flops_source": self.model_flops_source,
             "mfu": self.mfu, "fingerprint": self.fingerprint, "loss_band": self.loss_band.to_dict(),
-            "notes": list(self.notes),
+            "notes": list(self.notes), "work": self.work.to_dict() if self.work else None,
         }
 
     @staticmethod
@@ -99,7 +101,8 @@ class DoctorReport:
             peak_flops_method=d["peak_flops_method"], baseline_dtype=d["baseline_dtype"],
             model_flops_per_step=d["model_flops_per_step"], model_flops_source=d["model_flops_source"],
             mfu=d["mfu"], fingerprint=dict(d["fingerprint"]), loss_band=LossBand.from_dict(d["loss_band"]),
-            notes=tuple(d.get("notes", ())))
+            notes=tuple(d.get("notes", ())),
+            work=WorkReference.from_dict(d["work"]) if d.get("work") else None)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -111,6 +114,41 @@ def baseline_dtype(contract: Contract) -> str:
         if knob.name in ("dtype", "precision", "amp_dtype", "mixed_precision") and isinstance(knob.default, str):
             return "bf16" if "bf16" in knob.default or "bfloat16" in knob.default else "fp32"
     return "fp32"
+
+
+# Names a dtype knob's values use, as torch spells the dtype.
+DTYPE_NAMES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
+               "fp16": "float16", "float16": "float16", "half": "float16", "fp8": "float8_e4m3fn",
+               "fp64": "float64", "float64": "float64"}
+
+
+def dtype_knob(contract: Contract) -> tuple[str, dict[str, str]] | None:
+    """The knob that sets the compute dtype, and its values as torch dtypes (for the precision invariant)."""
+    for knob in contract.knobs:
+        if knob.name in ("dtype", "precision", "amp_dtype", "mixed_precision") and knob.values:
+            named = {str(v): DTYPE_NAMES[str(v).lower()] for v in knob.values if str(v).lower() in DTYPE_NAMES}
+            if named:
+                return knob.name, named
+    return None
+
+
+def allowed_dtypes(contract: Contract) -> tuple[str, ...]:
+    found = dtype_knob(contract)
+    return tuple(sorted(set(found[1].values()))) if found else ()
+
+
+def lower_dtype_values(contract: Contract) -> list[tuple[str, str, str]]:
+    """(knob, value, torch dtype) for each value of the dtype knob below the default's precision: the runs
+    the doctor makes to measure what a legitimate dtype change does to the loss and the gradients."""
+    from infrarsi.invariants import PRECISION
+
+    found = dtype_knob(contract)
+    if found is None:
+        return []
+    name, named = found
+    default = named.get(str(contract.knob(name).default), "float32")
+    return [(name, value, dtype) for value, dtype in named.items()
+            if PRECISION.get(dtype, 1) > PRECISION.get(default, 1)]
 
 
 def good_baseline_runs(records: Sequence[TrialRecord]) -> list[TrialRecord]:
@@ -125,7 +163,8 @@ def good_baseline_runs(records: Sequence[TrialRecord]) -> list[TrialRecord]:
 
 def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: str, created_at: float,
                  peak_flops: dict[str, float], peak_flops_method: str, fingerprint: dict[str, Any],
-                 profiled_phases: dict[str, float] | None = None) -> DoctorReport:
+                 profiled_phases: dict[str, float] | None = None, work: WorkReference | None = None,
+                 band: LossBand | None = None) -> DoctorReport:
     """Aggregate baseline repeats into the report; raises :class:`DoctorError` with fewer than 2 good runs."""
     good = good_baseline_runs(records)
     notes: list[str] = []
@@ -146,7 +185,9 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
     model_flops, flops_source = _model_flops(contract, good)
     peak = peak_flops.get(dtype)
     mfu = model_flops / median / peak if model_flops and peak else None
-    band = calibrate([r.metrics.loss for r in good], rtol=contract.loss.rtol, final_rtol=contract.loss.final_rtol)
+    if band is None:
+        band = calibrate_band([r.metrics.loss for r in good], rtol=contract.loss.rtol,
+                              final_rtol=contract.loss.final_rtol)
     if len(good) < len(records):
         notes.append(f"{len(records) - len(good)} of {len(records)} baseline runs failed and were left out")
     return DoctorReport(
@@ -156,7 +197,7 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
         phases_sum_error=error, peak_mem_bytes=peak_mem, memory_limit_bytes=contract.budget.memory_limit_bytes,
         peak_flops=peak_flops, peak_flops_method=peak_flops_method, baseline_dtype=dtype,
         model_flops_per_step=model_flops, model_flops_source=flops_source, mfu=mfu, fingerprint=fingerprint,
-        loss_band=band, notes=tuple(notes))
+        loss_band=band, notes=tuple(notes), work=work)
 
 
 def _phases(good: Sequence[TrialRecord], median: float,
@@ -186,6 +227,35 @@ def _model_flops(contract: Contract, good: Sequence[TrialRecord]) -> tuple[float
         return 6.0 * params * contract.workload.tokens_per_step, (
             f"6·N·tokens with N = {params:,} parameters counted by the probe")
     return None, "unknown (set workload.model_flops_per_step or report parameters with probe.info)"
+
+
+def _band_rule(band: LossBand) -> str:
+    if band.method != "calibrated":
+        return (f"Calibrated from {band.runs} runs: per step, mean ± max(4 σ, {band.rtol:g} × |mean|); "
+                f"the final loss may be at most {band.final_rtol:.1%} worse.")
+    dev = (f"; a lower-dtype baseline run moved it by at most {max(band.dtype_deviation):.2e} relative"
+           if band.dtype_deviation else "; no lower-dtype run (the contract has no dtype knob to lower)")
+    return (f"Calibrated from {band.runs} runs: per step, mean ± max(4 σ, 3 × the dtype change's deviation, "
+            f"1e-4) × |mean|, at most loss.rtol = {band.rtol:g}{dev}; the final loss may be at most "
+            f"{band.final_rtol:.3%} worse.")
+
+
+def _work_lines(work: WorkReference | None) -> list[str]:
+    """What the witness saw in the baseline: the reference verification holds candidates to."""
+    lines = ["", "## Work (witness)", ""]
+    if work is None or not work.reports:
+        return lines + ["No witnessed baseline run: the work invariants are off (docs/trials.md, \"The witness\")."]
+    r = work.reports[0]
+    lines += [f"- counted by FlopCounterMode over optimizer step {r.count_step}: "
+              + (f"**{work.flops / 1e9:.4g} GFLOP**" if work.flops else "nothing")
+              + " (" + ", ".join(f"{op} {n / 1e9:.3g}" for op, n in r.flops_by_op) + ")",
+              f"- the optimizer holds {r.params} tensors ({r.param_elements:,} elements), {r.with_grad} receive a "
+              f"gradient; {r.optimizer_steps} optimizer steps; matrix products in {', '.join(r.matmul_dtypes)}",
+              f"- dtypes a candidate may compute in: {', '.join(work.allowed_dtypes)}"]
+    for d in work.deviations:
+        lines.append(f"- the baseline in {d.dtype} moved the step-1 loss by {d.first_loss:.1e}, gradient norms by "
+                     f"{d.grad:.1e}, the weight update by {d.update:.1e} (relative)")
+    return lines
 
 
 def _mib(n: float | None) -> str:
@@ -237,11 +307,11 @@ def render_markdown(report: DoctorReport) -> str:
               + f" — from {r.model_flops_source}",
               f"- MFU against the {r.baseline_dtype} peak: " + (f"**{r.mfu:.1%}**" if r.mfu is not None else "n/a"),
               "", "## Loss band", "",
-              f"Calibrated from {r.loss_band.runs} runs: per step, mean ± max(4 σ, {r.loss_band.rtol:g} × |mean|); "
-              f"the final loss may be at most {r.loss_band.final_rtol:.1%} worse.", "",
+              _band_rule(r.loss_band), "",
               "| measured step | mean | band |", "|---:|---:|---|"]
     lines += [f"| {i} | {m:.4f} | [{lo:.4f}, {hi:.4f}] |" for i, (m, lo, hi) in
               enumerate(zip(r.loss_band.mean, r.loss_band.lower, r.loss_band.upper), start=1)]
+    lines += _work_lines(r.work)
     lines += ["", "## Fingerprint", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(r.fingerprint.items()) if not isinstance(v, dict)]
     for k, v in sorted(r.fingerprint.items()):

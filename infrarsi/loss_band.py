@@ -1,9 +1,13 @@
 """The baseline loss band: how far a candidate's loss curve may stray and still be the same job.
 
-Calibrated from the baseline's own repeats: per step, the mean of the runs
-plus or minus the larger of ``k`` standard deviations (run-to-run noise) and
-the contract's relative tolerance (a deterministic fp32 baseline has zero
-spread, and a bf16 candidate legitimately differs in the third digit).
+:func:`calibrate_band` (the doctor's): per step, the mean of the baseline's
+repeats plus or minus the largest of ``k`` standard deviations (run-to-run
+noise), ``DTYPE_MARGIN`` times what a legitimate dtype change moved the loss
+(a baseline run in bf16, measured by the doctor) and a small floor for
+re-associated fp32 arithmetic; the contract's ``loss.rtol`` and
+``loss.final_rtol`` are upper bounds on that width, not the width.
+:func:`calibrate` is the older rule (the larger of ``k`` σ and ``rtol``),
+kept for callers without a dtype measurement.
 """
 
 from __future__ import annotations
@@ -14,6 +18,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 BAND_SIGMAS = 4.0
+# Fused kernels and other micro-batch sizes re-associate fp32 sums: on the fixtures the honest catalog
+# patches move a short loss curve by at most ~1e-6 relative; the floor keeps a 100x margin.
+LOSS_FLOOR = 1e-4
+# A dtype change may move the loss this many times what the doctor measured it to move.
+DTYPE_MARGIN = 3.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -25,11 +34,13 @@ class LossBand:
     rtol: float
     final_rtol: float
     runs: int
+    method: str = "rtol"  # "rtol": max(kσ, rtol); "calibrated": calibrate_band, rtol only an upper bound
+    dtype_deviation: tuple[float, ...] = ()  # per step, relative, of the doctor's lower-dtype baseline run
 
     def to_dict(self) -> dict[str, object]:
         return {"mean": list(self.mean), "lower": list(self.lower), "upper": list(self.upper),
                 "spread": list(self.spread), "rtol": self.rtol, "final_rtol": self.final_rtol, "runs": self.runs,
-                "sigmas": BAND_SIGMAS}
+                "sigmas": BAND_SIGMAS, "method": self.method, "dtype_deviation": list(self.dtype_deviation)}
 
     @staticmethod
     def from_dict(data: dict[str, object]) -> LossBand:
@@ -37,7 +48,8 @@ class LossBand:
             return tuple(float(v) for v in data[key])  # type: ignore[union-attr]
         return LossBand(mean=floats("mean"), lower=floats("lower"), upper=floats("upper"), spread=floats("spread"),
                         rtol=float(data["rtol"]), final_rtol=float(data["final_rtol"]),  # type: ignore[arg-type]
-                        runs=int(data["runs"]))  # type: ignore[call-overload]
+                        runs=int(data["runs"]), method=str(data.get("method", "rtol")),  # type: ignore[call-overload]
+                        dtype_deviation=tuple(float(v) for v in data.get("dtype_deviation") or ()))  # type: ignore[union-attr]
 
 
 def calibrate(loss_runs: Sequence[Sequence[float]], *, rtol: float, final_rtol: float) -> LossBand:
@@ -58,6 +70,38 @@ def calibrate(loss_runs: Sequence[Sequence[float]], *, rtol: float, final_rtol: 
         upper.append(m + half)
     return LossBand(mean=tuple(mean), lower=tuple(lower), upper=tuple(upper), spread=tuple(spread), rtol=rtol,
                     final_rtol=final_rtol, runs=len(runs))
+
+
+def calibrate_band(loss_runs: Sequence[Sequence[float]], *, rtol: float, final_rtol: float,
+                   dtype_deviation: Sequence[float] = ()) -> LossBand:
+    """The doctor's band: measured spreads, capped by the contract's ``rtol`` / ``final_rtol``.
+
+    ``dtype_deviation`` is, per measured step, how far (relative) a baseline run in a
+    lower precision the contract permits landed from the baseline's mean.
+    """
+    runs = [list(r) for r in loss_runs if r]
+    if not runs:
+        raise ValueError("no baseline loss curves to calibrate from")
+    length = min(len(r) for r in runs)
+    mean, lower, upper, spread = [], [], [], []
+    for i in range(length):
+        values = [r[i] for r in runs]
+        m = statistics.fmean(values)
+        sd = statistics.stdev(values) if len(values) > 1 else 0.0
+        dev = dtype_deviation[i] if i < len(dtype_deviation) else (max(dtype_deviation) if dtype_deviation else 0.0)
+        half = min(rtol * abs(m), max(BAND_SIGMAS * sd, DTYPE_MARGIN * dev * abs(m), LOSS_FLOOR * abs(m)))
+        mean.append(m)
+        spread.append(sd)
+        lower.append(m - half)
+        upper.append(m + half)
+    last = mean[-1] if mean else 0.0
+    final_dev = dtype_deviation[length - 1] if len(dtype_deviation) >= length else (
+        max(dtype_deviation) if dtype_deviation else 0.0)
+    final = min(final_rtol, max(DTYPE_MARGIN * final_dev, LOSS_FLOOR,
+                                BAND_SIGMAS * spread[-1] / abs(last) if last else 0.0))
+    return LossBand(mean=tuple(mean), lower=tuple(lower), upper=tuple(upper), spread=tuple(spread), rtol=rtol,
+                    final_rtol=final, runs=len(runs), method="calibrated",
+                    dtype_deviation=tuple(float(v) for v in dtype_deviation))
 
 
 def first_step_outside(band: LossBand, loss: Sequence[float]) -> int | None:

@@ -66,6 +66,7 @@ def summarize(execution: Execution, *, warmup: int, measured: int,
         wall_s=execution.wall_s,
         phases_s=_phases(execution, first=warmup + 1, last=warmup + measured),
         parameters=_int_info(execution, "parameters"),
+        witness=execution.witness,
     )
 
 
@@ -105,6 +106,8 @@ def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measur
         last = tail.splitlines()[-1][:300] if tail else "no stderr"
         rank = f" on rank {execution.failed_rank}" if execution.failed_rank is not None else ""
         return Outcome.CRASH, f"{how}{rank}: {last}"
+    if execution.witness_error is not None:
+        return Outcome.INVALID, f"witness: {execution.witness_error}"
     expected = warmup + measured
     if metrics.steps_seen < expected:
         return Outcome.INVALID, f"expected {expected} step events, saw {metrics.steps_seen}"

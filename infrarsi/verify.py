@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, Sequence
 
+from infrarsi.invariants import InvariantCheck, WorkReference, record_invariants
 from infrarsi.loss_band import LossBand, final_loss_worse, first_step_outside
 from infrarsi.stats import Comparison, compare
 from infrarsi.trial import Candidate, Outcome, TrialRecord
@@ -30,13 +31,6 @@ class VerdictKind(StrEnum):
     NOT_SIGNIFICANT = "not_significant"
     INVALID = "invalid"
     QUARANTINED = "quarantined"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class InvariantCheck:
-    name: str
-    ok: bool
-    detail: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -152,8 +146,10 @@ def _legacy_comparison(data: Mapping[str, Any]) -> Comparison | None:
                       reason=str(data.get("reason", "")))
 
 
-def trial_invariants(record: TrialRecord, band: LossBand | None) -> list[InvariantCheck]:
-    """The invariants one candidate trial must hold (its outcome already covers tokens and the lock)."""
+def trial_invariants(record: TrialRecord, band: LossBand | None,
+                     reference: WorkReference | None = None) -> list[InvariantCheck]:
+    """The invariants one candidate trial must hold (its outcome already covers tokens, the lock and whether
+    its witness can be trusted); with the baseline's witnessed ``reference``, the work invariants first."""
     m = record.metrics
     checks = [InvariantCheck(name="outcome", ok=record.outcome is Outcome.OK,
                              detail=f"trial {record.trial_no}: {record.outcome.value}"
@@ -164,6 +160,8 @@ def trial_invariants(record: TrialRecord, band: LossBand | None) -> list[Invaria
                                  detail=f"trial {record.trial_no}: {m.tokens_per_step} tokens every step"))
     checks.append(InvariantCheck(name="lock", ok=True, detail=f"trial {record.trial_no}: locked files unchanged "
                                  "before and after"))
+    if reference is not None:
+        checks += record_invariants(record, reference)
     if band is not None:
         step = first_step_outside(band, m.loss)
         if step is None:
@@ -194,13 +192,13 @@ def trial_invariants(record: TrialRecord, band: LossBand | None) -> list[Invaria
 
 def judge(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord], *, band: LossBand | None,
           policy: VerifyPolicy = VerifyPolicy(), peak_flops: float | None = None,
-          model_flops_per_step: float | None = None) -> Verdict:
+          model_flops_per_step: float | None = None, reference: WorkReference | None = None) -> Verdict:
     """The verdict from interleaved baseline and candidate trials."""
     cand = candidate[0].candidate if candidate else Candidate()
     base_ok = [r for r in baseline if r.outcome is Outcome.OK and r.metrics.step_time_s]
     checks: list[InvariantCheck] = []
     for r in candidate:
-        checks += trial_invariants(r, band)
+        checks += trial_invariants(r, band, reference)
     common = dict(candidate=cand, baseline_trials=tuple(r.trial_no for r in baseline),
                   candidate_trials=tuple(r.trial_no for r in candidate),
                   baseline_step_s=tuple(r.metrics.step_time_s or 0.0 for r in base_ok),

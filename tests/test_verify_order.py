@@ -26,7 +26,7 @@ class DriftingContext:
                                verify=SimpleNamespace(min_effect=0.01, alpha=0.05, max_speedup=10.0))
     repo = Path(".")
 
-    def run(self, run_id: str, candidate: Candidate) -> TrialRecord:
+    def run(self, run_id: str, candidate: Candidate, *, witness: bool = False) -> TrialRecord:
         step = self.start * (1.0 - self.drift) ** len(self.order)
         self.order.append("A" if candidate == BASE else "B")
         times = (step,) * 4
@@ -35,7 +35,8 @@ class DriftingContext:
                                                 tokens_per_step=128, loss=LOSS, wall_s=sum(times) + 1.0))
 
 
-DOCTOR = SimpleNamespace(verify_pairs=6, sigma_log=0.02, loss_band=None, peak_flops={}, model_flops_per_step=None)
+DOCTOR = SimpleNamespace(verify_pairs=6, sigma_log=0.02, loss_band=None, peak_flops={}, model_flops_per_step=None,
+                         work=None)
 
 
 def test_pairs_alternate_which_arm_runs_first() -> None:
@@ -60,8 +61,8 @@ class TwoSpeedContext(DriftingContext):
 
     ratio: float = 0.5
 
-    def run(self, run_id: str, candidate: Candidate) -> TrialRecord:
-        record = super().run(run_id, candidate)
+    def run(self, run_id: str, candidate: Candidate, witness: bool = False) -> TrialRecord:
+        record = super().run(run_id, candidate, witness=witness)
         jitter = 1.0 + 0.01 * ((len(self.order) * 7) % 5 - 2)  # -2% .. +2%, deterministic
         step = (self.ratio if candidate != BASE else 1.0) * jitter
         return TrialRecord(run_id=run_id, trial_no=record.trial_no, candidate=candidate, outcome=Outcome.OK,

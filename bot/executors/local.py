@@ -12,6 +12,7 @@ from pathlib import Path
 from bot.executors.environment import scrubbed_environment
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
+from bot.executors.witness import open_channel
 from bot.executors.streams import (LineReader, StepCollector, ignore, on_step_line, open_probe_pipe,
                                    probe_handler, regex_handler)
 from infrarsi.seams.executor import Execution, TrialSpec
@@ -47,6 +48,9 @@ class LocalExecutor:
         probe_file, probe_fd = open_probe_pipe()
         env = scrubbed_environment({**dict(spec.env), FD_ENV: str(probe_fd)}, base=self.base_env,
                                    passthrough=self.passthrough_env)
+        witness = open_channel(count_step=spec.witness, pythonpath=env.get("PYTHONPATH")) if spec.witness else None
+        if witness is not None:
+            env.update(witness.env)
         log_dir = Path(spec.log_dir) if spec.log_dir else None
         if log_dir:
             log_dir.mkdir(parents=True, exist_ok=True)
@@ -54,14 +58,18 @@ class LocalExecutor:
         try:
             proc = subprocess.Popen(
                 list(spec.argv), cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, start_new_session=True, pass_fds=(probe_fd,), preexec_fn=die_with_parent,
+                stderr=subprocess.PIPE, start_new_session=True, pass_fds=(probe_fd, *(witness.child_fds if witness else ())), preexec_fn=die_with_parent,
             )
         except OSError as e:
             os.close(probe_fd)
             probe_file.close()
+            if witness is not None:
+                witness.abandon()
             return Execution(events=(), returncode=127, wall_s=time.perf_counter() - start, peak_rss_bytes=0,
                              stderr_tail=f"could not start {spec.argv[0]!r}: {e}")
         os.close(probe_fd)  # the child holds the only write end now: EOF when it (and its heirs) exit
+        if witness is not None:
+            witness.started()
         assert proc.stdout is not None and proc.stderr is not None
         on_stdout = regex_handler(collector, spec.stdout_regex) if spec.source == "stdout" and spec.stdout_regex \
             else ignore
@@ -86,6 +94,7 @@ class LocalExecutor:
             for stream in (probe_file, proc.stdout, proc.stderr):
                 stream.close()
 
+        seen = witness.result() if witness is not None else None
         killed, maxrss, peak, status, wall = run.killed_for, run.maxrss_bytes, run.peak_bytes, run.status, run.wall_s
         if spec.memory_limit_bytes is not None and killed is None and maxrss >= spec.memory_limit_bytes:
             killed = "memory"  # the kernel saw a peak the sampler missed
@@ -102,4 +111,6 @@ class LocalExecutor:
             phases=tuple(collector.phases),
             info=tuple(sorted(collector.info.items())),
             stopped_after_steps=run.stopped,
+            witness=seen.report.to_dict() if seen is not None and seen.report is not None else None,
+            witness_error=seen.error if seen is not None else None,
         )

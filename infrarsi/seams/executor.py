@@ -29,6 +29,7 @@ class TrialSpec:
     expected_steps: int | None = None  # step events after which the job is ended (SIGTERM, grace, SIGKILL)
     step_stream: Literal["stdout", "stderr"] = "stdout"  # where stdout_regex reads step lines
     log_dir: str | None = None  # where stdout/stderr are kept in full
+    witness: int | None = None  # witnessed: the optimizer step whose work the witness counts; None: unwitnessed
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -50,6 +51,8 @@ class Execution:
     failed_rank: int | None = None
     placement: tuple[tuple[str, Any], ...] = ()  # where a scheduler ran it (job id, nodes, state, pending s)
     stopped_after_steps: bool = False  # the launcher ended the job once every expected step was seen
+    witness: dict[str, Any] | None = None  # the witness's authenticated report (infrarsi.witness.WitnessReport)
+    witness_error: str | None = None  # the witness was requested and its report is missing or not trusted
 
 
 class Executor(Protocol):

@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,12 @@ from bot.stages.run.candidate import TrialContext
 from bot.executors.environment import scrubbed_environment
 from bot.stages.doctor.project_metadata import project_metadata
 from bot.stages.run.trial import trial_spec
-from infrarsi.doctor import DoctorReport, build_report, good_baseline_runs, render_markdown
+from infrarsi.doctor import (DoctorReport, allowed_dtypes, build_report, good_baseline_runs, lower_dtype_values,
+                             render_markdown)
+from infrarsi.invariants import WorkReference, build_reference
+from infrarsi.loss_band import LossBand, calibrate_band
 from infrarsi.rundir import RunDir, read_json, write_text
-from infrarsi.trial import Candidate, TrialRecord
+from infrarsi.trial import Candidate, Outcome, TrialRecord
 
 
 def new_run_id() -> str:
@@ -52,6 +56,32 @@ def profile_phases(ctx: TrialContext, candidate: Candidate, timeout_s: float) ->
         return {k: float(v) for k, v in json.loads(out.read_text())["phases_s"].items()}
 
 
+def calibrate_work(ctx: TrialContext, *, run_id: str, records: list[TrialRecord],
+                   progress: Callable[[str], None] = lambda _: None) -> tuple[WorkReference | None, LossBand, list[str]]:
+    """The witnessed reference and the loss band from the baseline's repeats, plus one witnessed run per
+    lower dtype the contract's dtype knob permits (what a legitimate dtype change moves)."""
+    contract = ctx.contract
+    lower: list[tuple[str, TrialRecord]] = []
+    notes: list[str] = []
+    for knob, value, dtype in lower_dtype_values(contract):
+        progress(f"baseline with {knob}={value}: what a dtype change legitimately moves")
+        run = ctx.run(run_id, Candidate.of({**contract.defaults(), knob: value}), witness=True)
+        if run.outcome is Outcome.OK:
+            lower.append((dtype, run))
+        else:
+            notes.append(f"the baseline with {knob}={value} did not run ({run.outcome.value}: {run.reason[:200]}); "
+                         f"candidates in {dtype} are held to assert_close's defaults only")
+    reference = build_reference(records, allowed_dtypes=allowed_dtypes(contract), lower=lower)
+    if reference is None:
+        notes.append("no witnessed baseline run: the work invariants are off for this run")
+    deviations = [d.loss for d in (reference.deviations if reference else ()) if d.loss]
+    per_step = [max(d[i] for d in deviations) for i in range(min(map(len, deviations)))] if deviations else []
+    good = [r for r in records if r.outcome is Outcome.OK and r.metrics.loss]
+    band = calibrate_band([r.metrics.loss for r in good], rtol=contract.loss.rtol,
+                          final_rtol=contract.loss.final_rtol, dtype_deviation=per_step)
+    return reference, band, notes
+
+
 def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
                progress: Callable[[str], None] = lambda _: None) -> tuple[DoctorReport, Path]:
     """Run the baseline ``repeats`` times, measure the device, and write the report files."""
@@ -61,7 +91,7 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
     records: list[TrialRecord] = []
     for i in range(repeats):
         progress(f"baseline {i + 1}/{repeats}")
-        records.append(ctx.run(run_id, baseline))
+        records.append(ctx.run(run_id, baseline, witness=True))
         r = records[-1]
         progress(f"baseline {i + 1}/{repeats}: {r.outcome.value}"
                  + (f", {r.metrics.step_time_s * 1000:.1f} ms/step" if r.metrics.step_time_s else f" {r.reason}"))
@@ -78,9 +108,12 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
     if not any(r.metrics.phases_s for r in records):
         progress("no phase markers: one torch.profiler pass")
         profiled = profile_phases(ctx, baseline, contract.budget.trial_timeout_s)
+    work, band, notes = calibrate_work(ctx, run_id=run_id, records=records, progress=progress)
     report = build_report(contract, records, run_id=run_id, created_at=time.time(),
                           peak_flops=device["peak_flops"], peak_flops_method=device["peak_flops_method"],
-                          fingerprint=fingerprint, profiled_phases=profiled)
+                          fingerprint=fingerprint, profiled_phases=profiled, work=work, band=band)
+    if notes:
+        report = replace(report, notes=report.notes + tuple(notes))
     out = RunDir(contract.root, run_id)
     write_text(out.doctor_json, report.to_json())
     write_text(out.doctor_md, render_markdown(report))

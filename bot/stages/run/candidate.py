@@ -54,7 +54,7 @@ def _patch_failures(results: tuple[Applied | NotApplicable | Failed, ...]) -> li
 def run_candidate(contract: Contract, lock: Lock, *, repo: Path, base: str, run_id: str, candidate: Candidate,
                   patches: Mapping[str, PatchSpec], executor: Executor, journal: Journal,
                   memory_limit_bytes: int | None = None, timeout_s: float | None = None,
-                  identity: BotIdentity = BOT_IDENTITY) -> TrialRecord:
+                  identity: BotIdentity = BOT_IDENTITY, witness: bool = False) -> TrialRecord:
     """Run one candidate in its own worktree of ``repo`` at ``base``; always returns its record."""
     missing = [p for p in candidate.patches if p not in patches]
     if missing:
@@ -90,7 +90,7 @@ def run_candidate(contract: Contract, lock: Lock, *, repo: Path, base: str, run_
         committed = True
         link_data(contract.root, wt.path, contract.data.paths)  # after the commit: links are never committed
         request = TrialRequest(run_id=run_id, candidate=candidate, tree=wt.path, commit=commit,
-                               memory_limit_bytes=memory_limit_bytes, timeout_s=timeout_s)
+                               memory_limit_bytes=memory_limit_bytes, timeout_s=timeout_s, witness=witness)
         return run_trial(contract, lock, request, executor=executor, journal=journal, trial_no=trial_no,
                          audit=records)
     finally:
@@ -111,17 +111,19 @@ class TrialContext:
     memory_limit_bytes: int | None = None
     timeout_s: float | None = None
 
-    def run(self, run_id: str, candidate: Candidate) -> TrialRecord:
+    def run(self, run_id: str, candidate: Candidate, *, witness: bool = False) -> TrialRecord:
+        """Run ``candidate``; ``witness``: with the witness in its interpreter (see docs/trials.md)."""
         if self.base is not None:
             return run_candidate(self.contract, self.lock, repo=self.repo, base=self.base, run_id=run_id,
                                  candidate=candidate, patches=self.patches, executor=self.executor,
                                  journal=self.journal, memory_limit_bytes=self.memory_limit_bytes,
-                                 timeout_s=self.timeout_s)
+                                 timeout_s=self.timeout_s, witness=witness)
         if candidate.patches:
             raise UnknownPatchError("code patches need a git repository (each candidate is a commit)")
         return run_trial(self.contract, self.lock,
                          TrialRequest(run_id=run_id, candidate=candidate, tree=self.repo,
-                                      memory_limit_bytes=self.memory_limit_bytes, timeout_s=self.timeout_s),
+                                      memory_limit_bytes=self.memory_limit_bytes, timeout_s=self.timeout_s,
+                                      witness=witness),
                          executor=self.executor, journal=self.journal)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,14 @@ class TrialRequest:
     memory_limit_bytes: int | None = None
     timeout_s: float | None = None
     commit: str | None = None
+    witness: bool = False  # run the witness in the trial's interpreter (verification and the doctor)
+
+
+def witness_step(contract: Contract) -> int:
+    """The optimizer step whose work the witness counts: the last warm-up step (at least the second, so that
+    first-step compilation and lazy initialisation are not what is counted), outside the measured intervals
+    whenever the contract has two or more warm-up steps."""
+    return max(2, contract.timing.warmup_steps)
 
 
 def _memory_limit(contract: Contract, request: TrialRequest) -> int | None:
@@ -126,6 +134,8 @@ def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor
     log_dir = logs_dir(contract.root, request.run_id, trial_no)
     spec = trial_spec(contract, request.candidate, tree=request.tree, memory_limit_bytes=memory_limit,
                       timeout_s=request.timeout_s, log_dir=log_dir)
+    if request.witness:
+        spec = replace(spec, witness=witness_step(contract))
     execution = executor.execute(spec)
     timing = contract.timing
     metrics = summarize(execution, warmup=timing.warmup_steps, measured=timing.measured_steps,

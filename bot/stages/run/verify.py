@@ -64,15 +64,15 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
 
     def run_baseline(i: int) -> None:
         progress(f"pair {i + 1}/{n}: baseline")
-        base_runs.append(ctx.run(run_id, baseline))
+        base_runs.append(ctx.run(run_id, baseline, witness=True))
 
     for i in range(n):
         if not candidate_first(i):
             run_baseline(i)
         progress(f"pair {i + 1}/{n}: candidate")
-        record = ctx.run(run_id, candidate)
+        record = ctx.run(run_id, candidate, witness=True)
         cand_runs.append(record)
-        broken = [c for c in trial_invariants(record, doctor.loss_band) if not c.ok]
+        broken = [c for c in trial_invariants(record, doctor.loss_band, doctor.work) if not c.ok]
         if i == 0 and record.outcome is Outcome.OK and candidate.patches:
             check = metadata_check(ctx.repo, record.commit)
             if check is not None:
@@ -94,7 +94,7 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
                 break
     peak = doctor.peak_flops.get("bf16") or max(doctor.peak_flops.values(), default=None)
     verdict = judge(base_runs, cand_runs, band=doctor.loss_band, policy=policy, peak_flops=peak,
-                    model_flops_per_step=doctor.model_flops_per_step)
+                    model_flops_per_step=doctor.model_flops_per_step, reference=doctor.work)
     verdict = replace(verdict, pairs=len(cand_runs), stop=stop)
     if plan is not None and verdict.promoted and (last_look is None or last_look.stop != "efficacy"):
         # The plan's levels, not the fixed design's alpha, decide a sequential verification: a final p-value

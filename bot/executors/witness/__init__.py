@@ -1,0 +1,83 @@
+"""How the witness gets into a trial's interpreter: a ``sitecustomize`` first on ``PYTHONPATH``.
+
+The executor asks :func:`open_channel` for a fresh key and two pipes, adds
+:attr:`WitnessChannel.env` to the trial's environment and passes its
+descriptors; after the trial, :meth:`WitnessChannel.result` authenticates what
+the witness wrote. See ``docs/trials.md`` ("The witness") for the threat model.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from infrarsi.witness import WITNESS_ENV, WitnessResult, authenticate, new_key, source_sha256
+
+SITE_DIR = Path(__file__).resolve().parent / "site"
+PAYLOAD = SITE_DIR / "sitecustomize.py"
+
+
+def payload_sha256() -> str:
+    """The sha256 of the witness's source as the bot ships it (checked again after the trial)."""
+    return source_sha256(PAYLOAD.read_bytes())
+
+
+@dataclass(kw_only=True)
+class WitnessChannel:
+    """One trial's witness: the child's descriptors and variables, the bot's read end and key."""
+
+    key: bytes
+    expected_sha256: str
+    report_read: IO[bytes]
+    child_fds: tuple[int, int]
+    env: dict[str, str]
+    lines: list[str] = field(default_factory=list)
+    _thread: threading.Thread | None = None
+
+    def started(self) -> None:
+        """Close the child's ends in the bot (the child holds them now) and start reading."""
+        for fd in self.child_fds:
+            os.close(fd)
+
+        def read() -> None:
+            try:
+                for raw in iter(self.report_read.readline, b""):
+                    self.lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
+            except (OSError, ValueError):
+                pass
+
+        self._thread = threading.Thread(target=read, daemon=True)
+        self._thread.start()
+
+    def result(self) -> WitnessResult:
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        self.report_read.close()
+        result = authenticate(self.lines, key=self.key, expected_sha256=self.expected_sha256)
+        if result.error is None and payload_sha256() != self.expected_sha256:
+            return WitnessResult(report=result.report, error="the witness's source was edited during the trial")
+        return result
+
+    def abandon(self) -> None:
+        for fd in self.child_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.report_read.close()
+
+
+def open_channel(*, count_step: int, pythonpath: str | None) -> WitnessChannel:
+    """A key written into a pipe (read once by the witness), a report pipe, and the variables to pass."""
+    key = new_key()
+    key_read, key_write = os.pipe()
+    os.write(key_write, key)
+    os.close(key_write)
+    report_read, report_write = os.pipe()
+    path = str(SITE_DIR) + (os.pathsep + pythonpath if pythonpath else "")
+    env = {WITNESS_ENV: f"{report_write},{key_read},{count_step}", "PYTHONPATH": path}
+    return WitnessChannel(key=key, expected_sha256=payload_sha256(), report_read=os.fdopen(report_read, "rb"),
+                          child_fds=(report_write, key_read), env=env)

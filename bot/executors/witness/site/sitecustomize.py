@@ -1,0 +1,250 @@
+"""The InfraRSI witness: counts the work a trial does, from inside its interpreter (bot-owned, locked).
+
+Python imports ``sitecustomize`` at start-up from the first directory on
+``sys.path`` that has one; the executor puts this file's directory first on
+``PYTHONPATH`` when a trial is witnessed, so the witness runs before any line
+of the candidate's code, in repositories that never import the probe.
+
+Without ``INFRARSI_WITNESS`` in the environment it does nothing but hand over
+to the next ``sitecustomize`` on the path. With it (``report_fd,key_fd,count_step``)
+it reads a per-trial key from ``key_fd`` (a pipe only the bot wrote to; the
+descriptor is closed right after) and removes the variable, then registers
+global optimizer step hooks:
+
+- before optimizer step 1: the number of parameters the optimizer holds and,
+  per parameter, its gradient norm (``None``: no gradient reached it);
+- from the end of step ``count_step - 1`` to the end of step ``count_step``: a
+  ``torch.utils.flop_counter.FlopCounterMode`` over the whole step (forward,
+  backward, optimizer) and the dtypes the matrix products ran in;
+- every step: the number of optimizer steps;
+- at exit: per-parameter weight norms, and a check that the hooks, the FLOP
+  counter and the clocks are still the objects it started with.
+
+The report is one JSON line on ``report_fd``, authenticated with HMAC-SHA256
+under the key. Stdlib and torch only: it must not depend on the bot being
+importable in the trial's interpreter.
+"""
+
+from __future__ import annotations
+
+
+def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out of module globals
+    import atexit
+    import hashlib
+    import hmac
+    import json
+    import os
+    import time
+
+    report_fd, key_fd, count_step = (int(v) for v in config.split(","))
+    key = b""
+    while True:
+        chunk = os.read(key_fd, 64)
+        if not chunk:
+            break
+        key += chunk
+    os.close(key_fd)
+    write, dumps, new_mac, sha256 = os.write, json.dumps, hmac.new, hashlib.sha256
+    with open(__file__, "rb") as fh:
+        source_sha256 = sha256(fh.read()).hexdigest()
+
+    import torch
+    import torch.nn.modules.module as module_mod
+    import torch.optim.optimizer as optim_mod
+    import torch.utils.flop_counter as flop_mod
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    clocks = {name: getattr(time, name) for name in ("perf_counter", "monotonic", "time", "perf_counter_ns")}
+    originals = {
+        "FlopCounterMode": flop_mod.FlopCounterMode,
+        "_FlopCounterMode.__torch_dispatch__": flop_mod._FlopCounterMode.__torch_dispatch__,
+        "flop_registry": flop_mod.flop_registry,
+        "Module.__call__": torch.nn.Module.__call__,
+        "Tensor.backward": torch.Tensor.backward,
+        "autograd.backward": torch.autograd.backward,
+        "Optimizer.zero_grad": torch.optim.Optimizer.zero_grad,
+    }
+    registry = dict(flop_mod.flop_registry)
+    probe_funcs: dict[str, object] = {}
+    try:  # the probe, when the job uses it: bound now so a later rebinding shows
+        from infrarsi import probe as probe_mod
+
+        probe_funcs = {n: getattr(probe_mod, n) for n in ("step", "event", "_clock")}
+        probe_funcs["_Channel.write"] = probe_mod._Channel.write
+    except Exception:  # noqa: BLE001 - a job without the probe
+        probe_mod = None
+
+    matmuls = {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten._scaled_mm", "aten.convolution",
+               "aten._scaled_dot_product_efficient_attention", "aten._scaled_dot_product_flash_attention",
+               "aten._scaled_dot_product_cudnn_attention", "aten._flash_attention_forward",
+               "aten._efficient_attention_forward", "aten._scaled_dot_product_flash_attention_for_cpu"}
+
+    class DtypeMode(TorchDispatchMode):
+        """The dtypes the counted step's matrix products ran in (autocast, fp16, fp8 show here)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.dtypes: set[str] = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            if str(func.overloadpacket) in matmuls:
+                for a in args:
+                    if isinstance(a, torch.Tensor) and a.is_floating_point():
+                        self.dtypes.add(str(a.dtype).removeprefix("torch."))
+            return func(*args, **(kwargs or {}))
+
+    state: dict[str, object] = {"steps": 0, "params": None, "grads": None, "flops": None, "by_op": {},
+                                "dtypes": [], "counter": None, "dtype_mode": None, "counted_s": None}
+
+    def flat_params(opt) -> list:  # noqa: ANN001
+        return [p for group in opt.param_groups for p in group["params"]]
+
+    def pre(opt, args, kwargs) -> None:  # noqa: ANN001
+        if state["steps"] == 0 and state["grads"] is None:
+            params = flat_params(opt)
+            with torch.no_grad():
+                state["grads"] = [None if p.grad is None else float(p.grad.detach().float().norm()) for p in params]
+            state["shapes"] = [list(p.shape) for p in params]
+            state["proj0"] = projections(params)
+
+    def projections(params: list) -> list[float]:
+        """Per parameter, its dot product with a fixed random direction: moves linearly with the update."""
+        out = []
+        with torch.no_grad():
+            for i, p in enumerate(params):
+                gen = torch.Generator(device=p.device).manual_seed(0x5EED + i)
+                r = torch.randn(p.shape, generator=gen, device=p.device, dtype=torch.float32)
+                out.append(float((p.detach().float() * r).sum()))
+        return out
+
+    # Attention kernels this torch's registry leaves out (the CPU flash kernel): counted with the
+    # registry's own SDPA formulas, so a switch to SDPA does not look like less work.
+    custom = {}
+    aten = torch.ops.aten
+    for name, formula in (("_scaled_dot_product_flash_attention_for_cpu",
+                           lambda q, k, v, *a, out_shape=None, **kw: flop_mod.sdpa_flop_count(q, k, v)),
+                          ("_scaled_dot_product_flash_attention_for_cpu_backward",
+                           lambda g, q, k, v, *a, out_shape=None, **kw: flop_mod.sdpa_backward_flop_count(g, q, k, v))):
+        op = getattr(aten, name, None)
+        if op is not None and op not in registry and getattr(op, "default", None) not in registry:
+            custom[op] = formula
+
+    def start_count() -> None:
+        counter = flop_mod.FlopCounterMode(display=False, custom_mapping=custom)
+        dmode = DtypeMode()
+        counter.__enter__()
+        dmode.__enter__()
+        state["counter"], state["dtype_mode"], state["t0"] = counter, dmode, clocks["perf_counter"]()
+
+    def stop_count() -> None:
+        counter, dmode = state["counter"], state["dtype_mode"]
+        dmode.__exit__(None, None, None)
+        counter.__exit__(None, None, None)
+        state["counted_s"] = clocks["perf_counter"]() - state["t0"]
+        state["flops"] = int(counter.get_total_flops())
+        by_op: dict[str, int] = {}
+        for ops in counter.get_flop_counts().values():
+            for op, n in ops.items():
+                by_op[str(op)] = max(by_op.get(str(op), 0), int(n))
+        state["by_op"], state["dtypes"] = by_op, sorted(dmode.dtypes)
+        state["counter"] = None
+
+    def post(opt, args, kwargs) -> None:  # noqa: ANN001
+        state["steps"] += 1
+        n = state["steps"]
+        if n == 1:
+            state["params"] = flat_params(opt)  # strong references: the weights are read at exit
+        if n == count_step - 1:
+            start_count()
+        elif n == count_step and state["counter"] is not None:
+            stop_count()
+
+    pre_handle = optim_mod.register_optimizer_step_pre_hook(pre)
+    post_handle = optim_mod.register_optimizer_step_post_hook(post)
+    if count_step <= 1:
+        start_count()  # counts from here: model construction runs no matrix products worth a step
+
+    def tampered() -> list[str]:
+        found = []
+        current = {
+            "FlopCounterMode": flop_mod.FlopCounterMode,
+            "_FlopCounterMode.__torch_dispatch__": flop_mod._FlopCounterMode.__torch_dispatch__,
+            "flop_registry": flop_mod.flop_registry,
+            "Module.__call__": torch.nn.Module.__call__,
+            "Tensor.backward": torch.Tensor.backward,
+            "autograd.backward": torch.autograd.backward,
+            "Optimizer.zero_grad": torch.optim.Optimizer.zero_grad,
+        }
+        found += [f"{name} was replaced" for name, obj in originals.items() if current[name] is not obj]
+        if dict(flop_mod.flop_registry) != registry:
+            found.append("torch.utils.flop_counter.flop_registry was edited")
+        found += [f"time.{name} was replaced" for name, fn in clocks.items() if getattr(time, name) is not fn]
+        if optim_mod._global_optimizer_pre_hooks.get(pre_handle.id) is not pre:
+            found.append("the witness's optimizer pre-hook was removed")
+        if optim_mod._global_optimizer_post_hooks.get(post_handle.id) is not post:
+            found.append("the witness's optimizer post-hook was removed")
+        if probe_mod is not None:
+            now = {n: getattr(probe_mod, n) for n in ("step", "event", "_clock")}
+            now["_Channel.write"] = probe_mod._Channel.write
+            found += [f"infrarsi.probe.{n} was replaced" for n, fn in probe_funcs.items() if now[n] is not fn]
+        return found
+
+    def report() -> None:
+        if state["counter"] is not None:  # the job ended inside the counted step
+            stop_count()
+        params = state["params"] or []
+        with torch.no_grad():
+            weights = [float(p.detach().float().norm()) for p in params]
+        proj0 = state.get("proj0") or []
+        updates = [b - a for a, b in zip(proj0, projections(params))] if len(proj0) == len(params) else []
+        body = {"v": 1, "source_sha256": source_sha256, "pid": os.getpid(), "rank": os.environ.get("RANK"),
+                "optimizer_steps": state["steps"], "count_step": count_step, "flops": state["flops"],
+                "flops_by_op": state["by_op"], "matmul_dtypes": state["dtypes"], "counted_s": state["counted_s"],
+                "params": len(state.get("shapes") or []),
+                "param_elements": sum(_numel(s) for s in state.get("shapes") or []),
+                "grad_norms": state["grads"], "weight_norms": weights, "update_proj": updates, "tampered": tampered()}
+        text = dumps(body, separators=(",", ":"))
+        mac = new_mac(key, text.encode(), "sha256").hexdigest()
+        try:
+            write(report_fd, (dumps({"witness": text, "mac": mac}) + "\n").encode())
+        except OSError:
+            pass  # the bot then has no report: the trial is invalid
+
+    atexit.register(report)
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _chain() -> None:
+    """Run the ``sitecustomize`` this one shadows (a venv's or a distribution's), if any."""
+    import importlib.util
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for entry in sys.path:
+        if not entry or os.path.abspath(entry) == here:
+            continue
+        path = os.path.join(entry, "sitecustomize.py")
+        if os.path.isfile(path):
+            spec = importlib.util.spec_from_file_location("_infrarsi_shadowed_sitecustomize", path)
+            if spec and spec.loader:
+                spec.loader.exec_module(importlib.util.module_from_spec(spec))
+            return
+
+
+def _main() -> None:
+    import os
+
+    config = os.environ.pop("INFRARSI_WITNESS", None)
+    _chain()
+    if config:
+        _witness(config)
+
+
+_main()

@@ -1,0 +1,113 @@
+"""The witness's report as the bot reads it: authenticated, parsed, or the reason it cannot be trusted.
+
+The witness (``bot/executors/witness``) runs inside the candidate's interpreter
+and writes one JSON line, HMAC-SHA256 under a per-trial key that only the bot
+and the witness hold. Pure: the executor hands over the raw lines, the key and
+the sha256 the witness's source must have; this module says what came back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+WITNESS_ENV = "INFRARSI_WITNESS"
+REPORT_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WitnessReport:
+    """What the witness saw in one process of one trial."""
+
+    optimizer_steps: int
+    count_step: int
+    flops: int | None  # counted by FlopCounterMode over optimizer step ``count_step``
+    flops_by_op: tuple[tuple[str, int], ...]
+    matmul_dtypes: tuple[str, ...]
+    counted_s: float | None  # wall time of the counted step, counter included
+    params: int  # tensors the optimizer holds
+    param_elements: int
+    grad_norms: tuple[float | None, ...]  # before optimizer step 1, per parameter in optimizer order
+    weight_norms: tuple[float, ...]  # at exit, same order
+    update_proj: tuple[float, ...]  # per parameter, <w_exit - w_before_step_1, r> for a fixed random r
+    tampered: tuple[str, ...]
+    source_sha256: str
+
+    @property
+    def with_grad(self) -> int:
+        return sum(1 for g in self.grad_norms if g is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"v": REPORT_VERSION, "optimizer_steps": self.optimizer_steps, "count_step": self.count_step,
+                "flops": self.flops, "flops_by_op": dict(self.flops_by_op), "matmul_dtypes": list(self.matmul_dtypes),
+                "counted_s": self.counted_s, "params": self.params, "param_elements": self.param_elements,
+                "grad_norms": list(self.grad_norms), "weight_norms": list(self.weight_norms),
+                "update_proj": list(self.update_proj),
+                "tampered": list(self.tampered), "source_sha256": self.source_sha256}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> WitnessReport:
+        return WitnessReport(
+            optimizer_steps=int(d["optimizer_steps"]), count_step=int(d["count_step"]),
+            flops=None if d.get("flops") is None else int(d["flops"]),
+            flops_by_op=tuple(sorted((str(k), int(v)) for k, v in dict(d.get("flops_by_op") or {}).items())),
+            matmul_dtypes=tuple(str(x) for x in d.get("matmul_dtypes") or ()),
+            counted_s=None if d.get("counted_s") is None else float(d["counted_s"]),
+            params=int(d["params"]), param_elements=int(d["param_elements"]),
+            grad_norms=tuple(None if g is None else float(g) for g in d.get("grad_norms") or ()),
+            weight_norms=tuple(float(w) for w in d.get("weight_norms") or ()),
+            update_proj=tuple(float(w) for w in d.get("update_proj") or ()),
+            tampered=tuple(str(t) for t in d.get("tampered") or ()), source_sha256=str(d["source_sha256"]))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WitnessResult:
+    """The authenticated report of the trial's main process, or why there is none to trust."""
+
+    report: WitnessReport | None
+    error: str | None
+
+
+def new_key() -> bytes:
+    import secrets
+
+    return secrets.token_bytes(32)
+
+
+def source_sha256(source: bytes) -> str:
+    return hashlib.sha256(source).hexdigest()
+
+
+def authenticate(lines: Sequence[str], *, key: bytes, expected_sha256: str) -> WitnessResult:
+    """The one report the witness wrote, checked: MAC under ``key``, the witness's own source, no tampering.
+
+    Every line must authenticate (a line that does not was written by someone
+    else on the witness's channel); processes other than rank 0 may add their
+    own reports, the first of rank 0 (or without a rank) is the trial's.
+    """
+    reports: list[dict[str, Any]] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            outer = json.loads(line)
+            text, mac = str(outer["witness"]), str(outer["mac"])
+        except (ValueError, KeyError, TypeError):
+            return WitnessResult(report=None, error="a line on the witness channel is not a witness report")
+        good = hmac.new(key, text.encode(), "sha256").hexdigest()
+        if not hmac.compare_digest(good, mac):
+            return WitnessResult(report=None, error="a witness report failed authentication (spoofed)")
+        reports.append(json.loads(text))
+    if not reports:
+        return WitnessResult(report=None, error="the witness was requested but wrote no report (disabled, "
+                                                "bypassed with -I/-S/-E, or the process died before exit)")
+    main = next((r for r in reports if r.get("rank") in (None, "0")), reports[0])
+    if main.get("source_sha256") != expected_sha256:
+        return WitnessResult(report=None, error="the witness that ran is not the bot's (source hash differs)")
+    report = WitnessReport.from_dict(main)
+    if report.tampered:
+        return WitnessResult(report=report, error="the witness was tampered with: " + "; ".join(report.tampered))
+    return WitnessResult(report=report, error=None)

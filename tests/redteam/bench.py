@@ -1,0 +1,131 @@
+"""A bench for judging one candidate the way verification does: witnessed, against the baseline's reference.
+
+A bench is a git repo of a fixture in a tiny configuration, its baseline's
+witnessed repeats (the doctor's reference and loss band, built by the same
+functions the doctor uses) and a method that runs one candidate — a knob
+assignment and/or patches, through the same worktree/patch/audit path
+model-written patches take — and returns its outcome with every invariant.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
+
+from bot.executors.local import LocalExecutor
+from bot.stages.doctor.baseline import calibrate_work
+from bot.stages.run.candidate import TrialContext, trial_context
+from bot.stages.run.trial import journal_path
+from bot.workspace.testing import commit_all
+from infrarsi.contract import load_contract
+from infrarsi.contract.lock import read_lock
+from infrarsi.invariants import InvariantCheck, WorkReference
+from infrarsi.journal import Journal
+from infrarsi.loss_band import LossBand
+from infrarsi.patches import PatchSpec
+from infrarsi.trial import Candidate, Outcome, TrialRecord
+from infrarsi.verify import trial_invariants
+from tests.conftest import REPO, infrarsi
+
+# Three blocks, so that skipping blocks is possible; milliseconds per step.
+GPT_ARGS = "--n-layer 3 --n-head 4 --d-model 32 --vocab-size 128 --seq-len 16 --global-batch 4 --steps 8"
+GPT_TOKENS = 4 * 16
+MOE_ARGS = ("--n-layer 2 --n-head 2 --d-model 32 --n-experts 4 --top-k 2 --d-expert 32 --capacity-factor 0 "
+            "--aux-loss-coef 0.01 --vocab-size 128 --seq-len 16 --global-batch 4 --steps 8 --seed 1234 --lr 6e-4")
+MOE_TOKENS = 4 * 16
+
+
+def gpt_repo(dest: Path, args: str = GPT_ARGS) -> Path:
+    """tinygpt with a contract drafted by ``infrarsi init`` for ``args``, committed."""
+    repo = dest / "tinygpt"
+    shutil.copytree(REPO / "fixtures" / "tinygpt", repo,
+                    ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.*"))
+    result = infrarsi("init", str(repo), "--command", f"python train.py {args}")
+    assert result.returncode == 0, result.stderr
+    return _commit(repo)
+
+
+def moe_repo(dest: Path, args: str = MOE_ARGS, tokens: int = MOE_TOKENS) -> Path:
+    """tinymoe with its own contract, rewritten for ``args``, locked and committed."""
+    repo = dest / "tinymoe"
+    shutil.copytree(REPO / "fixtures" / "tinymoe", repo,
+                    ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.lock"))
+    toml = (repo / "infrarsi.toml").read_text()
+    toml = re.sub(r'^args = ".*"$', f'args = "{args}"', toml, count=1, flags=re.M)
+    toml = re.sub(r"^tokens_per_step = \d+$", f"tokens_per_step = {tokens}", toml, count=1, flags=re.M)
+    toml = toml.replace("value = 16\n", "value = 4\n").replace("values = [1, 2, 4, 8, 16]", "values = [1, 2, 4]")
+    toml = toml.replace("default = 4\nflag = \"--micro-batch\"", "default = 2\nflag = \"--micro-batch\"")
+    (repo / "infrarsi.toml").write_text(toml)
+    result = infrarsi("lock", str(repo))
+    assert result.returncode == 0, result.stderr
+    return _commit(repo)
+
+
+def _commit(repo: Path) -> Path:
+    (repo / ".gitignore").write_text(".infrarsi/\n__pycache__/\n")
+    pygit2.init_repository(str(repo), initial_head="main")
+    commit_all(repo, "fixture with its contract")
+    return repo
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Judged:
+    record: TrialRecord
+    checks: tuple[InvariantCheck, ...]
+
+    @property
+    def verdict(self) -> str:
+        """``rejected`` (never ran), ``invalid`` (an outcome or an invariant broke) or ``ok``."""
+        if self.record.outcome is Outcome.REJECTED:
+            return "rejected"
+        return "ok" if all(c.ok for c in self.checks) else "invalid"
+
+    @property
+    def caught_by(self) -> str:
+        if self.record.outcome is Outcome.REJECTED:
+            return "scope audit / patch application: " + self.record.reason[:160]
+        broken = [c for c in self.checks if not c.ok]
+        return "; ".join(f"{c.name}" for c in broken) if broken else "-"
+
+    def reason(self) -> str:
+        if self.record.outcome is Outcome.REJECTED:
+            return self.record.reason
+        return next((f"{c.name}: {c.detail}" for c in self.checks if not c.ok), "")
+
+
+@dataclass(kw_only=True)
+class Bench:
+    repo: Path
+    ctx: TrialContext
+    reference: WorkReference
+    band: LossBand
+    baseline: list[TrialRecord] = field(default_factory=list)
+
+    @staticmethod
+    def open(repo: Path, *, repeats: int = 2, run_id: str = "redteam") -> Bench:
+        contract = load_contract(repo)
+        journal = Journal(journal_path(repo))
+        journal.ensure_run(run_id, kind="run")
+        ctx = trial_context(contract, read_lock(repo), executor=LocalExecutor(), journal=journal)
+        baseline = Candidate.of(contract.defaults())
+        records = [ctx.run(run_id, baseline, witness=True) for _ in range(repeats)]
+        assert all(r.outcome is Outcome.OK for r in records), [r.reason for r in records]
+        reference, band, _ = calibrate_work(ctx, run_id=run_id, records=records)
+        assert reference is not None
+        return Bench(repo=repo, ctx=ctx, reference=reference, band=band, baseline=records)
+
+    def judge(self, *, knobs: Mapping[str, object] = (), patches: tuple[PatchSpec, ...] = (),
+              run_id: str = "redteam") -> Judged:
+        contract = self.ctx.contract
+        values = {**contract.defaults(), **dict(knobs)}
+        candidate = Candidate.of(values, tuple(p.id for p in patches))
+        ctx = TrialContext(**{**{f: getattr(self.ctx, f) for f in ("contract", "lock", "repo", "executor",
+                                                                    "journal", "base")},
+                              "patches": {**self.ctx.patches, **{p.id: p for p in patches}}})
+        record = ctx.run(run_id, candidate, witness=True)
+        return Judged(record=record, checks=tuple(trial_invariants(record, self.band, self.reference)))

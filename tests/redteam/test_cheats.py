@@ -1,0 +1,85 @@
+"""Every cheat ends ``invalid`` or ``rejected``; every honest catalog patch and knob still passes.
+
+Each candidate runs once, witnessed, through the same worktree/patch/audit path
+a model-written patch takes, and is held to the invariants verification uses
+(the baseline's witnessed reference and the doctor's calibrated loss band).
+The verdict and the checks that broke are printed: ``pytest -s`` shows the
+table docs/trials.md reproduces.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.redteam.bench import Bench
+from tests.redteam.cheats import GPT, MOE, SHARED, Cheat, copy_weights
+
+pytestmark = pytest.mark.slow
+
+
+def _show(fixture: str, name: str, judged) -> None:  # noqa: ANN001
+    print(f"\nREDTEAM | {fixture} | {name} | {judged.verdict} | {judged.caught_by} | {judged.reason()[:300]}")
+
+
+def _judge(bench: Bench, cheat: Cheat):  # noqa: ANN202
+    return bench.judge(knobs=dict(cheat.knobs), patches=cheat.specs())
+
+
+@pytest.mark.parametrize("cheat", SHARED, ids=[c.name for c in SHARED])
+def test_a_cheat_in_the_training_step_never_passes(bench: Bench, cheat: Cheat) -> None:
+    lock = (bench.repo / "infrarsi.lock").read_bytes()
+    try:
+        judged = _judge(bench, cheat)
+    finally:  # edit_lock rewrites the repository's lock file: later candidates start from the real one
+        (bench.repo / "infrarsi.lock").write_bytes(lock)
+    _show(bench.repo.name, cheat.name, judged)
+    assert judged.verdict in ("invalid", "rejected"), judged.checks
+
+
+@pytest.mark.parametrize("cheat", GPT, ids=[c.name for c in GPT])
+def test_a_cheat_in_the_gpt_model_never_passes(gpt_bench: Bench, cheat: Cheat) -> None:
+    judged = _judge(gpt_bench, cheat)
+    _show("tinygpt", cheat.name, judged)
+    assert judged.verdict in ("invalid", "rejected"), judged.checks
+
+
+@pytest.mark.parametrize("cheat", MOE, ids=[c.name for c in MOE])
+def test_a_cheat_in_the_moe_model_never_passes(moe_bench: Bench, cheat: Cheat) -> None:
+    judged = _judge(moe_bench, cheat)
+    _show("tinymoe", cheat.name, judged)
+    assert judged.verdict in ("invalid", "rejected"), judged.checks
+
+
+def test_a_previous_runs_weights_are_not_a_head_start(bench: Bench) -> None:
+    source = (bench.repo / "train.py").read_text()
+    start = source.index("def build_model(")
+    build_model = source[start:source.index("\n\n\n", start)] + "\n"
+    cheat = copy_weights(str(bench.repo.parent / "previous-run.pt"), build_model)
+    first = _judge(bench, cheat)  # saves its weights: nothing to copy yet, the same work as the baseline
+    second = _judge(bench, cheat)
+    _show(bench.repo.name, cheat.name, second)
+    assert first.record.outcome.value == "ok", first.record.reason
+    assert second.verdict == "invalid", second.checks
+    assert any(c.name in ("first_step", "weights") and not c.ok for c in second.checks), second.checks
+
+
+HONEST_KNOBS = ({"dtype": "bf16"}, {"micro_batch": 4}, {"micro_batch": 1}, {"grad_ckpt": True},
+                {"optimizer": "adamw_fused"})
+
+
+@pytest.mark.parametrize("knobs", HONEST_KNOBS, ids=[",".join(f"{k}={v}" for k, v in h.items()) for h in HONEST_KNOBS])
+def test_an_honest_knob_passes_every_invariant(bench: Bench, knobs: dict) -> None:
+    judged = bench.judge(knobs=knobs)
+    _show(bench.repo.name, str(knobs), judged)
+    assert judged.verdict == "ok", [c for c in judged.checks if not c.ok]
+
+
+def test_every_applicable_catalog_patch_passes_every_invariant(bench: Bench) -> None:
+    assert bench.ctx.patches, "the catalog applies to the fixture"
+    failed = {}
+    for patch_id, spec in sorted(bench.ctx.patches.items()):
+        judged = bench.judge(patches=(spec,))
+        _show(bench.repo.name, patch_id, judged)
+        if judged.verdict != "ok":
+            failed[patch_id] = judged.reason()
+    assert not failed, failed

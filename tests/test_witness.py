@@ -1,0 +1,78 @@
+"""The witness in a real interpreter: injected through sitecustomize, counting, and locked against the job.
+
+Each test launches a few-line PyTorch script (never importing infrarsi) through
+the local executor with the witness on, as verification does.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.executors.local import LocalExecutor
+from bot.executors.witness import PAYLOAD, payload_sha256
+from infrarsi.seams.executor import TrialSpec
+
+pytestmark = pytest.mark.slow
+
+TRAIN = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+{before}
+for step in range(3):
+    loss = model(torch.ones(2, 8)).sum()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def _run(tmp_path: Path, before: str = "", witness: int | None = 2):
+    (tmp_path / "job.py").write_text(TRAIN.format(before=before))
+    spec = TrialSpec(argv=(sys.executable, "job.py"), cwd=str(tmp_path), timeout_s=120, witness=witness)
+    return LocalExecutor().execute(spec)
+
+
+def test_the_witness_counts_a_step_of_a_script_that_never_imports_the_bot(tmp_path: Path) -> None:
+    ex = _run(tmp_path)
+    assert ex.returncode == 0 and ex.witness_error is None, ex.stderr_tail
+    w = ex.witness
+    # Step 2: forward addmm 2·(2·8·4) = 128 FLOPs, weight gradient mm 128 (the input needs no gradient).
+    assert w["flops"] == 256 and w["flops_by_op"] == {"aten.addmm": 128, "aten.mm": 128}
+    assert w["optimizer_steps"] == 3 and w["params"] == 2 and w["param_elements"] == 36
+    assert all(g is not None and g > 0 for g in w["grad_norms"]) and w["matmul_dtypes"] == ["float32"]
+    assert len(w["update_proj"]) == 2 and w["source_sha256"] == payload_sha256()
+
+
+def test_without_the_witness_nothing_is_injected(tmp_path: Path) -> None:
+    ex = _run(tmp_path, before="import sys; assert 'sitecustomize' not in sys.modules or "
+                                "'infrarsi' not in str(getattr(sys.modules['sitecustomize'], '__file__', ''))",
+              witness=None)
+    assert ex.returncode == 0 and ex.witness is None and ex.witness_error is None, ex.stderr_tail
+
+
+@pytest.mark.parametrize("before, error", [
+    ("import torch.optim.optimizer as o; o._global_optimizer_post_hooks.clear()", "post-hook was removed"),
+    ("import torch.utils.flop_counter as f; f.FlopCounterMode = type('F', (), {})", "FlopCounterMode was replaced"),
+    ("import time; time.perf_counter = lambda: 0.0", "time.perf_counter was replaced"),
+    ("import atexit; atexit._clear()", "wrote no report"),
+    ("import os\nfor fd in range(3, 64):\n    try: os.write(fd, b'{\"witness\": \"{}\", \"mac\": \"0\"}\\n')\n"
+     "    except OSError: pass", "failed authentication"),
+    ("import os; os.environ.get('INFRARSI_WITNESS') and os._exit(1)", None),
+])
+def test_a_job_that_disables_patches_or_spoofs_the_witness_is_caught(tmp_path: Path, before: str,
+                                                                       error: str | None) -> None:
+    ex = _run(tmp_path, before=before)
+    if error is None:  # the variable is gone before the job's first line: nothing to find
+        assert ex.returncode == 0 and ex.witness_error is None, ex.stderr_tail
+        return
+    assert ex.witness_error is not None and error in ex.witness_error, (ex.witness_error, ex.stderr_tail)
+
+
+def test_the_payload_is_what_the_bot_ships() -> None:
+    assert PAYLOAD.name == "sitecustomize.py" and PAYLOAD.parent.name == "site"
+    assert len(payload_sha256()) == 64

@@ -63,7 +63,8 @@ def execution_from_dict(data: dict[str, Any]) -> Execution:
                         "events": tuple(StepEvent(**e) for e in ex.get("events") or ()),
                         "pids": tuple(ex.get("pids") or ()),
                         "phases": tuple((int(s), str(n), float(t)) for s, n, t in ex.get("phases") or ()),
-                        "info": tuple((str(k), v) for k, v in ex.get("info") or ())})
+                        "info": tuple((str(k), v) for k, v in ex.get("info") or ()),
+                        "placement": tuple((str(k), v) for k, v in ex.get("placement") or ())})
 
 
 # -- the launch the workflow receives ---------------------------------------------------------------------

@@ -21,6 +21,8 @@ import tomllib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from infrarsi.errors import BAD_INPUT, InfraRSIError
+
 if TYPE_CHECKING:
     from infrarsi.contract.model import Knob, KnobValue
 
@@ -33,8 +35,10 @@ _FALSE = frozenset({"0", "false", "no", "off"})
 _HYDRA_PLAIN = re.compile(r"^[A-Za-z0-9_.:/\-+*%@$]+$")
 
 
-class KnobValueError(ValueError):
+class KnobValueError(InfraRSIError, ValueError):
     """A text or a value that is not one of the knob's values; the message says what was expected."""
+
+    exit_code = BAD_INPUT
 
 
 # -- without a knob: the value's own text ------------------------------------------------------------

@@ -16,14 +16,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from infrarsi.errors import NOT_RIGHT, InfraRSIError
+
 PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD",
                             "SUSPENDED", "STOPPED"})
 TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
                              "BOOT_FAIL", "DEADLINE", "PREEMPTED", "SPECIAL_EXIT", "REVOKED"})
 
 
-class SlurmError(RuntimeError):
+class SlurmError(InfraRSIError, RuntimeError):
     """A Slurm client failed (not a job: the command itself)."""
+
+    exit_code = NOT_RIGHT
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

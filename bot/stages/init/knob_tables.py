@@ -18,7 +18,7 @@ from typing import Any
 from bot.stages.init.classify import Classified, Coupled, current
 from bot.stages.init.discover import Setting
 
-_EXPRESSIBLE = ("flag-space", "switch", "env")
+_EXPRESSIBLE = ("flag-space", "flag-equals", "hydra", "switch", "env")
 _LIGHTNING_PRECISION = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
 _SEQ = re.compile(r"^(block_size|seq_len|seq_length|max_seq_len|max_seq_length|context_length|sequence_length|"
                   r"max_length|n_ctx|ctx_len)$")
@@ -65,6 +65,10 @@ def _passing(setting: Setting) -> dict[str, Any]:
         return {"env": setting.token}
     if setting.passing == "switch":
         return {"flag": setting.token, "switch": True}
+    if setting.passing == "flag-equals":  # a configurator's `--key=value`, read back with ast.literal_eval
+        return {"flag": setting.token, "form": "equals", "bool_text": ["True", "False"]}
+    if setting.passing == "hydra":
+        return {"override": setting.token}
     return {"flag": setting.token}
 
 

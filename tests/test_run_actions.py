@@ -15,7 +15,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from bot.workspace.testing import commit_all
+from tests.support.repos import commit_all
 from infrarsi.journal import Journal
 from infrarsi.trial import Outcome
 from tests.conftest import infrarsi

@@ -20,8 +20,8 @@ import pygit2
 from bot.executors.local import LocalExecutor
 from bot.stages.doctor.baseline import calibrate_work
 from bot.stages.run.candidate import TrialContext, trial_context
-from bot.stages.run.trial import journal_path
-from bot.workspace.testing import commit_all
+from infrarsi.rundir import journal_path
+from tests.support.repos import commit_all
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
 from infrarsi.invariants import InvariantCheck, WorkReference

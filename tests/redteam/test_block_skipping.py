@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from bot.executors.local import LocalExecutor
-from bot.proposers.replay import replayed_proposer
+from tests.support.anthropic_replay import replayed_proposer
 from bot.proposers.session import editable_sources
 from bot.stages.doctor.baseline import run_doctor
 from bot.stages.run.candidate import trial_context
-from bot.stages.run.trial import journal_path
+from infrarsi.rundir import journal_path
 from bot.stages.run.verify import verify_candidate
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock

@@ -66,7 +66,7 @@ def _passing(setting: Setting) -> dict[str, Any]:
     if setting.passing == "switch":
         return {"flag": setting.token, "switch": True}
     if setting.passing == "flag-equals":  # a configurator's `--key=value`, read back with ast.literal_eval
-        return {"flag": setting.token, "form": "equals", "bool_text": ["True", "False"]}
+        return {"flag": setting.token, "form": "equals"}
     if setting.passing == "hydra":
         return {"override": setting.token}
     return {"flag": setting.token}
@@ -125,6 +125,8 @@ def plan_knobs(classified: Classified, given: dict[str, str], *, taken: set[str]
             plan.deferred.append(f"{s.key} ({reason}; its current value {current(s, given)!r} gives no safe domain)")
             continue
         plan.knobs[name] = {**_passing(s), **domain}
+        if s.passing == "flag-equals" and domain.get("kind") == "bool":
+            plan.knobs[name]["bool_text"] = ["True", "False"]  # ast.literal_eval reads these, not 1/0
         plan.notes[f"knobs.{name}"] = (f"guessed: {s.token} ({s.convention}) looks like a knob for {reason}"
                                        + (f" (line {s.line} of the entry script)" if s.line else ""))
     for pair in classified.coupled:

@@ -69,7 +69,8 @@ def write_run_json(repo: Path, *, promoted: bool = True) -> Path:
     doctor = DoctorReport.from_dict(json.loads((run_dir / "doctor.json").read_text()))
     with Journal(repo / ".infrarsi" / "journal.sqlite") as journal:
         records = journal.trials(RUN_ID)
-    searched = [r for r in records if r.trial_no not in doctor.trials]
+    # The two trials this helper ran after the doctor (whose witness calibration also runs a bf16 baseline).
+    searched = sorted((r for r in records if r.trial_no not in doctor.trials), key=lambda r: r.trial_no)[-2:]
     base = [r for r in searched if not r.candidate.patches]
     cand = [r for r in searched if r.candidate.patches]
     candidate = cand[0].candidate

@@ -7,6 +7,7 @@ every trial of the run from the journal and the winner's trial commit from git
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path

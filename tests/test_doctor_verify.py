@@ -161,17 +161,23 @@ def build_model(args):
 ''')
 
 
+# A changed loss or learning rate is caught by whichever check sees it first: the witness's
+# step-1 comparison (loss, gradient norms) when the doctor armed it, else the loss band.
+COMPUTATION_CHECKS = ("first_step", "loss_band")
+
+
 @pytest.mark.parametrize("patch,expected", [
-    (SCALED_LOSS, "loss_band"),
-    (SKIP_MICRO_BATCHES, "processed 64 tokens"),
-    (HIGHER_LR, "loss_band"),
-    (FAKE_CLOCK, "clock"),
+    (SCALED_LOSS, COMPUTATION_CHECKS),
+    (SKIP_MICRO_BATCHES, ("processed 64 tokens",)),
+    (HIGHER_LR, COMPUTATION_CHECKS),
+    (FAKE_CLOCK, ("clock",)),
 ], ids=["scaled-loss", "skipped-micro-batches", "changed-lr", "fake-clock"])
-def test_candidates_that_compute_something_else_are_invalid(doctored: Path, patch: PatchSpec, expected: str) -> None:
+def test_candidates_that_compute_something_else_are_invalid(doctored: Path, patch: PatchSpec,
+                                                           expected: tuple[str, ...]) -> None:
     contract = load_contract(doctored)
     verdict = verify_candidate_once(doctored, Candidate.of(contract.defaults(), [patch.id]), {patch.id: patch})
     assert verdict.kind is VerdictKind.INVALID, (verdict.kind, verdict.reason)
-    assert expected in verdict.reason
+    assert any(check in verdict.reason for check in expected), verdict.reason
     assert len(verdict.candidate_trials) == 1  # verification stops at the first broken invariant
 
 

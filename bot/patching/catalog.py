@@ -51,11 +51,11 @@ CATALOG: tuple[CatalogEntry, ...] = (
     CatalogEntry(codemod="optimizer_foreach", title="Multi-tensor optimizer (foreach)",
                  rationale="the for-loop optimizer launches kernels per parameter; foreach batches them",
                  effect=_e(0.95, 0.05, 1.02, 0.03, "docs/priors.md#optimizer"),
-                 conflicts_with=("optimizer_fused",)),
+                 conflicts_with=("optimizer_fused", "hf_fused_optim")),
     CatalogEntry(codemod="optimizer_fused", title="Fused optimizer",
                  rationale="one fused kernel per step instead of per-parameter loops",
                  effect=_e(0.93, 0.06, 1.0, 0.03, "docs/priors.md#optimizer"),
-                 conflicts_with=("optimizer_foreach",)),
+                 conflicts_with=("optimizer_foreach", "hf_fused_optim")),
     CatalogEntry(codemod="zero_grad_set_to_none", title="zero_grad(set_to_none=True)",
                  rationale="frees gradients instead of writing zeros into them every step",
                  effect=_e(0.99, 0.02, 0.98, 0.03, "docs/priors.md#zero-grad")),
@@ -66,16 +66,17 @@ CATALOG: tuple[CatalogEntry, ...] = (
     CatalogEntry(codemod="autocast_bf16", title="bf16 autocast around forward and loss",
                  rationale="matmuls in bf16 run on tensor cores (AMX on recent CPUs) at several times fp32 speed",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast"),
-                 conflicts_with=("autocast_forward_bf16",)),
+                 conflicts_with=("autocast_forward_bf16", "hf_bf16", "lightning_bf16_precision")),
     CatalogEntry(codemod="autocast_forward_bf16", title="bf16 autocast inside the model's forward",
                  rationale="where the training loop is locked, the model's own forward is the editable place "
                  "that every forward runs through; matmuls in bf16 run several times faster than fp32 "
                  "(tensor cores, AMX/AVX-512 bf16 on CPUs) while the loss stays in fp32",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast"),
-                 conflicts_with=("autocast_bf16",)),
+                 conflicts_with=("autocast_bf16", "hf_bf16", "lightning_bf16_precision")),
     CatalogEntry(codemod="torch_compile_model", title="torch.compile the model",
                  rationale="fuses elementwise chains and removes Python overhead; costs compile time in warm-up",
-                 effect=_e(0.8, 0.3, 0.9, 0.2, "docs/priors.md#compile")),
+                 effect=_e(0.8, 0.3, 0.9, 0.2, "docs/priors.md#compile"),
+                 conflicts_with=("hf_torch_compile",)),
     CatalogEntry(codemod="dataloader_gpu_settings", title="DataLoader pinned memory and workers (GPU only)",
                  rationale="overlaps host-to-device copies and data loading with compute",
                  effect=_e(0.97, 0.05, 1.02, 0.03, "docs/priors.md#gpu-settings")),
@@ -91,6 +92,26 @@ CATALOG: tuple[CatalogEntry, ...] = (
                  rationale="DistributedDataParallel all-reduces every backward; under gradient accumulation only "
                  "the last one is needed, the others can accumulate locally",
                  effect=_e(0.85, 0.15, 1.0, 0.05, "docs/distributed.md#no-sync")),
+    # The framework's own arguments, where the code builds them (bot/patching/codemods/framework_args.py).
+    CatalogEntry(codemod="hf_bf16", title="Hugging Face Trainer in bf16 (bf16=True)",
+                 rationale="the Trainer then autocasts forward and loss to bf16; matmuls run several times "
+                 "faster than fp32 on tensor cores and on CPUs with AVX-512 bf16/AMX",
+                 effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#framework-args"),
+                 conflicts_with=("autocast_bf16", "autocast_forward_bf16")),
+    CatalogEntry(codemod="hf_fused_optim", title='Hugging Face Trainer with fused AdamW (optim="adamw_torch_fused")',
+                 rationale="the same AdamW update in one fused kernel instead of per-parameter loops",
+                 effect=_e(0.93, 0.06, 1.0, 0.03, "docs/priors.md#framework-args"),
+                 conflicts_with=("optimizer_fused", "optimizer_foreach")),
+    CatalogEntry(codemod="hf_torch_compile", title="Hugging Face Trainer with torch_compile=True",
+                 rationale="the Trainer compiles the model: fused elementwise chains, less Python overhead; "
+                 "costs compile time in warm-up",
+                 effect=_e(0.8, 0.3, 0.9, 0.2, "docs/priors.md#framework-args"),
+                 conflicts_with=("torch_compile_model",)),
+    CatalogEntry(codemod="lightning_bf16_precision", title='Lightning Trainer in bf16 (precision="bf16-mixed")',
+                 rationale="Lightning autocasts the training step to bf16 and keeps fp32 weights; matmuls run "
+                 "several times faster than fp32",
+                 effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#framework-args"),
+                 conflicts_with=("autocast_bf16", "autocast_forward_bf16")),
 )
 
 assert {e.codemod for e in CATALOG} == set(REGISTRY), "every registered codemod needs a catalog entry"

@@ -27,6 +27,7 @@ def test_registry_has_the_codemods() -> None:
         "sdpa_causal_attention", "fused_gelu", "fused_cross_entropy", "optimizer_foreach", "optimizer_fused",
         "zero_grad_set_to_none", "checkpoint_blocks", "autocast_bf16", "autocast_forward_bf16", "torch_compile_model",
         "dataloader_gpu_settings", "cuda_backend_flags", "grouped_experts", "ddp_no_sync",
+        "hf_bf16", "hf_fused_optim", "hf_torch_compile", "lightning_bf16_precision",
     }
     assert all(summary for summary in describe().values())
 
@@ -36,13 +37,15 @@ def test_every_codemod_declines_unrelated_code_and_says_why(name: str) -> None:
     result = run_codemod(name, norm(UNRELATED))
     assert isinstance(result, Declined)
     codemod = REGISTRY[name]
-    assert result.reason == codemod.NOT_FOUND or "entry-point" in result.reason
+    # The framework codemods look for the framework's import, not torch's.
+    assert result.reason == codemod.NOT_FOUND or "entry-point" in result.reason or \
+        result.reason.startswith("the file does not import")
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_every_codemod_declines_code_without_torch(name: str) -> None:
     result = run_codemod(name, "import numpy as np\nmodel = Net()\nx = 0.5 * y * (1 + np.tanh(y))\n")
-    assert isinstance(result, Declined) and "does not import torch" in result.reason
+    assert isinstance(result, Declined) and "does not import" in result.reason
 
 
 def test_unknown_codemod_and_unparsable_file_are_broken() -> None:

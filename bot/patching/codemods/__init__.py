@@ -22,6 +22,7 @@ from bot.patching.codemods.checkpointing import CheckpointBlocks
 from bot.patching.codemods.compile import CompileModel
 from bot.patching.codemods.ddp import DdpNoSync
 from bot.patching.codemods.experts import GroupedExperts
+from bot.patching.codemods.framework_args import HfBf16, HfFusedOptim, HfTorchCompile, LightningBf16Precision
 from bot.patching.codemods.gelu import GeluFormulaToFused
 from bot.patching.codemods.gpu_settings import CudaBackendFlags, DataLoaderGpuSettings
 from bot.patching.codemods.loss import UnfusedLossToCrossEntropy
@@ -43,6 +44,10 @@ _ALL: tuple[type[PatchCodemod], ...] = (
     CudaBackendFlags,
     GroupedExperts,
     DdpNoSync,
+    HfBf16,
+    HfFusedOptim,
+    HfTorchCompile,
+    LightningBf16Precision,
 )
 
 REGISTRY: Mapping[str, type[PatchCodemod]] = MappingProxyType({c.NAME: c for c in _ALL})

@@ -346,7 +346,12 @@ def insert_arg(call: cst.Call, new: cst.Arg) -> cst.Call:
 def _separator(call: cst.Call, args: Sequence[cst.Arg]) -> cst.Comma | cst.MaybeSentinel:
     """The comma that separates two arguments in this call's layout."""
     if len(args) >= 2 and isinstance(args[-2].comma, cst.Comma):
-        return args[-2].comma
+        comma = args[-2].comma
+        after = comma.whitespace_after
+        if isinstance(after, cst.ParenthesizedWhitespace) and after.first_line.comment is not None:
+            # Borrow the layout, not the comment that ends that argument's line.
+            comma = comma.with_changes(whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace()))
+        return comma
     if isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
         return cst.Comma(whitespace_after=call.whitespace_before_args)
     return cst.MaybeSentinel.DEFAULT

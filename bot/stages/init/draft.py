@@ -112,7 +112,8 @@ def _knob_table(flag: ArgFlag, current: Any, global_batch: int | None) -> tuple[
     elif choices:
         table.update(kind="categorical", values=choices, default=current if current in choices else choices[0])
     elif flag.type == "int" and "micro" in reason and global_batch:
-        table.update(kind="int", values=_powers_of_two_dividing(global_batch), default=int(current or 1))
+        default = int(current or 1)  # kept among the values even when it does not divide: the user's own setting
+        table.update(kind="int", values=sorted({default, *_powers_of_two_dividing(global_batch)}), default=default)
         note += f"; values are the powers of two dividing the global batch ({global_batch})"
     elif flag.type == "int" and "thread" in reason:
         cores = os.cpu_count() or 1

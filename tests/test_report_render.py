@@ -93,3 +93,16 @@ def test_command_line_passes_every_knob_as_a_trial_does() -> None:
              Knob(name="threads", kind="int", default=0, values=(0, 1), env="OMP_NUM_THREADS")]
     assert command_line(["python", "train.py"], ["--steps", "8"], knobs, {"dtype": "bf16", "fast": True}) == \
         "OMP_NUM_THREADS=0 python train.py --steps 8 --dtype bf16 --fast"
+
+
+def test_one_row_per_invariant_however_many_runs_checked_it() -> None:
+    from dataclasses import replace
+
+    base = _report()
+    checks = tuple(Invariant(name=n, ok=not (n == "clock" and i == 3), detail=f"trial {i}: {n} detail")
+                   for i in range(5) for n in ("loss_band", "work", "clock"))
+    body = render_pr_body(replace(base, verification=replace(base.verification, invariants=checks)))
+    rows = [line for line in body.splitlines() if line.startswith(("| loss_band", "| work", "| clock"))]
+    assert rows == ["| loss_band | ✅ 5/5 runs ok | trial 0: loss_band detail |",
+                    "| work | ✅ 5/5 runs ok | trial 0: work detail |",
+                    "| clock | ❌ 4/5 runs ok | trial 3: clock detail |"]

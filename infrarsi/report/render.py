@@ -91,7 +91,22 @@ def _summary(r: Report) -> list[str]:
             f"Measured on {_hardware(r)}; run `{r.run_id}`"
             + (f", base commit `{r.base_commit[:10]}`" if r.base_commit else "") + "."]
     out += [f"- {n}" for n in r.notes[1 if not r.promoted else 0:]]
+    if r.llm:
+        out += ["", llm_cost_line(r)]
     return out
+
+
+def llm_cost_line(r: Report) -> str:
+    """What the LLM proposer cost, next to what the run bought: tokens in/out, dollars, the dated price table."""
+    llm = r.llm or {}
+    tin, tout = int(llm.get("input_tokens") or 0), int(llm.get("output_tokens") or 0)
+    cost = float(llm.get("cost_usd") or 0.0)
+    bought = f"for a verified {r.speedup:.2f}x speedup" if r.promoted and r.speedup else "for no verified speedup"
+    calls = f"{llm.get('calls', 0)} calls" + (f" (+{llm['cached_calls']} cached)" if llm.get("cached_calls") else "")
+    prices = (f"at {llm['prices_source']} as of {llm['prices_as_of']}" if llm.get("prices_as_of")
+              else "at the proposer's price table (undated: run.json predates it)")
+    return (f"**LLM cost**: {tin:,} tokens in, {tout:,} out, **${cost:.4f}** {bought} "
+            f"({llm.get('model') or llm.get('proposer', 'LLM')}, {calls}; {prices}).")
 
 
 def _changes(r: Report) -> list[str]:
@@ -210,7 +225,7 @@ def _failed(r: Report, limit: int | None, full: str | None) -> list[str]:
             f"#{t.trial_no} `{_cell(t.candidate)}` ({t.cost_s:.1f} s, peak ≥ {_mib(t.peak_mem_bytes)})"
             for t in listed) + more + ".")
     if r.llm:
-        out.append("LLM proposer: " + ", ".join(f"{k} {v}" for k, v in sorted(r.llm.items())) + ".")
+        out.append(llm_cost_line(r))
     return out
 
 

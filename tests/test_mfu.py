@@ -121,3 +121,10 @@ def test_the_winner_is_measured_against_the_peak_of_the_dtype_it_computes_in() -
     bad = mfu_figures(doctor, before_s=0.1, after_s=0.02, winner=Candidate.of({"dtype": "fp32"}), knobs=(),
                       winner_records=[_record(9, 0.02)])
     assert bad.after is None and bad.defects and bad.defects[0].startswith("after:")
+
+
+def test_fp32_faster_than_strict_fp32_is_measured_against_tf32_where_the_device_has_it() -> None:
+    peaks = {"fp32": 50e12, "tf32": 400e12, "bf16": 800e12}
+    fig = mfu(flops_per_step=1e13, step_time_s=0.1, peaks=peaks, dtype="fp32")  # 100 TFLOP/s: TF32 was allowed
+    assert fig.dtype == "tf32" and fig.value == pytest.approx(0.25) and fig.defect is None
+    assert mfu(flops_per_step=1e14, step_time_s=0.1, peaks=peaks, dtype="fp32").defect  # above tf32 too

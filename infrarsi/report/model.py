@@ -359,7 +359,8 @@ def mfu_figures(doctor: DoctorReport, *, before_s: float, after_s: float | None,
         figures.append(mfu(flops_per_step=flops, step_time_s=after_s, peaks=doctor.peak_flops, dtype=after_dtype))
     defects = tuple(f"{arm}: {f.defect}" for arm, f in zip(("before", "after"), figures) if f.defect)
     return MfuFigures(before=figures[0].value, after=figures[1].value if len(figures) > 1 else None,
-                      before_dtype=before_dtype, after_dtype=after_dtype, defects=defects)
+                      before_dtype=figures[0].dtype, after_dtype=figures[-1].dtype if after_s else after_dtype,
+                      defects=defects)
 
 
 def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[TrialRecord],

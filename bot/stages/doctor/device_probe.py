@@ -44,7 +44,9 @@ def matmul_peak(dtype_name: str, *, size: int, repeats: int, device: str, min_se
     repeats and ``min_seconds`` (a shared machine has quiet moments; the best repeat is the device's)."""
     import torch
 
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
+    dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
+    if device == "cuda":  # fp32 strictly (torch's default), tf32: fp32 tensors on tensor cores, as a job may allow
+        torch.backends.cuda.matmul.allow_tf32 = dtype_name == "tf32"
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
     out = torch.empty(size, size, device=device, dtype=dtype)
@@ -93,7 +95,7 @@ def probe(size: int | None = None, repeats: int = MIN_REPEATS, threads: int | No
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     sizes = (size,) if size else SIZES[device]
-    dtypes = DTYPES + (("fp16",) if cuda else ())
+    dtypes = DTYPES + (("fp16", "tf32") if cuda else ())
     found = {d: saturated_peak(d, device=device, sizes=sizes, repeats=repeats,
                                min_seconds=0.0 if size else MIN_SECONDS[device]) for d in dtypes}
     peaks = {d: f for d, (f, _) in found.items()}

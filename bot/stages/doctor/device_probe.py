@@ -35,8 +35,8 @@ def _cpu_model() -> str:
 #: Square sizes tried per device, smallest first: the peak is taken at the size that saturates.
 SIZES = {"cpu": (512, 1024, 2048), "cuda": (4096, 8192, 16384)}
 #: Each (dtype, size) is timed for at least this many repeats and this long, and the best repeat counts.
-MIN_REPEATS = 5
-MIN_SECONDS = {"cpu": 1.0, "cuda": 0.5}
+MIN_REPEATS = 3
+MIN_SECONDS = {"cpu": 0.5, "cuda": 0.5}
 
 
 def matmul_peak(dtype_name: str, *, size: int, repeats: int, device: str, min_seconds: float = 0.0) -> float:

@@ -37,11 +37,16 @@ SIZES = {"cpu": (512, 1024, 2048), "cuda": (4096, 8192, 16384)}
 #: Each (dtype, size) is timed for at least this many repeats and this long, and the best repeat counts.
 MIN_REPEATS = 3
 MIN_SECONDS = {"cpu": 0.5, "cuda": 0.5}
+#: ... and at most this long per size; sizes stop growing once one matmul takes longer than GROW_LIMIT_S.
+MAX_SECONDS = 2.0
+GROW_LIMIT_S = 0.25
 
 
-def matmul_peak(dtype_name: str, *, size: int, repeats: int, device: str, min_seconds: float = 0.0) -> float:
+def matmul_peak(dtype_name: str, *, size: int, repeats: int, device: str, min_seconds: float = 0.0,
+                max_seconds: float = MAX_SECONDS) -> float:
     """Best FLOP/s of ``size``×``size`` matmuls in ``dtype_name`` on ``device`` over at least ``repeats``
-    repeats and ``min_seconds`` (a shared machine has quiet moments; the best repeat is the device's)."""
+    repeats and ``min_seconds``, at most ``max_seconds`` (a shared machine has quiet moments; the best repeat
+    is the device's; a dtype the device only emulates must not hold the doctor for minutes)."""
     import torch
 
     dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
@@ -51,14 +56,14 @@ def matmul_peak(dtype_name: str, *, size: int, repeats: int, device: str, min_se
     b = torch.randn(size, size, device=device, dtype=dtype)
     out = torch.empty(size, size, device=device, dtype=dtype)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    for _ in range(2):
-        torch.mm(a, b, out=out)
+    t0 = time.perf_counter()
+    torch.mm(a, b, out=out)  # warm-up, and the first (pessimistic) sample
     sync()
-    best = float("inf")
-    inner = 4
+    best = time.perf_counter() - t0
+    inner = max(1, min(4, int(0.05 / max(best, 1e-9))))
     started = time.perf_counter()
     n = 0
-    while n < repeats or time.perf_counter() - started < min_seconds:
+    while (n < repeats or time.perf_counter() - started < min_seconds) and time.perf_counter() - started < max_seconds:
         t0 = time.perf_counter()
         for _ in range(inner):
             torch.mm(a, b, out=out)
@@ -70,17 +75,16 @@ def matmul_peak(dtype_name: str, *, size: int, repeats: int, device: str, min_se
 
 def saturated_peak(dtype_name: str, *, device: str, sizes: tuple[int, ...], repeats: int,
                    min_seconds: float) -> tuple[float, int]:
-    """(best FLOP/s, the size it came at): sizes grow until FLOP/s stop rising by 5% (the device is saturated)."""
+    """(best FLOP/s, the size it came at): sizes grow (past the first) until FLOP/s stop rising by 5% (saturated),
+    or until one matmul takes longer than GROW_LIMIT_S (the next size costs 8 times as much)."""
     best, at = 0.0, sizes[0]
     for size in sizes:
         flops = matmul_peak(dtype_name, size=size, repeats=repeats, device=device, min_seconds=min_seconds)
+        rising = flops > best * 1.05
         if flops > best:
-            rising = flops > best * 1.05
             best, at = flops, size
-            if not rising:
-                break
-        else:
-            break
+        if (not rising and size != sizes[0]) or 2.0 * size**3 / flops > GROW_LIMIT_S:
+            break  # the smallest size never decides alone: on a busy machine it may just have been unlucky
     return best, at
 
 
@@ -99,7 +103,8 @@ def probe(size: int | None = None, repeats: int = MIN_REPEATS, threads: int | No
     found = {d: saturated_peak(d, device=device, sizes=sizes, repeats=repeats,
                                min_seconds=0.0 if size else MIN_SECONDS[device]) for d in dtypes}
     peaks = {d: f for d, (f, _) in found.items()}
-    method = (f"best repeat (at least {repeats} repeats of 4 and {0.0 if size else MIN_SECONDS[device]:g} s) of "
+    method = (f"best repeat (at least {repeats} repeats and {0.0 if size else MIN_SECONDS[device]:g} s, at most "
+              f"{MAX_SECONDS:g} s per size) of "
               "square matmuls per dtype on " + device + " with " + str(torch.get_num_threads()) + " threads, "
               "sizes grown until FLOP/s stopped rising (" + ", ".join(f"{d} at {n}" for d, (_, n) in found.items())
               + ")")

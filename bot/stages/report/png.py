@@ -92,6 +92,7 @@ def _memory(plt: Any, report: Report, out: Path) -> Path | None:
     if report.memory_limit_bytes:
         ax.axhline(report.memory_limit_bytes / 2**20, color="black", linestyle="--", label="limit")
     ax.set(title="Peak memory per trial", xlabel="trial", ylabel="MiB")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.legend(loc="best", fontsize="small")
     path = out / "memory.png"
     fig.tight_layout()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from infrarsi.doctor import render_markdown as doctor_markdown
 from infrarsi.report.charts import mermaid_blocks
 from infrarsi.report.render import render_markdown, render_pr_body
@@ -28,6 +30,7 @@ def test_the_body_carries_step_time_verification_and_memory_charts() -> None:
     assert mermaid_blocks(render_markdown(_charts_report())) == blocks
 
 
+@pytest.mark.slow  # node and mermaid's import take seconds; the first run installs mermaid from npm (~25 s)
 def test_mermaid_parses_every_chart_of_the_body_the_report_and_the_doctor() -> None:
     blocks = (mermaid_blocks(render_pr_body(_charts_report()))
               + mermaid_blocks(render_markdown(_report(failed=0, promoted=False, verification=None)))

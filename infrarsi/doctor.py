@@ -18,6 +18,8 @@ from infrarsi.contract.model import Contract
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from infrarsi.invariants import WorkReference
 from infrarsi.loss_band import LossBand, calibrate_band
+from infrarsi.mfu import compute_dtype, datasheet_peaks, six_n_flops
+from infrarsi.mfu import mfu as mfu_of
 from infrarsi.stats import minimum_detectable_effect, noise_profile, repeats_for_effect
 from infrarsi.trial import Outcome, TrialRecord
 
@@ -62,6 +64,10 @@ class DoctorReport:
     loss_band: LossBand
     notes: tuple[str, ...] = field(default=())
     work: WorkReference | None = None  # the witnessed baseline: counted work, gradients, weights
+    mfu_defect: str | None = None  # why there is no MFU figure although there should be (infrarsi.mfu)
+    datasheet_peak_flops: dict[str, float] | None = None  # the detected GPU's dense datasheet peaks
+    datasheet_model: str | None = None
+    mfu_datasheet: float | None = None  # MFU against the datasheet peak of the baseline dtype
 
     @property
     def headroom_bytes(self) -> int | None:
@@ -85,6 +91,8 @@ class DoctorReport:
             "model_flops_per_step": self.model_flops_per_step, "model_flops_source": self.model_flops_source,
             "mfu": self.mfu, "fingerprint": self.fingerprint, "loss_band": self.loss_band.to_dict(),
             "notes": list(self.notes), "work": self.work.to_dict() if self.work else None,
+            "mfu_defect": self.mfu_defect, "datasheet_peak_flops": self.datasheet_peak_flops,
+            "datasheet_model": self.datasheet_model, "mfu_datasheet": self.mfu_datasheet,
         }
 
     @staticmethod
@@ -102,7 +110,9 @@ class DoctorReport:
             model_flops_per_step=d["model_flops_per_step"], model_flops_source=d["model_flops_source"],
             mfu=d["mfu"], fingerprint=dict(d["fingerprint"]), loss_band=LossBand.from_dict(d["loss_band"]),
             notes=tuple(d.get("notes", ())),
-            work=WorkReference.from_dict(d["work"]) if d.get("work") else None)
+            work=WorkReference.from_dict(d["work"]) if d.get("work") else None,
+            mfu_defect=d.get("mfu_defect"), datasheet_peak_flops=d.get("datasheet_peak_flops"),
+            datasheet_model=d.get("datasheet_model"), mfu_datasheet=d.get("mfu_datasheet"))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -182,9 +192,16 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
     phases, source, error = _phases(good, median, profiled_phases)
     peak_mem = int(statistics.median(r.metrics.peak_mem_bytes or 0 for r in good))
     dtype = baseline_dtype(contract)
-    model_flops, flops_source = _model_flops(contract, good)
-    peak = peak_flops.get(dtype)
-    mfu = model_flops / median / peak if model_flops and peak else None
+    if work is not None and work.reports and work.reports[0].matmul_dtypes:
+        dtype = compute_dtype(work.reports[0].matmul_dtypes, fallback=dtype)
+    model_flops, flops_source = _model_flops(contract, good, work)
+    figure = mfu_of(flops_per_step=model_flops, step_time_s=median, peaks=peak_flops, dtype=dtype) \
+        if model_flops else None
+    if figure is not None and figure.defect:
+        notes.append(f"MFU defect: {figure.defect}")
+    sheet = datasheet_peaks(fingerprint.get("gpu_model"))
+    on_sheet = mfu_of(flops_per_step=model_flops, step_time_s=median, peaks=sheet[1], dtype=dtype,
+                      peak_source="datasheet") if sheet and model_flops else None
     if band is None:
         band = calibrate_band([r.metrics.loss for r in good], rtol=contract.loss.rtol,
                               final_rtol=contract.loss.final_rtol)
@@ -196,8 +213,11 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
         verify_pairs=pairs, mde=mde, alpha=spec.alpha, power=spec.power, phases_s=phases, phases_source=source,
         phases_sum_error=error, peak_mem_bytes=peak_mem, memory_limit_bytes=contract.budget.memory_limit_bytes,
         peak_flops=peak_flops, peak_flops_method=peak_flops_method, baseline_dtype=dtype,
-        model_flops_per_step=model_flops, model_flops_source=flops_source, mfu=mfu, fingerprint=fingerprint,
-        loss_band=band, notes=tuple(notes), work=work)
+        model_flops_per_step=model_flops, model_flops_source=flops_source,
+        mfu=figure.value if figure else None, fingerprint=fingerprint, loss_band=band, notes=tuple(notes),
+        work=work, mfu_defect=figure.defect if figure else None,
+        datasheet_peak_flops=dict(sheet[1]) if sheet else None, datasheet_model=sheet[0] if sheet else None,
+        mfu_datasheet=on_sheet.value if on_sheet else None)
 
 
 def _phases(good: Sequence[TrialRecord], median: float,
@@ -219,13 +239,26 @@ def _phases(good: Sequence[TrialRecord], median: float,
     return phases, source, statistics.median(errors) if errors else None
 
 
-def _model_flops(contract: Contract, good: Sequence[TrialRecord]) -> tuple[float | None, str]:
+def _model_flops(contract: Contract, good: Sequence[TrialRecord],
+                 work: WorkReference | None = None) -> tuple[float | None, str]:
+    """Model FLOPs per step: the contract's, else counted on a real baseline step, else 6·N·tokens."""
     if contract.workload.model_flops_per_step:
         return contract.workload.model_flops_per_step, "the contract (workload.model_flops_per_step)"
+    if work is not None and work.flops:
+        step = work.reports[0].count_step
+        return float(work.flops), (
+            f"FlopCounterMode over optimizer step {step} of the witnessed baseline (forward, backward and "
+            "optimizer of every micro-batch, as the baseline computes them; a candidate's recomputation, such "
+            "as activation checkpointing, is hardware work and is not credited)")
     params = next((r.metrics.parameters for r in good if r.metrics.parameters), None)
     if params:
-        return 6.0 * params * contract.workload.tokens_per_step, (
-            f"6·N·tokens with N = {params:,} parameters counted by the probe")
+        embedding = next((r.metrics.embedding_parameters for r in good if r.metrics.embedding_parameters), None)
+        flops = six_n_flops(parameters=params, tokens_per_step=contract.workload.tokens_per_step,
+                            embedding_parameters=embedding or 0)
+        what = (f"N = {params - embedding:,} parameters without the {embedding:,} of the embedding" if embedding
+                else f"N = {params:,} parameters as the probe reported them (the job did not report "
+                     "embedding_parameters, so the embedding is included: an overestimate)")
+        return flops, f"6·N·tokens with {what}; no witnessed FLOP count"
     return None, "unknown (set workload.model_flops_per_step or report parameters with probe.info)"
 
 
@@ -305,7 +338,15 @@ def render_markdown(report: DoctorReport) -> str:
               + f" ({r.peak_flops_method})",
               "- model FLOPs per step: " + (f"{r.model_flops_per_step:.3g}" if r.model_flops_per_step else "unknown")
               + f" — from {r.model_flops_source}",
-              f"- MFU against the {r.baseline_dtype} peak: " + (f"**{r.mfu:.1%}**" if r.mfu is not None else "n/a"),
+              f"- MFU against the measured {r.baseline_dtype} peak (the dtype the baseline's matrix products ran in): "
+              + (f"**defect** — {r.mfu_defect}" if r.mfu_defect else f"**{r.mfu:.1%}**" if r.mfu is not None
+                 else "n/a")]
+    if r.datasheet_peak_flops:
+        lines += [f"- datasheet dense peak of the {r.datasheet_model}: "
+                  + ", ".join(f"{k} {v / 1e12:,.1f} TFLOP/s" for k, v in r.datasheet_peak_flops.items())
+                  + (f"; MFU against it {r.mfu_datasheet:.1%}" if r.mfu_datasheet is not None else "")
+                  + " (the figure above uses the measured peak)"]
+    lines += [
               "", "## Loss band", "",
               _band_rule(r.loss_band), "",
               "| measured step | mean | band |", "|---:|---:|---|"]

@@ -66,6 +66,7 @@ def summarize(execution: Execution, *, warmup: int, measured: int,
         wall_s=execution.wall_s,
         phases_s=_phases(execution, first=warmup + 1, last=warmup + measured),
         parameters=_int_info(execution, "parameters"),
+        embedding_parameters=_int_info(execution, "embedding_parameters"),
         witness=execution.witness,
     )
 

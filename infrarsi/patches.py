@@ -101,6 +101,7 @@ class PatchSpec:
     effect: Effect
     requires: tuple[str, ...] = ()
     conflicts_with: tuple[str, ...] = ()
+    decides: tuple[str, ...] = ()  # what it chooses (infrarsi.decisions): never combined with another that does
     kind: PatchKind
     codemod: str | None = None
     replacement: str | None = None
@@ -113,7 +114,7 @@ class PatchSpec:
             raise ValueError(f"PatchSpec.kind must be one of {_KINDS}, got {self.kind!r}")
         if not self.targets:
             raise ValueError(f"patch {self.id}: targets must name at least one path or symbol")
-        for name in ("targets", "requires", "conflicts_with"):
+        for name in ("targets", "requires", "conflicts_with", "decides"):
             value = getattr(self, name)
             if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
                 raise ValueError(f"patch {self.id}: {name} must be a tuple of non-empty strings, got {value!r}")
@@ -150,7 +151,7 @@ class PatchSpec:
             "codemod": self.codemod,
             "replacement": self.replacement,
             "evidence": self.evidence,
-        }
+        } | ({"decides": list(self.decides)} if self.decides else {})  # absent when empty: digests stay put
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PatchSpec:
@@ -158,7 +159,7 @@ class PatchSpec:
         if not isinstance(data, Mapping):
             raise ValueError(f"patch spec must be a mapping, got {type(data).__name__}")
         _only_keys(data, {"version", "id", "title", "rationale", "targets", "effect", "requires",
-                          "conflicts_with", "kind", "codemod", "replacement", "evidence"}, "patch")
+                          "conflicts_with", "decides", "kind", "codemod", "replacement", "evidence"}, "patch")
         version = data.get("version", SPEC_VERSION)
         if version != SPEC_VERSION:
             raise ValueError(f"patch.version: expected {SPEC_VERSION}, got {version!r}")
@@ -173,6 +174,7 @@ class PatchSpec:
             effect=Effect.from_dict(effect),
             requires=_strings(data, "requires"),
             conflicts_with=_strings(data, "conflicts_with"),
+            decides=_strings(data, "decides"),
             kind=_string(data, "kind", None, "patch"),  # type: ignore[arg-type]  # checked in __post_init__
             codemod=_optional_string(data, "codemod"),
             replacement=_optional_string(data, "replacement"),

@@ -144,6 +144,11 @@ class RunDir:
     def winner_diff(self) -> Path:
         return self.path / "winner.diff"
 
+    @property
+    def charts(self) -> Path:
+        """``infrarsi report --png``'s PNG files."""
+        return self.path / "charts"
+
     def verify_json(self, digest: str) -> Path:
         """The verdict of the candidate with this digest (``Candidate.digest()``)."""
         return self.path / f"verify-{digest}.json"

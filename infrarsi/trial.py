@@ -86,6 +86,7 @@ class TrialMetrics:
     wall_s: float = 0.0
     phases_s: tuple[tuple[str, float], ...] = ()  # mean seconds per measured step, by the job's clock
     parameters: int | None = None  # as the job reported it (probe.info)
+    embedding_parameters: int | None = None  # probe.info: left out of N in the 6·N·tokens fallback
     witness: dict[str, Any] | None = None  # the witness's report (infrarsi.witness.WitnessReport) when witnessed
 
 

@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from infrarsi.contract.knob_codec import value_text
 from infrarsi.report import SECTIONS
+from infrarsi.report.charts import mermaid_blocks
+from tests.support.mermaid_parse import parse
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +34,12 @@ def test_demo_runs_every_stage_offline(tmp_path: Path) -> None:
     for key in ("speedup", "speedup_ci", "mfu_before", "mfu_after", "trials", "failed_cost_s", "promoted", "audit"):
         assert key in report
     assert f"report.json: {report_json}" in out
+    # Issue 18: figures a reviewer can trust, pictures that render.
+    for key in ("mfu_before", "mfu_after"):
+        assert report[key] is None or 0 < report[key] < 1, report[key]
+    _check_calibration(report)
+    md_blocks = mermaid_blocks(report_json.with_name("report.md").read_text())
+    assert len(md_blocks) >= 2 and all(v["ok"] for v in parse(md_blocks))
     if not report["promoted"]:
         assert result.returncode == 1 and "no candidate was verified faster than the baseline" in out
         return
@@ -39,5 +48,20 @@ def test_demo_runs_every_stage_offline(tmp_path: Path) -> None:
     record = json.loads(record_path.read_text())
     for section in SECTIONS:
         assert f"## {section}\n" in record["body"]
+    body_blocks = mermaid_blocks(record["body"])
+    assert len(body_blocks) >= 3 and all(v["ok"] for v in parse(body_blocks))
+    invariants = [line.split("|")[1].strip() for line in record["body"].split("| invariant | runs | detail |")[1]
+                  .split("\n\n")[0].splitlines()[2:]]
+    assert invariants and len(invariants) == len(set(invariants))  # one row per invariant
     assert record["state"] in ("merged", "open")  # open: the re-verification on a busy box refused
     assert result.returncode == (0 if record["state"] == "merged" else 1)
+
+
+def _check_calibration(report: dict) -> None:
+    """Each calibration row's "in the winner" says whether every factor of the term is on at the winner."""
+    changed = {c["name"]: c["new"] for c in report["knob_changes"]}
+    on = {f"patch:{p}" for p in report["winner_patches"]} | set(changed) | {
+        f"{k}={value_text(v)}" for k, v in changed.items()}
+    for row in report["calibration"]:
+        parts = row["effect"].removesuffix("^2").split("*") if row["kind"] != "main" else [row["effect"]]
+        assert row["in_winner"] == (report["promoted"] and all(p in on for p in parts)), row

@@ -55,14 +55,57 @@ def test_doctor_writes_the_report_with_its_pictures(doctored: Path) -> None:
     assert set(report["phases"]["seconds"]) == {"data", "forward", "backward", "optimizer"}
     assert report["peak_mem_bytes"] > 0
     assert set(report["peak_flops"]) == {"fp32", "bf16"} and all(v > 1e8 for v in report["peak_flops"].values())
-    assert 0 < report["mfu"] < 1
-    assert report["model_flops_source"].startswith("6·N·tokens")
+    assert 0 < report["mfu"] < 1 and report["mfu_defect"] is None
+    assert report["model_flops_source"].startswith("FlopCounterMode")
+    # By hand: FlopCounterMode over one real step of the same config, a peak measured here separately.
+    flops, peak = _hand_flops_and_peak(doctored)
+    assert report["model_flops_per_step"] == pytest.approx(flops, rel=0.01)
+    by_hand = flops / report["step_time_s"]["median"] / peak
+    assert 0.75 <= report["mfu"] / by_hand <= 1.25, (report["mfu"], by_hand, report["peak_flops"], peak)
     assert report["fingerprint"]["cpu_count"] >= 1 and report["fingerprint"]["torch"].startswith("2.")
     assert len(report["loss_band"]["mean"]) == 6 and report["loss_band"]["runs"] == 3
     assert len(report["trials"]) == 3
     markdown = (out / "doctor.md").read_text()
     assert markdown.count("```mermaid") == 2
     assert "xychart-beta" in markdown and "pie showData" in markdown
+
+
+HAND_COUNT = """
+import sys, time, torch
+from torch.utils.flop_counter import FlopCounterMode
+sys.argv = ["train.py", *sys.argv[1:]]
+import harness, train, data
+args = train.parse_args(sys.argv[1:])
+harness.seed_everything(args.seed)
+model = train.build_model(args)
+opt = train.build_optimizer(model, args)
+x, y = next(data.batches(args.global_batch, args.seq_len, args.vocab_size, args.seed))
+micro = data.split_micro_batches(x, y, args.micro_batch)
+train.train_step(model, opt, micro, args)
+with FlopCounterMode(display=False) as counter:
+    train.train_step(model, opt, micro, args)
+peak = 0.0
+for n in (512, 1024, 2048):
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    best, started = float("inf"), time.perf_counter()
+    while time.perf_counter() - started < 1.0:
+        t0 = time.perf_counter(); a @ b; best = min(best, time.perf_counter() - t0)
+    peak = max(peak, 2 * n**3 / best)
+print(counter.get_total_flops(), peak)
+"""
+
+
+def _hand_flops_and_peak(repo: Path) -> tuple[float, float]:
+    """FLOPs of one fp32 train_step of the tiny config (counted in a fresh process) and an fp32 matmul peak."""
+    import shlex
+    import subprocess
+    import sys
+
+    from tests.conftest import TINY_ARGS
+
+    out = subprocess.run([sys.executable, "-c", HAND_COUNT, *shlex.split(TINY_ARGS)], cwd=repo, capture_output=True,
+                         text=True, timeout=120, check=True).stdout.split()
+    return float(out[0]), float(out[1])
 
 
 def _ctx(repo: Path, journal: Journal, extra: dict[str, PatchSpec]) -> TrialContext:

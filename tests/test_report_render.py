@@ -57,7 +57,7 @@ def test_body_has_the_six_sections_in_order_and_a_marker() -> None:
     assert "`model.py` · `gelu_tanh` · lines 10–14" in body and "([diff](.infrarsi/runs/r7/winner.diff))" in body
     assert "| `dtype` | `fp32` | `bf16` | --dtype flag of train.py |" in body
     assert "Out of memory: 2 trial(s)" in body and "Total cost of failure: **12.0 device-seconds**" in body
-    assert "LLM proposer: cost_usd 0.03, tokens 1200." in body
+    assert "**LLM cost**: 0 tokens in, 0 out, **$0.0300** for a verified 1.50x speedup" in body
     assert "python train.py --dtype bf16" in body
 
 
@@ -93,3 +93,29 @@ def test_command_line_passes_every_knob_as_a_trial_does() -> None:
              Knob(name="threads", kind="int", default=0, values=(0, 1), env="OMP_NUM_THREADS")]
     assert command_line(["python", "train.py"], ["--steps", "8"], knobs, {"dtype": "bf16", "fast": True}) == \
         "OMP_NUM_THREADS=0 python train.py --steps 8 --dtype bf16 --fast"
+
+
+def test_one_row_per_invariant_however_many_runs_checked_it() -> None:
+    from dataclasses import replace
+
+    base = _report()
+    checks = tuple(Invariant(name=n, ok=not (n == "clock" and i == 3), detail=f"trial {i}: {n} detail")
+                   for i in range(5) for n in ("loss_band", "work", "clock"))
+    body = render_pr_body(replace(base, verification=replace(base.verification, invariants=checks)))
+    rows = [line for line in body.splitlines() if line.startswith(("| loss_band", "| work", "| clock"))]
+    assert rows == ["| loss_band | ✅ 5/5 runs ok | trial 0: loss_band detail |",
+                    "| work | ✅ 5/5 runs ok | trial 0: work detail |",
+                    "| clock | ❌ 4/5 runs ok | trial 3: clock detail |"]
+
+
+def test_the_llm_cost_stands_next_to_the_speedup_with_a_dated_price_table() -> None:
+    llm = {"proposer": "anthropic", "model": "claude-sonnet-4-5", "calls": 3, "cached_calls": 1,
+           "input_tokens": 12_000, "output_tokens": 2_500, "cost_usd": 0.0735, "prices_as_of": "2026-12-02",
+           "prices_source": "Anthropic list prices, https://www.anthropic.com/pricing",
+           "patches_proposed": [{"id": "PROPOSED-PATCH-ID"}] * 20}
+    body = render_pr_body(_report(llm=llm))
+    summary = body.split("## Changes")[0]
+    assert ("**LLM cost**: 12,000 tokens in, 2,500 out, **$0.0735** for a verified 1.50x speedup "
+            "(claude-sonnet-4-5, 3 calls (+1 cached); at Anthropic list prices, https://www.anthropic.com/pricing "
+            "as of 2026-12-02).") in summary
+    assert "PROPOSED-PATCH-ID" not in body  # the proposals themselves are not dumped into the body

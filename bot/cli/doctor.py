@@ -57,7 +57,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         print(report.to_json(), end="")
         return 0
-    mfu = f"{report.mfu:.1%}" if report.mfu is not None else "n/a"
+    mfu = f"{report.mfu:.1%} ({report.baseline_dtype})" if report.mfu is not None else \
+        "defect (see doctor.md)" if report.mfu_defect else "n/a"
     print(f"step time {report.median_s * 1000:.1f} ms (cv within {report.cv_within:.1%}, between "
           f"{report.cv_between:.1%}); verification needs {report.verify_pairs} pairs (MDE {report.mde:.1%}); "
           f"peak memory {fmt_bytes(report.peak_mem_bytes)}; MFU {mfu}")

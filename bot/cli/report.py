@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from bot.cli.common import add_repo_argument, add_run_id_argument, repo_dir
 from bot.stages.report.build import load_report
+from infrarsi.rundir import RunDir
 
 __all__ = ["register"]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    files = load_report(repo_dir(args.repo), args.run_id)
+    root = repo_dir(args.repo)
+    files = load_report(root, args.run_id)
     r = files.report
+    pngs = []
+    if args.png:
+        from bot.stages.report.png import write_pngs
+
+        pngs = write_pngs(r, RunDir(root, r.run_id).charts)
     if args.json:
+        for path in pngs:
+            print(f"wrote {path}", file=sys.stderr)
         print(files.json.read_text(encoding="utf-8"), end="")
         return 0
     if r.promoted and r.speedup is not None and r.speedup_ci:
@@ -25,6 +35,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"{len(r.trials)} trials, {len(r.failed)} failed costing {r.failed_cost_s:.1f} device-s")
     print(f"wrote {files.markdown}")
     print(f"wrote {files.json}")
+    for path in pngs:
+        print(f"wrote {path}")
     return 0
 
 
@@ -33,4 +45,6 @@ def register(sub: Any) -> None:
     add_repo_argument(p)
     add_run_id_argument(p, "the run id (default: the latest finished run)", deprecated_run=True)
     p.add_argument("--json", action="store_true", help="print report.json")
+    p.add_argument("--png", action="store_true",
+                   help="also draw the charts as PNG files in the run's charts/ folder (needs matplotlib)")
     p.set_defaults(func=cmd_report)

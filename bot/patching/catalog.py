@@ -28,6 +28,7 @@ class CatalogEntry:
     rationale: str
     effect: Effect
     conflicts_with: tuple[str, ...] = ()
+    decides: tuple[str, ...] = ()  # infrarsi.decisions: a knob or patch deciding the same is never combined
 
 
 def _e(time_ratio: float, time_sigma: float, mem_ratio: float, mem_sigma: float, source: str) -> Effect:
@@ -51,32 +52,38 @@ CATALOG: tuple[CatalogEntry, ...] = (
     CatalogEntry(codemod="optimizer_foreach", title="Multi-tensor optimizer (foreach)",
                  rationale="the for-loop optimizer launches kernels per parameter; foreach batches them",
                  effect=_e(0.95, 0.05, 1.02, 0.03, "docs/priors.md#optimizer"),
-                 conflicts_with=("optimizer_fused", "hf_fused_optim")),
+                 conflicts_with=("optimizer_fused", "hf_fused_optim"),
+                 decides=("optimizer_impl",)),
     CatalogEntry(codemod="optimizer_fused", title="Fused optimizer",
                  rationale="one fused kernel per step instead of per-parameter loops",
                  effect=_e(0.93, 0.06, 1.0, 0.03, "docs/priors.md#optimizer"),
-                 conflicts_with=("optimizer_foreach", "hf_fused_optim")),
+                 conflicts_with=("optimizer_foreach", "hf_fused_optim"),
+                 decides=("optimizer_impl",)),
     CatalogEntry(codemod="zero_grad_set_to_none", title="zero_grad(set_to_none=True)",
                  rationale="frees gradients instead of writing zeros into them every step",
                  effect=_e(0.99, 0.02, 0.98, 0.03, "docs/priors.md#zero-grad")),
     CatalogEntry(codemod="checkpoint_blocks", title="Activation checkpointing of blocks",
                  rationale="a memory saver: recomputes each block's forward in backward instead of storing "
                  "its activations",
-                 effect=_e(1.25, 0.1, 0.65, 0.15, "docs/priors.md#checkpointing")),
+                 effect=_e(1.25, 0.1, 0.65, 0.15, "docs/priors.md#checkpointing"),
+                 decides=("activation_checkpointing",)),
     CatalogEntry(codemod="autocast_bf16", title="bf16 autocast around forward and loss",
                  rationale="matmuls in bf16 run on tensor cores (AMX on recent CPUs) at several times fp32 speed",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast"),
-                 conflicts_with=("autocast_forward_bf16", "hf_bf16", "lightning_bf16_precision")),
+                 conflicts_with=("autocast_forward_bf16", "hf_bf16", "lightning_bf16_precision"),
+                 decides=("compute_dtype",)),
     CatalogEntry(codemod="autocast_forward_bf16", title="bf16 autocast inside the model's forward",
                  rationale="where the training loop is locked, the model's own forward is the editable place "
                  "that every forward runs through; matmuls in bf16 run several times faster than fp32 "
                  "(tensor cores, AMX/AVX-512 bf16 on CPUs) while the loss stays in fp32",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast"),
-                 conflicts_with=("autocast_bf16", "hf_bf16", "lightning_bf16_precision")),
+                 conflicts_with=("autocast_bf16", "hf_bf16", "lightning_bf16_precision"),
+                 decides=("compute_dtype",)),
     CatalogEntry(codemod="torch_compile_model", title="torch.compile the model",
                  rationale="fuses elementwise chains and removes Python overhead; costs compile time in warm-up",
                  effect=_e(0.8, 0.3, 0.9, 0.2, "docs/priors.md#compile"),
-                 conflicts_with=("hf_torch_compile",)),
+                 conflicts_with=("hf_torch_compile",),
+                 decides=("compile",)),
     CatalogEntry(codemod="dataloader_gpu_settings", title="DataLoader pinned memory and workers (GPU only)",
                  rationale="overlaps host-to-device copies and data loading with compute",
                  effect=_e(0.97, 0.05, 1.02, 0.03, "docs/priors.md#gpu-settings")),
@@ -97,21 +104,25 @@ CATALOG: tuple[CatalogEntry, ...] = (
                  rationale="the Trainer then autocasts forward and loss to bf16; matmuls run several times "
                  "faster than fp32 on tensor cores and on CPUs with AVX-512 bf16/AMX",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#framework-args"),
-                 conflicts_with=("autocast_bf16", "autocast_forward_bf16")),
+                 conflicts_with=("autocast_bf16", "autocast_forward_bf16"),
+                 decides=("compute_dtype",)),
     CatalogEntry(codemod="hf_fused_optim", title='Hugging Face Trainer with fused AdamW (optim="adamw_torch_fused")',
                  rationale="the same AdamW update in one fused kernel instead of per-parameter loops",
                  effect=_e(0.93, 0.06, 1.0, 0.03, "docs/priors.md#framework-args"),
-                 conflicts_with=("optimizer_fused", "optimizer_foreach")),
+                 conflicts_with=("optimizer_fused", "optimizer_foreach"),
+                 decides=("optimizer_impl",)),
     CatalogEntry(codemod="hf_torch_compile", title="Hugging Face Trainer with torch_compile=True",
                  rationale="the Trainer compiles the model: fused elementwise chains, less Python overhead; "
                  "costs compile time in warm-up",
                  effect=_e(0.8, 0.3, 0.9, 0.2, "docs/priors.md#framework-args"),
-                 conflicts_with=("torch_compile_model",)),
+                 conflicts_with=("torch_compile_model",),
+                 decides=("compile",)),
     CatalogEntry(codemod="lightning_bf16_precision", title='Lightning Trainer in bf16 (precision="bf16-mixed")',
                  rationale="Lightning autocasts the training step to bf16 and keeps fp32 weights; matmuls run "
                  "several times faster than fp32",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#framework-args"),
-                 conflicts_with=("autocast_bf16", "autocast_forward_bf16")),
+                 conflicts_with=("autocast_bf16", "autocast_forward_bf16"),
+                 decides=("compute_dtype",)),
 )
 
 assert {e.codemod for e in CATALOG} == set(REGISTRY), "every registered codemod needs a catalog entry"
@@ -195,7 +206,7 @@ def catalog_for_repo(contract: Contract, tree: Path | None = None) -> list[Appli
         if targets:
             spec = PatchSpec(id=entry.codemod, title=entry.title, rationale=entry.rationale,
                              targets=tuple(dict.fromkeys(targets)), effect=entry.effect, kind="codemod",
-                             codemod=entry.codemod, conflicts_with=entry.conflicts_with)
+                             codemod=entry.codemod, conflicts_with=entry.conflicts_with, decides=entry.decides)
         out.append(Applicability(entry=entry, spec=spec, reasons=tuple(reasons)))
     return out
 

@@ -37,6 +37,8 @@ T = TypeVar("T")
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 # USD per million (input, output) tokens: Anthropic's list prices (anthropic.com/pricing) when written.
+PRICES_AS_OF = "2026-12-02"  # the day the table was written (git log); reports print it beside the dollars
+PRICES_SOURCE = "Anthropic list prices, https://www.anthropic.com/pricing (USD per million input/output tokens)"
 PRICES: dict[str, tuple[float, float]] = {
     "claude-sonnet-4-5": (3.0, 15.0),
     "claude-sonnet-4-0": (3.0, 15.0),

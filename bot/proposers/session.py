@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.patching.catalog import _editable_files
+from bot.proposers.llm import PRICES_AS_OF, PRICES_SOURCE
 from infrarsi.contract.model import Contract
 from infrarsi.journal import Journal
 from infrarsi.patches import PatchSpec
@@ -139,4 +140,5 @@ class ProposerSession:
                 "patches_proposed": [{"id": p.id, "title": p.title, "targets": list(p.targets),
                                       "rationale": p.rationale, "evidence": p.evidence,
                                       "expected": p.effect.to_dict(), "spec": p.to_dict()} for p in self.proposed],
-                "failed_proposals": [f.to_dict() for f in self.failures], "note": note}
+                "failed_proposals": [f.to_dict() for f in self.failures], "note": note,
+                "prices_as_of": PRICES_AS_OF, "prices_source": PRICES_SOURCE}

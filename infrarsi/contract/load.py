@@ -232,11 +232,12 @@ def _knob(name: str, t: Table) -> Knob:
     note = t.raw("note", "")
     if not isinstance(note, str):
         raise t.error("note", f"expected a string, got {describe(note)}")
+    decides = tuple(t.strings("decides", []))  # infrarsi.decisions: what the knob chooses
     default = t.raw("default", expected="the value the baseline uses")
     t.finish()
     passing = _check_passing(t, kind, **passing)
     knob = Knob(name=name, kind=kind, default=default, values=values, low=low, high=high, log=log,
-                note=note, **passing)
+                note=note, decides=decides, **passing)
     if not knob.contains(default):
         raise t.error("default", f"expected {knob.domain_text()}, got {describe(default)}")
     if values is not None:

@@ -103,6 +103,7 @@ class Knob:
     off_flag: str | None = None
     bool_text: tuple[str, str] = DEFAULT_BOOL_TEXT
     note: str = ""
+    decides: tuple[str, ...] = ()  # what it chooses (infrarsi.decisions); empty: by its name
 
     def contains(self, value: KnobValue) -> bool:
         """Whether ``value`` is inside this knob's domain."""

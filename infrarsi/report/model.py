@@ -18,14 +18,18 @@ from typing import Any
 from infrarsi.contract.job_line import job_line
 from infrarsi.contract.knob_codec import assignment_text
 from infrarsi.contract.model import Knob, KnobValue
-from infrarsi.doctor import DoctorReport
+from infrarsi.doctor import DTYPE_NAMES, DoctorReport
+from infrarsi.mfu import compute_dtype, mfu
 from infrarsi.run_summary import RunSummary
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 from infrarsi.verify import TEST, Verdict
 
 REPORT_VERSION = 1
-# Effects shown under "Model calibration": the winner's, then the largest revisions, at most this many.
-CALIBRATION_ROWS = 8
+DTYPE_KNOBS = ("dtype", "precision", "amp_dtype", "mixed_precision")
+# Main effects shown under "Model calibration": the winner's, then the largest revisions, at most this many;
+# then at most CALIBRATION_INTERACTIONS interaction/curvature terms, only those that moved by more than the noise.
+CALIBRATION_ROWS = 12
+CALIBRATION_INTERACTIONS = 4
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -74,6 +78,8 @@ class CalibrationRow:
     posterior_ratio: float
     posterior_sd: float
     in_winner: bool
+    kind: str = "main"  # "main", or "interaction" (a product or square term that moved more than the noise)
+    noise: float = 0.0  # the time model's residual sd (log units) the interaction terms were held to
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -152,6 +158,10 @@ class Report:
     reproduce: dict[str, str] = field(default_factory=dict)
     llm: dict[str, Any] | None = None
     notes: tuple[str, ...] = ()
+    mfu_before_dtype: str | None = None  # the dtype whose measured peak each MFU is against
+    mfu_after_dtype: str | None = None
+    mfu_defects: tuple[str, ...] = ()  # an impossible MFU is reported here, never as a figure
+    memory_limit_bytes: int | None = None  # the contract's, for the memory chart
 
     @property
     def change_summary(self) -> str:
@@ -246,27 +256,111 @@ def _patch_changes(patches: Sequence[str], sources: tuple[SourceChange, ...],
     return tuple(out)
 
 
-def _calibration(posterior: Mapping[str, Any] | None, winner: Candidate | None) -> tuple[CalibrationRow, ...]:
+def winner_features(winner: Candidate | None, knobs: Sequence[Knob]) -> frozenset[str]:
+    """The main features the winner switches on, named as the search's model names them
+    (``dtype=bf16``, ``micro_batch``, ``patch:fused_gelu``): every one is non-zero at the winner."""
+    if winner is None:
+        return frozenset()
+    defaults = {k.name: k for k in knobs}
+    out = {f"patch:{p}" for p in winner.patches}
+    for name, value in winner.knobs:
+        knob = defaults.get(name)
+        if knob is not None and value == knob.default and isinstance(value, bool) == isinstance(knob.default, bool):
+            continue  # at its default a knob's features are all zero
+        out.add(assignment_text(name, value))  # one-hot level
+        out.add(name)  # ordered knob (log2 or linear encoding): non-zero away from the default
+    return frozenset(out)
+
+
+def feature_parts(feature: str, mains: frozenset[str]) -> tuple[str, ...]:
+    """The main features a model term multiplies: itself, ``x`` of ``x^2``, ``a`` and ``b`` of ``a*b``."""
+    if feature in mains:
+        return (feature,)
+    if feature.endswith("^2") and feature[:-2] in mains:
+        return (feature[:-2],)
+    for i, ch in enumerate(feature):
+        if ch == "*" and feature[:i] in mains and feature[i + 1:] in mains:
+            return feature[:i], feature[i + 1:]
+    return (feature,)
+
+
+def _is_main(feature: str, names: set[str]) -> bool:
+    if feature.endswith("^2") and feature[:-2] in names:
+        return False
+    return not any(ch == "*" and feature[:i] in names and feature[i + 1:] in names for i, ch in enumerate(feature))
+
+
+def _calibration(posterior: Mapping[str, Any] | None, winner: Candidate | None,
+                 knobs: Sequence[Knob] = ()) -> tuple[CalibrationRow, ...]:
+    """Main effects first (the winner's, then the most revised), then the interaction and curvature terms whose
+    posterior moved from their prior by more than the time model's noise; "in the winner" is whether the term
+    is non-zero at the winner's candidate."""
     import math
 
     rows = [r for r in (posterior or {}).get("time_effects") or () if not str(r["feature"]).startswith("(")]
     if not rows:
         return ()
-    tags = set()
-    if winner is not None:
-        tags = {assignment_text(k, v) for k, v in winner.knobs} | set(winner.patches) | {k for k, _ in winner.knobs}
+    names = {str(r["feature"]) for r in rows}
+    mains = frozenset(n for n in names if _is_main(n, names))
+    on = winner_features(winner, knobs)
+    noise = float((posterior or {}).get("time_sigma") or 0.0)
 
     def mine(feature: str) -> bool:
-        return any(t == feature or t in feature for t in tags)
+        return winner is not None and all(p in on for p in feature_parts(feature, mains))
 
     def shift(r: Mapping[str, Any]) -> float:
         return abs(float(r["post_mean"]) - float(r["prior_mean"]))
 
-    ranked = sorted(rows, key=lambda r: (not mine(r["feature"]), -shift(r)))
+    main_rows = sorted((r for r in rows if r["feature"] in mains), key=lambda r: (not mine(r["feature"]), -shift(r)))
+    moved = sorted((r for r in rows if r["feature"] not in mains and shift(r) > noise), key=lambda r: -shift(r))
+    chosen = [(r, "main") for r in main_rows[:CALIBRATION_ROWS]] + [(r, "interaction") for r in
+                                                                   moved[:CALIBRATION_INTERACTIONS]]
     return tuple(CalibrationRow(effect=r["feature"], prior_ratio=math.exp(r["prior_mean"]), prior_sd=r["prior_sd"],
                                 posterior_ratio=math.exp(r["post_mean"]), posterior_sd=r["post_sd"],
-                                in_winner=mine(r["feature"]))
-                 for r in ranked[:CALIBRATION_ROWS])
+                                in_winner=mine(r["feature"]), kind=kind, noise=noise)
+                 for r, kind in chosen)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MfuFigures:
+    before: float | None
+    after: float | None
+    before_dtype: str
+    after_dtype: str
+    defects: tuple[str, ...]
+
+
+def winner_dtype(records: Sequence[TrialRecord], winner: Candidate | None, knobs: Sequence[Knob],
+                 fallback: str) -> str:
+    """The dtype the winner computes in: what the witness saw its matrix products run in, else its dtype knob."""
+    seen = [d for r in records if r.metrics.witness for d in r.metrics.witness.get("matmul_dtypes") or ()]
+    if seen:
+        return compute_dtype(seen, fallback=fallback)
+    if winner is not None:
+        for name, value in winner.knobs:
+            if name in DTYPE_KNOBS and isinstance(value, str):
+                torch_name = DTYPE_NAMES.get(value.lower())
+                if torch_name:
+                    return compute_dtype([torch_name], fallback=fallback)
+    return fallback
+
+
+def mfu_figures(doctor: DoctorReport, *, before_s: float, after_s: float | None,
+                winner_records: Sequence[TrialRecord], winner: Candidate | None,
+                knobs: Sequence[Knob]) -> MfuFigures:
+    """MFU before and after from the baseline's model FLOPs, each arm's step time and its own dtype's peak."""
+    before_dtype = doctor.baseline_dtype
+    after_dtype = winner_dtype(winner_records, winner, knobs, before_dtype)
+    flops = doctor.model_flops_per_step
+    if not flops:
+        return MfuFigures(before=None, after=None, before_dtype=before_dtype, after_dtype=after_dtype, defects=())
+    figures = [mfu(flops_per_step=flops, step_time_s=before_s, peaks=doctor.peak_flops, dtype=before_dtype)]
+    if after_s:
+        figures.append(mfu(flops_per_step=flops, step_time_s=after_s, peaks=doctor.peak_flops, dtype=after_dtype))
+    defects = tuple(f"{arm}: {f.defect}" for arm, f in zip(("before", "after"), figures) if f.defect)
+    return MfuFigures(before=figures[0].value, after=figures[1].value if len(figures) > 1 else None,
+                      before_dtype=figures[0].dtype, after_dtype=figures[-1].dtype if after_s else after_dtype,
+                      defects=defects)
 
 
 def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[TrialRecord],
@@ -304,8 +398,8 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
     before_s = statistics.median(verification.baseline_step_s) if promoted and verification \
         and verification.baseline_step_s else doctor.median_s
     after_s = statistics.median(verification.candidate_step_s) if promoted and verification else None
-    mfu_before = doctor.mfu * doctor.median_s / before_s if doctor.mfu is not None and before_s else doctor.mfu
-    mfu_after = mfu_before * speedup if mfu_before is not None and speedup else None
+    mfu = mfu_figures(doctor, before_s=before_s, after_s=after_s, winner_records=cand_records, winner=winner,
+                      knobs=knobs)
     values = {**defaults, **winner_knobs}
     reproduce = {"baseline": command_line(command, args, knobs, defaults)}
     if winner is not None:
@@ -316,16 +410,21 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
     notes = []
     if not promoted:
         notes.append("no candidate was verified faster than the baseline; nothing is proposed")
-    if doctor.mfu is not None:
-        notes.append(f"MFU against this device's measured {doctor.baseline_dtype} peak FLOP/s, from the model's "
-                     "FLOPs per step; after = before × speedup (the same FLOPs per step)")
+    if doctor.model_flops_per_step:
+        notes.append(f"MFU: the baseline's model FLOPs per step ({doctor.model_flops_per_step:.3g}, from "
+                     f"{doctor.model_flops_source.split(' (')[0]}) over each arm's step time, against this device's "
+                     f"measured peak of the dtype its matrix products ran in (before {mfu.before_dtype}"
+                     + (f", after {mfu.after_dtype}" if after_s else "") + ")")
+    notes += [f"MFU defect: {d}" for d in mfu.defects]
     return Report(
         run_id=run.run_id, repo=facts.repo, created_at=created_at, base_commit=facts.base_commit,
         hardware=dict(doctor.fingerprint), promoted=promoted, speedup=speedup,
         speedup_ci=verification.ci if promoted and verification else None,
         ci_level=verification.ci_level if promoted and verification else None,
         p_value=verification.p_value if promoted and verification else None,
-        step_time_before_s=before_s, step_time_after_s=after_s, mfu_before=mfu_before, mfu_after=mfu_after,
+        step_time_before_s=before_s, step_time_after_s=after_s, mfu_before=mfu.before, mfu_after=mfu.after,
+        mfu_before_dtype=mfu.before_dtype, mfu_after_dtype=mfu.after_dtype if after_s else None,
+        mfu_defects=mfu.defects, memory_limit_bytes=doctor.memory_limit_bytes,
         peak_mem_before_bytes=_median_peak(base_records) or doctor.peak_mem_bytes,
         peak_mem_after_bytes=_median_peak(cand_records),
         winner=winner.describe() if winner else None, winner_digest=winner.digest() if winner else None,
@@ -334,5 +433,5 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
         knob_changes=changes, patches=patches, verification=verification if promoted else None,
         other_verdicts=others, trials=rows, failed_cost_s=sum(r.cost_s for r in failed),
         total_cost_s=sum(r.cost_s for r in rows), oom=tuple(r for r in rows if r.outcome == Outcome.OOM.value),
-        calibration=_calibration(run.posterior, winner), reproduce=reproduce,
+        calibration=_calibration(run.posterior, winner, knobs), reproduce=reproduce,
         llm=dict(run.llm) if run.llm else None, notes=tuple(notes))

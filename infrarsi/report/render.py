@@ -14,7 +14,8 @@ import hashlib
 import re
 from collections.abc import Sequence
 
-from infrarsi.report.model import Report, TrialRow, Verification
+from infrarsi.report.charts import memory_chart, step_time_chart, verification_chart
+from infrarsi.report.model import CalibrationRow, Invariant, Report, TrialRow, Verification
 
 SECTIONS = ("Summary", "Changes", "Verification", "Failed trials", "Model calibration", "Reproduce")
 GITHUB_BODY_LIMIT = 65_536
@@ -67,6 +68,14 @@ def _hardware(report: Report) -> str:
     return ", ".join(parts)
 
 
+def _mfu_cell(r: Report, arm: str) -> str:
+    """An arm's MFU with the dtype whose peak it is against, or "defect" (the notes say why)."""
+    if any(d.startswith(f"{arm}:") for d in r.mfu_defects):
+        return "defect (see below)"
+    value, dtype = (r.mfu_before, r.mfu_before_dtype) if arm == "before" else (r.mfu_after, r.mfu_after_dtype)
+    return _pct(value) + (f" of the {dtype} peak" if value is not None and dtype else "")
+
+
 def _summary(r: Report) -> list[str]:
     out = ["## Summary", ""]
     if r.promoted and r.speedup is not None:
@@ -77,12 +86,27 @@ def _summary(r: Report) -> list[str]:
         out.append("**No verified speedup.** " + (r.notes[0] if r.notes else ""))
     out += ["", "| | before | after |", "|---|---|---|",
             f"| step time | {_ms(r.step_time_before_s)} | {_ms(r.step_time_after_s)} |",
-            f"| MFU | {_pct(r.mfu_before)} | {_pct(r.mfu_after)} |",
+            f"| MFU | {_mfu_cell(r, 'before')} | {_mfu_cell(r, 'after')} |",
             f"| peak memory | {_mib(r.peak_mem_before_bytes)} | {_mib(r.peak_mem_after_bytes)} |", "",
             f"Measured on {_hardware(r)}; run `{r.run_id}`"
             + (f", base commit `{r.base_commit[:10]}`" if r.base_commit else "") + "."]
     out += [f"- {n}" for n in r.notes[1 if not r.promoted else 0:]]
+    if r.llm:
+        out += ["", llm_cost_line(r)]
     return out
+
+
+def llm_cost_line(r: Report) -> str:
+    """What the LLM proposer cost, next to what the run bought: tokens in/out, dollars, the dated price table."""
+    llm = r.llm or {}
+    tin, tout = int(llm.get("input_tokens") or 0), int(llm.get("output_tokens") or 0)
+    cost = float(llm.get("cost_usd") or 0.0)
+    bought = f"for a verified {r.speedup:.2f}x speedup" if r.promoted and r.speedup else "for no verified speedup"
+    calls = f"{llm.get('calls', 0)} calls" + (f" (+{llm['cached_calls']} cached)" if llm.get("cached_calls") else "")
+    prices = (f"at {llm['prices_source']} as of {llm['prices_as_of']}" if llm.get("prices_as_of")
+              else "at the proposer's price table (undated: run.json predates it)")
+    return (f"**LLM cost**: {tin:,} tokens in, {tout:,} out, **${cost:.4f}** {bought} "
+            f"({llm.get('model') or llm.get('proposer', 'LLM')}, {calls}; {prices}).")
 
 
 def _changes(r: Report) -> list[str]:
@@ -129,8 +153,8 @@ def _verification(r: Report) -> list[str]:
         lo, hi = v.ci or (float("nan"), float("nan"))
         out.append(f"Test: {v.test}; p = {v.p_value:.3g}, speedup {v.speedup:.3f}x, "
                    f"{(v.ci_level or 0):.0%} CI [{lo:.3f}, {hi:.3f}]. Verdict: **{v.verdict}** — {_cell(v.reason)}")
-        out += ["", "| invariant | result | detail |", "|---|---|---|"]
-        out += [f"| {i.name} | {'✅ ok' if i.ok else '❌ broken'} | {_cell(i.detail)} |" for i in v.invariants]
+        out += [""] + _invariant_table(v.invariants)
+        out += [""] + verification_chart(v)
     else:
         out.append("No candidate passed verification.")
     if r.other_verdicts:
@@ -138,6 +162,21 @@ def _verification(r: Report) -> list[str]:
                 "| candidate | verdict | speedup | pairs | reason |", "|---|---|---|---|---|"]
         out += [f"| `{_cell(o.candidate)}` | {o.verdict} | {f'{o.speedup:.2f}x' if o.speedup else '-'} | "
                 f"{_stopped(o) if o.stop else '-'} | {_cell(o.reason)} |" for o in r.other_verdicts]
+    return out
+
+
+def _invariant_table(invariants: Sequence[Invariant]) -> list[str]:
+    """One row per invariant, however many runs checked it: "5/5 runs ok", and the first broken run's detail
+    (or the first run's, when none broke)."""
+    groups: dict[str, list[Invariant]] = {}
+    for i in invariants:
+        groups.setdefault(i.name, []).append(i)
+    out = ["| invariant | runs | detail |", "|---|---|---|"]
+    for name, checks in groups.items():
+        ok = sum(1 for c in checks if c.ok)
+        shown = next((c for c in checks if not c.ok), checks[0])
+        mark = "✅" if ok == len(checks) else "❌"
+        out.append(f"| {name} | {mark} {ok}/{len(checks)} runs ok | {_cell(shown.detail)} |")
     return out
 
 
@@ -156,9 +195,18 @@ def _trial_rows(rows: Sequence[TrialRow]) -> list[str]:
             f"{t.cost_s:.1f} |" for t in rows]
 
 
+def _trial_charts(r: Report) -> list[str]:
+    """Step time and peak memory of every trial, as pictures (infrarsi/report/charts.py), before the table."""
+    out: list[str] = []
+    for chart in (step_time_chart(r), memory_chart(r)):
+        if chart:
+            out += chart + [""]
+    return out
+
+
 def _failed(r: Report, limit: int | None, full: str | None) -> list[str]:
     failed = r.failed
-    out = ["## Failed trials", ""]
+    out = ["## Failed trials", ""] + _trial_charts(r)
     if not failed:
         out.append(f"None: all {len(r.trials)} trials ran ok.")
     else:
@@ -171,11 +219,13 @@ def _failed(r: Report, limit: int | None, full: str | None) -> list[str]:
     out += ["", f"Total cost of failure: **{r.failed_cost_s:.1f} device-seconds** of {r.total_cost_s:.1f} spent "
                 f"on {len(r.trials)} trials."]
     if r.oom:
+        listed = r.oom if limit is None else r.oom[:limit]
+        more = f", and {len(r.oom) - len(listed)} more in the full report" if len(listed) < len(r.oom) else ""
         out.append(f"Out of memory: {len(r.oom)} trial(s), " + ", ".join(
             f"#{t.trial_no} `{_cell(t.candidate)}` ({t.cost_s:.1f} s, peak ≥ {_mib(t.peak_mem_bytes)})"
-            for t in r.oom) + ".")
+            for t in listed) + more + ".")
     if r.llm:
-        out.append("LLM proposer: " + ", ".join(f"{k} {v}" for k, v in sorted(r.llm.items())) + ".")
+        out.append(llm_cost_line(r))
     return out
 
 
@@ -183,10 +233,24 @@ def _calibration(r: Report) -> list[str]:
     out = ["## Model calibration", ""]
     if not r.calibration:
         return out + ["No effect model was fitted."]
-    out += ["Multiplicative effect on step time (below 1 is faster); prior before the run, posterior after it.", "",
+    out += ["Multiplicative effect on step time (below 1 is faster); prior before the run, posterior after it. "
+            "Main effects first; \"in the winner\" is whether the winner's candidate switches the term on.", "",
             "| effect | prior | posterior | in the winner |", "|---|---|---|---|"]
-    out += [f"| `{c.effect}` | {c.prior_ratio:.3f} (sd {c.prior_sd:.2f}) | {c.posterior_ratio:.3f} "
-            f"(sd {c.posterior_sd:.2f}) | {'yes' if c.in_winner else ''} |" for c in r.calibration]
+    mains = [c for c in r.calibration if c.kind == "main"]
+    terms = [c for c in r.calibration if c.kind != "main"]
+
+    def row(c: CalibrationRow) -> str:
+        return (f"| `{_cell(c.effect)}` | {c.prior_ratio:.3f} (sd {c.prior_sd:.2f}) | {c.posterior_ratio:.3f} "
+                f"(sd {c.posterior_sd:.2f}) | {'yes' if c.in_winner else 'no'} |")
+
+    out += [row(c) for c in mains]
+    if terms:
+        out += ["", f"Interaction terms that moved from their prior by more than the time model's noise "
+                    f"(σ = {terms[0].noise:.3f} in log step time):", "",
+                "| term | prior | posterior | in the winner |", "|---|---|---|---|"]
+        out += [row(c) for c in terms]
+    else:
+        out += ["", "No interaction term moved by more than the time model's noise."]
     return out
 
 

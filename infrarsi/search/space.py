@@ -3,7 +3,8 @@
 A point is a :class:`~infrarsi.trial.Candidate` that names every knob of the
 space (the bot passes every knob explicitly, so a candidate that leaves one out
 would be a different launch than it looks) plus a set of patch ids closed under
-``requires`` and free of ``conflicts_with``.
+``requires`` and free of ``conflicts_with``, with no two settings that decide the
+same thing (:mod:`infrarsi.decisions`).
 
 Each knob becomes an *axis*: the finite list of levels the search proposes and
 the way a value turns into features. Features are relative to the baseline
@@ -28,6 +29,7 @@ from typing import Literal
 import numpy as np
 
 from infrarsi.contract.model import Constraint, Knob, KnobValue
+from infrarsi.decisions import patch_knob_clashes, patch_patch_clashes
 from infrarsi.patches import PatchSpec
 from infrarsi.trial import Candidate
 
@@ -178,6 +180,13 @@ class SearchSpace:
                 if other in self.patches:
                     self._conflicts[p.id].add(other)
                     self._conflicts[other].add(p.id)
+        # Settings that decide the same thing (infrarsi.decisions) are never combined: two such patches
+        # conflict; a patch holds every knob that decides what it decides at that knob's default.
+        for a, b in patch_patch_clashes(list(self.patches.values())):
+            self._conflicts[a].add(b)
+            self._conflicts[b].add(a)
+        self._decided: dict[str, tuple[tuple[str, KnobValue], ...]] = patch_knob_clashes(
+            (ax.knob for ax in self.axes), self.patches.values())
 
     @staticmethod
     def from_contract(contract_knobs: Sequence[Knob], constraints: Sequence[Constraint],
@@ -231,6 +240,8 @@ class SearchSpace:
                 continue
             out += [f"{pid} requires {r}" for r in spec.requires if r not in chosen]
             out += [f"{pid} conflicts with {c}" for c in sorted(self._conflicts[pid] & chosen) if c > pid]
+            out += [f"{pid} and knob {k}={values.get(k)!r} decide the same thing" for k, d in
+                    self._decided.get(pid, ()) if not _same(values.get(k, d), d)]
         return out
 
     def contains(self, candidate: Candidate) -> bool:
@@ -248,7 +259,8 @@ class SearchSpace:
                 ok = self._in_domain[memo] = a.knob.contains(v)
             if not ok:
                 return False
-        return self._allows(values) and self._patches_ok(candidate.patches)
+        return self._allows(values) and self._patches_ok(candidate.patches) \
+            and all(self._fits(pid, values) for pid in candidate.patches)
 
     def _allows(self, values: dict[str, KnobValue]) -> bool:
         """Every constraint holds (``Constraint.allows``, forbids unrolled)."""
@@ -267,6 +279,10 @@ class SearchSpace:
             if spec is None or any(r not in chosen for r in spec.requires) or self._conflicts[pid] & chosen:
                 return False
         return True
+
+    def _fits(self, pid: str, values: dict[str, KnobValue]) -> bool:
+        """Every knob that decides what patch ``pid`` decides is at its default in ``values``."""
+        return all(_same(values.get(k, d), d) for k, d in self._decided.get(pid, ()))
 
     valid = contains
 
@@ -336,7 +352,7 @@ class SearchSpace:
                 chosen: set[str] = set()
                 for k in order[i]:
                     pid = self.patch_ids[int(k)]
-                    if coins[i, k] < density[i] and not (self._conflicts[pid] & chosen):
+                    if coins[i, k] < density[i] and not (self._conflicts[pid] & chosen) and self._fits(pid, values):
                         chosen.add(pid)
                 cand = Candidate.of(values, sorted(self._closed(chosen)))
                 out.setdefault(cand, cand)
@@ -407,7 +423,7 @@ class SearchSpace:
             values = dict(zip(names, levels))
             if not all(c.allows(values) for c in self.constraints):
                 continue
-            out += [Candidate.of(values, sorted(s)) for s in sets]
+            out += [Candidate.of(values, sorted(s)) for s in sets if all(self._fits(p, values) for p in s)]
         return out
 
     # -- features and distance ------------------------------------------------

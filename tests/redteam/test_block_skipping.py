@@ -31,7 +31,7 @@ from tests.redteam.bench import gpt_repo
 pytestmark = pytest.mark.slow
 
 
-def _device_figures() -> dict:
+def _device_figures(*_: object, **__: object) -> dict:
     """The device probe's answer, as ``bot.stages.doctor.device_probe`` prints it, without the minutes its matmul
     sweep takes on a shared CI box (it has its own tests; nothing here depends on the peak)."""
     return {"peak_flops": {"fp32": 1e11, "bf16": 1e11}, "peak_flops_method": "stand-in for the test",

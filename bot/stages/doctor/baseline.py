@@ -20,6 +20,7 @@ from infrarsi.doctor import (DoctorReport, allowed_dtypes, build_report, good_ba
                              render_markdown)
 from infrarsi.invariants import WorkReference, build_reference
 from infrarsi.loss_band import LossBand, calibrate_band
+from infrarsi.contract.model import Contract
 from infrarsi.rundir import RunDir, read_json, write_text
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 
@@ -28,10 +29,26 @@ def new_run_id() -> str:
     return time.strftime("r%Y%m%d-%H%M%S", time.gmtime())
 
 
-def measure_device(timeout_s: float = 300.0) -> dict[str, Any]:
-    """Peak FLOP/s per dtype and the hardware/software fingerprint, from a fresh process."""
-    result = subprocess.run([sys.executable, "-m", "bot.stages.doctor.device_probe"], capture_output=True, text=True,
-                            timeout=timeout_s, env=scrubbed_environment())
+#: Knobs that set torch's thread count; the peak is measured with the baseline's value.
+THREAD_KNOBS = ("threads", "num_threads", "torch_threads", "intra_op_threads")
+
+
+def job_threads(contract: Contract) -> int | None:
+    """The torch thread count the baseline sets through a knob (None: torch's default, as the job leaves it)."""
+    for knob in contract.knobs:
+        if knob.name in THREAD_KNOBS and isinstance(knob.default, int) and not isinstance(knob.default, bool) \
+                and knob.default > 0:
+            return knob.default
+    return None
+
+
+def measure_device(timeout_s: float = 300.0, *, env: dict[str, str] | None = None,
+                   threads: int | None = None) -> dict[str, Any]:
+    """Peak FLOP/s per dtype and the hardware/software fingerprint, from a fresh process in ``env`` (the
+    job's environment, so its thread settings hold) with ``threads`` torch threads when the job sets them."""
+    argv = [sys.executable, "-m", "bot.stages.doctor.device_probe"] + (["--threads", str(threads)] if threads else [])
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                            env=scrubbed_environment(env or {}))
     if result.returncode != 0:
         raise RuntimeError(f"device probe failed: {result.stderr.strip()[-500:]}")
     return json.loads(result.stdout)
@@ -97,7 +114,8 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
                  + (f", {r.metrics.step_time_s * 1000:.1f} ms/step" if r.metrics.step_time_s else f" {r.reason}"))
     good_baseline_runs(records)  # a baseline that does not run fails here, before a minute of device probing
     progress("measuring peak FLOP/s and the fingerprint")
-    device = measure_device()
+    spec = trial_spec(contract, baseline, tree=ctx.repo, memory_limit_bytes=None, timeout_s=300.0)
+    device = measure_device(env=dict(spec.env), threads=job_threads(contract))
     fingerprint = dict(device["fingerprint"])
     fingerprint["world_size"] = 1
     fingerprint["executor"] = ctx.executor.name

@@ -2,8 +2,11 @@
 
 Run as its own process (``python -m bot.stages.doctor.device_probe``) so that torch's thread
 pools and allocator in the bot stay untouched; prints one JSON object.
-The peak is the best of several large square matmuls per dtype — what MFU is
-measured against, and the ceiling above which a result is implausible.
+The peak is the best repeat of square matmuls per dtype, at sizes grown until
+FLOP/s stop rising, with the torch thread count the job runs with — what MFU is
+measured against, and the ceiling above which a result is implausible. The
+doctor runs it in the trial's own environment, so ``OMP_NUM_THREADS`` and the
+like are the job's.
 """
 
 from __future__ import annotations
@@ -29,40 +32,86 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def matmul_peak(dtype_name: str, *, size: int, repeats: int, device: str) -> float:
-    """Best FLOP/s of ``size``×``size`` matmuls in ``dtype_name`` on ``device``."""
+#: Square sizes tried per device, smallest first: the peak is taken at the size that saturates.
+SIZES = {"cpu": (512, 1024, 2048), "cuda": (4096, 8192, 16384)}
+#: Each (dtype, size) is timed for at least this many repeats and this long, and the best repeat counts.
+MIN_REPEATS = 3
+MIN_SECONDS = {"cpu": 0.5, "cuda": 0.5}
+#: ... and at most this long per size; sizes stop growing once one matmul takes longer than GROW_LIMIT_S.
+MAX_SECONDS = 2.0
+GROW_LIMIT_S = 0.25
+
+
+def matmul_peak(dtype_name: str, *, size: int, repeats: int, device: str, min_seconds: float = 0.0,
+                max_seconds: float = MAX_SECONDS) -> float:
+    """Best FLOP/s of ``size``×``size`` matmuls in ``dtype_name`` on ``device`` over at least ``repeats``
+    repeats and ``min_seconds``, at most ``max_seconds`` (a shared machine has quiet moments; the best repeat
+    is the device's; a dtype the device only emulates must not hold the doctor for minutes)."""
     import torch
 
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
+    dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
+    if device == "cuda":  # fp32 strictly (torch's default), tf32: fp32 tensors on tensor cores, as a job may allow
+        torch.backends.cuda.matmul.allow_tf32 = dtype_name == "tf32"
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
+    out = torch.empty(size, size, device=device, dtype=dtype)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    for _ in range(2):
-        a @ b
+    t0 = time.perf_counter()
+    torch.mm(a, b, out=out)  # warm-up, and the first (pessimistic) sample
     sync()
-    best = float("inf")
-    inner = 4
-    for _ in range(repeats):
-        start = time.perf_counter()
+    best = time.perf_counter() - t0
+    inner = max(1, min(4, int(0.05 / max(best, 1e-9))))
+    started = time.perf_counter()
+    n = 0
+    while (n < repeats or time.perf_counter() - started < min_seconds) and time.perf_counter() - started < max_seconds:
+        t0 = time.perf_counter()
         for _ in range(inner):
-            a @ b
+            torch.mm(a, b, out=out)
         sync()
-        best = min(best, (time.perf_counter() - start) / inner)
+        best = min(best, (time.perf_counter() - t0) / inner)
+        n += 1
     return 2.0 * size**3 / best
 
 
-def probe(size: int | None = None, repeats: int = 5) -> dict[str, Any]:
+def saturated_peak(dtype_name: str, *, device: str, sizes: tuple[int, ...], repeats: int,
+                   min_seconds: float) -> tuple[float, int]:
+    """(best FLOP/s, the size it came at): sizes grow (past the first) until FLOP/s stop rising by 5% (saturated),
+    or until one matmul takes longer than GROW_LIMIT_S (the next size costs 8 times as much)."""
+    best, at = 0.0, sizes[0]
+    for size in sizes:
+        flops = matmul_peak(dtype_name, size=size, repeats=repeats, device=device, min_seconds=min_seconds)
+        rising = flops > best * 1.05
+        if flops > best:
+            best, at = flops, size
+        if (not rising and size != sizes[0]) or 2.0 * size**3 / flops > GROW_LIMIT_S:
+            break  # the smallest size never decides alone: on a busy machine it may just have been unlucky
+    return best, at
+
+
+def probe(size: int | None = None, repeats: int = MIN_REPEATS, threads: int | None = None) -> dict[str, Any]:
+    """Peaks per dtype (with ``threads`` torch threads, as the job sets them; None: torch's default) and the
+    fingerprint. ``size`` pins one matmul size instead of growing to saturation (tests)."""
     import psutil
     import torch
 
+    if threads:
+        torch.set_num_threads(threads)
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
-    n = size or (8192 if cuda else 1024)
-    peaks = {d: matmul_peak(d, size=n, repeats=repeats, device=device) for d in DTYPES}
+    sizes = (size,) if size else SIZES[device]
+    dtypes = DTYPES + (("fp16", "tf32") if cuda else ())
+    found = {d: saturated_peak(d, device=device, sizes=sizes, repeats=repeats,
+                               min_seconds=0.0 if size else MIN_SECONDS[device]) for d in dtypes}
+    peaks = {d: f for d, (f, _) in found.items()}
+    method = (f"best repeat (at least {repeats} repeats and {0.0 if size else MIN_SECONDS[device]:g} s, at most "
+              f"{MAX_SECONDS:g} s per size) of "
+              "square matmuls per dtype on " + device + " with " + str(torch.get_num_threads()) + " threads, "
+              "sizes grown until FLOP/s stopped rising (" + ", ".join(f"{d} at {n}" for d, (_, n) in found.items())
+              + ")")
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []
     return {
         "peak_flops": peaks,
-        "peak_flops_method": f"best of {repeats}x4 {n}x{n} matmuls per dtype on {device}",
+        "peak_flops_method": method,
         "fingerprint": {
             "device": device,
             "cpu_model": _cpu_model(),
@@ -80,6 +129,17 @@ def probe(size: int | None = None, repeats: int = 5) -> dict[str, Any]:
     }
 
 
+def main(argv: list[str]) -> int:
+    """``python -m bot.stages.doctor.device_probe [SIZE] [--threads N]``: one JSON object on stdout."""
+    threads = None
+    if "--threads" in argv:
+        i = argv.index("--threads")
+        threads = int(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
+    size = int(argv[0]) if argv else None
+    print(json.dumps(probe(size, threads=threads)))
+    return 0
+
+
 if __name__ == "__main__":
-    size = int(sys.argv[1]) if len(sys.argv) > 1 else None
-    print(json.dumps(probe(size)))
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,130 @@
+"""MFU arithmetic (infrarsi.mfu) and where the doctor and the report take it from."""
+
+from __future__ import annotations
+
+import pytest
+
+from infrarsi.mfu import compute_dtype, datasheet_peaks, mfu, six_n_flops
+
+PEAKS = {"fp32": 100e9, "bf16": 400e9}
+
+
+def test_mfu_is_counted_flops_over_time_against_the_peak_of_the_dtype() -> None:
+    fig = mfu(flops_per_step=2e9, step_time_s=0.1, peaks=PEAKS, dtype="fp32")
+    assert fig.value == pytest.approx(0.2) and fig.defect is None
+    assert "20.0% of the fp32 measured peak" == fig.text()
+    bf = mfu(flops_per_step=2e9, step_time_s=0.05, peaks=PEAKS, dtype="bf16")
+    assert bf.value == pytest.approx(0.1)  # twice as fast, but against the 4x higher bf16 peak
+
+
+def test_an_impossible_mfu_is_a_defect_never_a_figure() -> None:
+    fig = mfu(flops_per_step=2e9, step_time_s=0.01, peaks=PEAKS, dtype="fp32")  # 200 GFLOP/s > 100 peak
+    assert fig.value is None and fig.defect is not None
+    assert "exceeds the measured fp32 peak" in fig.defect and "under-measured" in fig.defect
+    assert fig.text().startswith("defect:") and "%" not in fig.text().split("(")[0]
+
+
+def test_no_peak_or_no_count_is_no_figure_without_a_guess() -> None:
+    assert mfu(flops_per_step=2e9, step_time_s=0.1, peaks=PEAKS, dtype="fp8").value is None
+    assert mfu(flops_per_step=0, step_time_s=0.1, peaks=PEAKS, dtype="fp32").defect
+
+
+def test_compute_dtype_is_the_lowest_precision_seen() -> None:
+    assert compute_dtype(["float32", "bfloat16"]) == "bf16"
+    assert compute_dtype(["float32"]) == "fp32"
+    assert compute_dtype([], fallback="bf16") == "bf16"
+
+
+def test_six_n_leaves_the_embedding_out() -> None:
+    assert six_n_flops(parameters=4_500_000, embedding_parameters=2_100_000, tokens_per_step=4096) == \
+        6 * 2_400_000 * 4096
+
+
+def test_datasheet_peaks_by_gpu_name() -> None:
+    model, peaks = datasheet_peaks("NVIDIA H100 80GB HBM3")  # type: ignore[misc]
+    assert model == "H100" and peaks["bf16"] == 989e12
+    assert datasheet_peaks("NVIDIA H200")[0] == "H200"  # type: ignore[index]
+    assert datasheet_peaks("NVIDIA H100 PCIe")[1]["bf16"] == 756e12  # type: ignore[index]
+    assert datasheet_peaks(None) is None and datasheet_peaks("AMD EPYC 9B14") is None
+
+
+# -- the doctor and the report take MFU from the witnessed count and the dtype each arm computes in ----------
+
+from pathlib import Path  # noqa: E402
+
+from infrarsi.contract.model import Contract, Knob, Workload  # noqa: E402
+from infrarsi.doctor import DoctorReport  # noqa: E402
+from infrarsi.doctor import build_report as build_doctor  # noqa: E402
+from infrarsi.doctor import render_markdown as doctor_markdown  # noqa: E402
+from infrarsi.invariants import WorkReference  # noqa: E402
+from infrarsi.report.model import mfu_figures  # noqa: E402
+from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord  # noqa: E402
+from infrarsi.witness import WitnessReport  # noqa: E402
+
+FLOPS = 3_000_000_000
+
+
+def _witness(dtypes: tuple[str, ...] = ("float32",), flops: int = FLOPS) -> dict:
+    return {"optimizer_steps": 8, "count_step": 2, "flops": flops, "flops_by_op": {"aten.mm": flops},
+            "matmul_dtypes": list(dtypes), "counted_s": 0.1, "params": 4, "param_elements": 1000,
+            "grad_norms": [1.0] * 4, "weight_norms": [1.0] * 4, "update_proj": [0.1] * 4, "tampered": [],
+            "source_sha256": "x"}
+
+
+def _record(no: int, step_s: float, candidate: Candidate = Candidate.of({"dtype": "fp32"}),
+            dtypes: tuple[str, ...] = ("float32",)) -> TrialRecord:
+    return TrialRecord(run_id="r", trial_no=no, candidate=candidate, outcome=Outcome.OK, metrics=TrialMetrics(
+        step_time_s=step_s, step_times_s=(step_s,) * 6, loss=(2.0,) * 6, peak_mem_bytes=2**28, parameters=1000,
+        witness=_witness(dtypes)))
+
+
+def _doctor(peaks: dict[str, float], step_s: float = 0.1):  # noqa: ANN202
+    contract = Contract(source=Path("infrarsi.toml"), root=Path("."),
+                        workload=Workload(command=("python", "train.py"), tokens_per_step=128),
+                        knobs=(Knob(name="dtype", kind="categorical", default="fp32", values=("fp32", "bf16"),
+                                    flag="--dtype"),))
+    records = [_record(i, step_s) for i in (1, 2, 3)]
+    work = WorkReference(reports=(WitnessReport.from_dict(_witness()),), first_loss=(2.0,),
+                         allowed_dtypes=("bfloat16", "float32"))
+    return build_doctor(contract, records, run_id="r", created_at=0.0, peak_flops=peaks, peak_flops_method="test",
+                        fingerprint={"gpu_model": "NVIDIA H100 80GB HBM3"}, work=work)
+
+
+def test_the_doctor_counts_flops_with_the_witness_and_measures_against_the_baseline_dtype() -> None:
+    doctor = _doctor({"fp32": 100e9, "bf16": 400e9})
+    assert doctor.model_flops_per_step == FLOPS and doctor.model_flops_source.startswith("FlopCounterMode")
+    assert doctor.mfu == pytest.approx(FLOPS / 0.1 / 100e9) and doctor.mfu_defect is None
+    assert doctor.datasheet_model == "H100" and doctor.mfu_datasheet == pytest.approx(FLOPS / 0.1 / 67e12)
+    text = doctor_markdown(doctor)
+    assert "**30.0%**" in text and "datasheet dense peak of the H100" in text
+
+
+def test_the_doctor_reports_an_impossible_mfu_as_a_defect() -> None:
+    doctor = _doctor({"fp32": 10e9, "bf16": 40e9})  # 30 GFLOP/s achieved against a 10 GFLOP/s "peak"
+    assert doctor.mfu is None and doctor.mfu_defect and "exceeds the measured fp32 peak" in doctor.mfu_defect
+    assert any(n.startswith("MFU defect") for n in doctor.notes)
+    assert "**defect**" in doctor_markdown(doctor) and "300.0%" not in doctor_markdown(doctor)
+    assert DoctorReport.from_dict(doctor.to_dict()).mfu_defect == doctor.mfu_defect
+
+
+def test_the_winner_is_measured_against_the_peak_of_the_dtype_it_computes_in() -> None:
+    doctor = _doctor({"fp32": 100e9, "bf16": 400e9})
+    winner = Candidate.of({"dtype": "bf16"})
+    figs = mfu_figures(doctor, before_s=0.1, after_s=0.05, winner=winner, knobs=(),
+                       winner_records=[_record(9, 0.05, winner, dtypes=("bfloat16", "float32"))])
+    assert figs.before == pytest.approx(0.30) and figs.before_dtype == "fp32"
+    assert figs.after == pytest.approx(FLOPS / 0.05 / 400e9) and figs.after_dtype == "bf16"
+    # Without a witness report the winner's dtype knob says it.
+    assert mfu_figures(doctor, before_s=0.1, after_s=0.05, winner=winner, knobs=(), winner_records=[]).after_dtype \
+        == "bf16"
+    # Faster than the fp32 peak allows, had it been measured against fp32: a defect, not 150%.
+    bad = mfu_figures(doctor, before_s=0.1, after_s=0.02, winner=Candidate.of({"dtype": "fp32"}), knobs=(),
+                      winner_records=[_record(9, 0.02)])
+    assert bad.after is None and bad.defects and bad.defects[0].startswith("after:")
+
+
+def test_fp32_faster_than_strict_fp32_is_measured_against_tf32_where_the_device_has_it() -> None:
+    peaks = {"fp32": 50e12, "tf32": 400e12, "bf16": 800e12}
+    fig = mfu(flops_per_step=1e13, step_time_s=0.1, peaks=peaks, dtype="fp32")  # 100 TFLOP/s: TF32 was allowed
+    assert fig.dtype == "tf32" and fig.value == pytest.approx(0.25) and fig.defect is None
+    assert mfu(flops_per_step=1e14, step_time_s=0.1, peaks=peaks, dtype="fp32").defect  # above tf32 too

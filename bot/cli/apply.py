@@ -13,13 +13,13 @@ from typing import Any
 from bot.executors.registry import add_executor_argument
 from bot.cli.common import add_deprecated_alias, add_repo_argument, add_run_id_argument, repo_dir, resolve_repo
 from bot.forges import FORGES, open_forge
-from bot.stages.apply.merge import promote
-from bot.stages.apply.open_pr import apply_run
 
 __all__ = ["register"]
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    from bot.stages.apply.open_pr import apply_run
+
     result = apply_run(repo_dir(args.repo), run_id=args.run_id, forge_name=args.forge, remote=args.remote,
                        base=args.base, draft=args.draft, dry_run=args.dry_run, reopen=args.reopen)
     if result.record is not None:
@@ -28,6 +28,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
+    from bot.stages.apply.merge import promote
+
     repo = repo_dir(resolve_repo(args))
     forge = open_forge(args.forge, repo, args.remote)
     promote(repo, args.pr, forge=forge, remote=args.remote, pairs=args.pairs, executor=args.executor)

@@ -9,11 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.cli.common import UsageError, add_repo_argument, repo_dir
-from bot.patching.catalog import catalog_for_repo
 from bot.proposers import ProposerSetupError, add_proposer_arguments, draft_with, proposer_from_args
-from bot.stages.init.draft import DraftError, draft_contract
-from bot.stages.init.scan import scan_repo
-from bot.stages.init.toml_writer import render_contract
 from infrarsi.rundir import ensure_state_dir
 from infrarsi.contract import ContractError, load_contract
 from infrarsi.contract.load import CONTRACT_FILE, find_contract
@@ -38,6 +34,10 @@ def proposer(args: argparse.Namespace, root: Path):  # noqa: ANN201 - a Proposer
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    from bot.stages.init.draft import DraftError, draft_contract
+    from bot.stages.init.scan import scan_repo
+    from bot.stages.init.toml_writer import render_contract
+
     root = repo_dir(args.repo)
     try:
         path, prefix = find_contract(root)
@@ -113,6 +113,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_patches(args: argparse.Namespace) -> int:
+    from bot.patching.catalog import catalog_for_repo
+
     root = repo_dir(args.repo)
     contract = load_contract(root)
     found = catalog_for_repo(contract)

@@ -11,17 +11,17 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from bot.cli.common import add_repo_argument, add_run_id_argument, fmt_bytes, repo_dir, say
 from bot.executors.registry import ExecutorOptions, add_executor_argument, build_executor, select_executor
-from bot.stages.doctor.baseline import new_run_id, run_doctor
-from bot.stages.run.candidate import TrialContext, trial_context
 from infrarsi.rundir import journal_path
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
-from infrarsi.doctor import DoctorError
-from infrarsi.journal import Journal
+
+if TYPE_CHECKING:  # the CLI imports stages when a verb runs, not to build its parser
+    from bot.stages.run.candidate import TrialContext
+    from infrarsi.journal import Journal
 
 __all__ = ["doctor_failure", "register", "trial_context_for"]
 
@@ -29,6 +29,8 @@ __all__ = ["doctor_failure", "register", "trial_context_for"]
 def trial_context_for(args: argparse.Namespace, journal: Journal, *,
                       on_step: Callable[[int], None] | None = None) -> TrialContext:
     """The contract, its lock and the executor of REPO, bound to ``journal``."""
+    from bot.stages.run.candidate import trial_context
+
     root = repo_dir(args.repo)
     contract = select_executor(load_contract(root), getattr(args, "executor", None))
     lock = read_lock(root)
@@ -39,6 +41,8 @@ def trial_context_for(args: argparse.Namespace, journal: Journal, *,
 @contextmanager
 def doctor_failure(run_id: str) -> Iterator[None]:
     """A :class:`DoctorError` inside the block becomes one line that names the run and where its logs are."""
+    from infrarsi.doctor import DoctorError
+
     try:
         yield
     except DoctorError as e:
@@ -47,6 +51,9 @@ def doctor_failure(run_id: str) -> Iterator[None]:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from bot.stages.doctor.baseline import new_run_id, run_doctor
+    from infrarsi.journal import Journal
+
     root = repo_dir(args.repo)
     run_id = args.run_id or new_run_id()
     with Journal(journal_path(root)) as journal:

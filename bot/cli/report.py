@@ -7,13 +7,14 @@ import sys
 from typing import Any
 
 from bot.cli.common import add_repo_argument, add_run_id_argument, repo_dir
-from bot.stages.report.build import load_report
 from infrarsi.rundir import RunDir
 
 __all__ = ["register"]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from bot.stages.report.build import load_report
+
     root = repo_dir(args.repo)
     files = load_report(root, args.run_id)
     r = files.report

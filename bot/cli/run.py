@@ -6,28 +6,27 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from bot.cli.common import UsageError, add_repo_argument, add_run_id_argument, repo_dir, say
 from bot.cli.contract import proposer
 from bot.cli.doctor import doctor_failure, trial_context_for
 from bot.executors.registry import add_executor_argument
 from bot.proposers import add_proposer_arguments
-from bot.stages.doctor.baseline import load_doctor, new_run_id, run_doctor
-from bot.stages.run.search import RunOptions, run_search
-from bot.stages.run.trial import CandidateError, make_candidate
 from infrarsi.rundir import RunDir, journal_path, latest_run, write_json
-from bot.stages.run.verify import verify_candidate
 from infrarsi.bank import open_bank
 from infrarsi.contract import load_contract
-from infrarsi.journal import Journal
-from infrarsi.trial import Candidate
-from infrarsi.verify import Verdict
+
+if TYPE_CHECKING:  # the CLI imports stages when a verb runs, not to build its parser
+    from infrarsi.trial import Candidate
+    from infrarsi.verify import Verdict
 
 __all__ = ["register"]
 
 
 def _candidate_from(args: argparse.Namespace, contract) -> Candidate:  # noqa: ANN001
+    from bot.stages.run.trial import CandidateError, make_candidate
+
     knobs = list(args.knob or [])
     patches = list(args.patch or [])
     for token in (args.candidate or "").split():
@@ -39,6 +38,10 @@ def _candidate_from(args: argparse.Namespace, contract) -> Candidate:  # noqa: A
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from bot.stages.doctor.baseline import load_doctor, new_run_id, run_doctor
+    from bot.stages.run.verify import verify_candidate
+    from infrarsi.journal import Journal
+
     root = repo_dir(args.repo)
     with Journal(journal_path(root)) as journal:
         ctx = trial_context_for(args, journal)
@@ -79,6 +82,10 @@ def _verdict_text(verdict: Verdict) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from bot.stages.doctor.baseline import new_run_id
+    from bot.stages.run.search import RunOptions, run_search
+    from infrarsi.journal import Journal
+
     root = repo_dir(args.repo)
     if args.resume and not args.run_id:
         args.run_id = latest_run(root)

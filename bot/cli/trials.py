@@ -6,27 +6,30 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from bot.cli.common import UsageError, add_repo_argument, add_run_id_argument, fmt_bytes, repo_dir
 from bot.executors.registry import ExecutorOptions, add_executor_argument, build_executor, select_executor
-from bot.patching.catalog import applicable_patches
-from bot.stages.run.candidate import is_git_repo, run_candidate
-from bot.stages.run.trial import CandidateError, TrialRequest, make_candidate, metrics_summary, run_trial
 from infrarsi.rundir import journal_path
-from bot.workspace.commits import is_dirty, repo_head_commit
-from bot.workspace.gc import collect_garbage
 from infrarsi.contract import load_contract
 from infrarsi.contract.load import parse_memory
 from infrarsi.contract.lock import read_lock
-from infrarsi.journal import Journal
 from infrarsi.patches import PatchSpec
-from infrarsi.trial import Outcome, TrialRecord
+
+if TYPE_CHECKING:  # the CLI imports stages when a verb runs, not to build its parser
+    from infrarsi.trial import TrialRecord
 
 __all__ = ["register"]
 
 
 def cmd_trial(args: argparse.Namespace) -> int:
+    from bot.patching.catalog import applicable_patches
+    from bot.stages.run.candidate import is_git_repo, run_candidate
+    from bot.stages.run.trial import CandidateError, TrialRequest, make_candidate, metrics_summary, run_trial
+    from bot.workspace.commits import is_dirty, repo_head_commit
+    from infrarsi.journal import Journal
+    from infrarsi.trial import Outcome
+
     root = repo_dir(args.repo)
     contract = select_executor(load_contract(root), args.executor)
     lock = read_lock(root)
@@ -103,6 +106,8 @@ def _trial_text(record: TrialRecord) -> str:
 
 
 def cmd_journal(args: argparse.Namespace) -> int:
+    from infrarsi.journal import Journal
+
     root = repo_dir(args.repo)
     with Journal(journal_path(root)) as journal:
         records = journal.trials(args.run_id)
@@ -123,6 +128,9 @@ def cmd_journal(args: argparse.Namespace) -> int:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
+    from bot.workspace.gc import collect_garbage
+    from infrarsi.journal import Journal
+
     root = repo_dir(args.repo)
     protected = frozenset(args.protect or ())
     with Journal(journal_path(root)) as journal:

@@ -10,7 +10,6 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.proposers.builtin import BuiltinProposer
 from bot.proposers.llm import LLMConfig
 from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.rundir import llm_cache_dir
@@ -28,6 +27,8 @@ class ProposerSetupError(InfraRSIError, ValueError):
 def make_proposer(name: str, *, config: LLMConfig | None = None, cache_dir: Path | None = None,
                   api_key: str | None = None) -> Proposer:
     if name == "builtin":
+        from bot.proposers.builtin import BuiltinProposer
+
         return BuiltinProposer()
     if name == "anthropic":
         import os
@@ -42,6 +43,16 @@ def make_proposer(name: str, *, config: LLMConfig | None = None, cache_dir: Path
 
 
 __all__ = ["PROPOSERS", "BuiltinProposer", "LLMConfig", "ProposerSetupError", "make_proposer"]
+
+
+def __getattr__(name: str) -> object:
+    # The built-in proposer pulls in the search engine and the init stage; the CLI parser imports this
+    # package for its arguments only, so the heavy import waits for the first use.
+    if name == "BuiltinProposer":
+        from bot.proposers.builtin import BuiltinProposer
+
+        return BuiltinProposer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def add_proposer_arguments(parser: argparse.ArgumentParser) -> None:

@@ -118,6 +118,7 @@ class FakeGitHub:
         self.git_auth_failures = 0
         self.run_details = True  # False: answer dispatches 204 like GitHub Enterprise Server before 2026
         self.private = True  # a private repository: git fetches need the token too
+        self.git_token: str | None = None  # when set, git takes only this token (the API token lacks contents)
         self.merge_methods = {"merge", "squash", "rebase"}  # allow_merge_commit / _squash_ / _rebase_merge
         self.teams: dict[str, set[str]] = {}  # team slug -> active members (GET .../memberships/{user})
         self.required_checks: dict[str, list[str]] = {}  # branch -> required status check contexts
@@ -735,7 +736,7 @@ class _Handler(BaseHTTPRequestHandler):
         user = None
         if auth.startswith("Basic "):
             name, _, password = base64.b64decode(auth[6:]).decode().partition(":")
-            if password == fake.token:
+            if password == (fake.git_token or fake.token):
                 user = name
         fetching = "git-upload-pack" in path or "service=git-upload-pack" in query
         if user is None and fetching and not fake.private:

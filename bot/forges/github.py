@@ -286,6 +286,9 @@ class GitHubForge:
             raise ForgeError(f"fetch of {', '.join(branches)} from {_strip_auth(url)} failed: {exc}") from exc
         return found
 
+    def blob_url(self, ref: str, path: str) -> str:
+        return f"{self.settings()['html_url']}/blob/{ref}/{path}"  # GitHub resolves a ref with slashes here
+
     def team_member(self, team: str, login: str) -> bool:
         org, sep, slug = team.partition("/")
         if not sep:

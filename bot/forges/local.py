@@ -250,6 +250,10 @@ class LocalForge:
                 raise ForgeError(f"fetch of {', '.join(found)} from {self.remote} failed: {exc}") from exc
         return found
 
+    def blob_url(self, ref: str, path: str) -> str:
+        """The bare repository's URI with ``#<ref>:<path>`` (what ``git show`` takes in the bare repository)."""
+        return f"{self.remote.as_uri()}#{ref}:{path}"
+
     def team_member(self, team: str, login: str) -> bool:
         path = self.records / "teams.json"
         teams = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}

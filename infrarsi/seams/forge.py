@@ -127,6 +127,10 @@ class Forge(Protocol):
         fetch raises ForgeError naming the remote and the reason: never a silent fall back to a stale ref."""
         ...
 
+    def blob_url(self, ref: str, path: str) -> str:
+        """Where a reader of the pull request opens ``path`` at ``ref`` (a pushed branch or commit) on this forge."""
+        ...
+
     def team_member(self, team: str, login: str) -> bool:
         """Whether ``login`` is an active member of ``team`` (``org/team-slug``): team approvals count."""
         ...

@@ -97,6 +97,7 @@ class State:
     reviews: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     statuses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     runs: dict[int, _Run] = field(default_factory=dict)
+    check_runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # head sha -> check runs
     artifacts: dict[int, bytes] = field(default_factory=dict)
     next_id: int = 100
     running_now: int = 0
@@ -116,6 +117,11 @@ class FakeGitHub:
         self.state = State()
         self.git_auth_failures = 0
         self.run_details = True  # False: answer dispatches 204 like GitHub Enterprise Server before 2026
+        self.private = True  # a private repository: git fetches need the token too
+        self.git_token: str | None = None  # when set, git takes only this token (the API token lacks contents)
+        self.merge_methods = {"merge", "squash", "rebase"}  # allow_merge_commit / _squash_ / _rebase_merge
+        self.teams: dict[str, set[str]] = {}  # team slug -> active members (GET .../memberships/{user})
+        self.required_checks: dict[str, list[str]] = {}  # branch -> required status check contexts
         self.plan_for: Callable[[dict[str, Any]], RunPlan] = lambda inputs: RunPlan()
         self.lock = threading.RLock()
         self.bare = root / "git" / owner / f"{name}.git"
@@ -164,12 +170,14 @@ class FakeGitHub:
         ref = pygit2.Repository(str(self.bare)).references.get(f"refs/heads/{name}")
         return str(ref.target) if ref is not None else None
 
-    def add_review(self, number: int, login: str, state: str, commit_sha: str) -> None:
+    def add_review(self, number: int, login: str | None, state: str, commit_sha: str) -> None:
+        """A review by ``login``; None is a since-deleted account (GitHub then answers ``"user": null``)."""
         with self.lock:
             reviews = self.state.reviews.setdefault(number, [])
             rid = self._id()
             reviews.append({
-                "id": rid, "node_id": f"PRR_{rid}", "user": self.user(login), "body": "", "body_html": "",
+                "id": rid, "node_id": f"PRR_{rid}", "user": self.user(login) if login else None, "body": "",
+                "body_html": "",
                 "body_text": "", "state": state, "commit_id": commit_sha, "author_association": "COLLABORATOR",
                 "html_url": f"{self.url}/{self.owner}/{self.name}/pull/{number}#pullrequestreview-{rid}",
                 "pull_request_url": f"{self.repo_api}/pulls/{number}", "submitted_at": iso(time.time()),
@@ -213,7 +221,11 @@ class FakeGitHub:
             "merges_url", "milestones_url", "notifications_url", "pulls_url", "releases_url", "stargazers_url",
             "statuses_url", "subscribers_url", "subscription_url", "tags_url", "teams_url", "trees_url")}
         return {**urls, "id": 4242, "node_id": "R_4242", "name": self.name, "full_name": f"{self.owner}/{self.name}",
-                "owner": self.user(self.owner), "private": True, "html_url": web, "description": None,
+                "owner": self.user(self.owner), "private": self.private, "html_url": web, "description": None,
+                "visibility": "private" if self.private else "public",
+                "allow_merge_commit": "merge" in self.merge_methods,
+                "allow_squash_merge": "squash" in self.merge_methods,
+                "allow_rebase_merge": "rebase" in self.merge_methods,
                 "fork": False, "url": api, "clone_url": self.clone_url, "git_url": self.clone_url,
                 "ssh_url": f"git@127.0.0.1:{self.owner}/{self.name}.git", "svn_url": web, "mirror_url": None,
                 "homepage": None, "language": "Python", "forks_count": 0, "stargazers_count": 0,
@@ -358,10 +370,16 @@ class FakeGitHub:
             return 404, {}, {"message": "Not Found"}
         if b.get("state") == "open" and pr.get("merge_sha"):
             return 422, {}, {"message": "Validation Failed", "errors": [{"message": "merged"}]}
+        if b.get("state") == "open" and pr["state"] == "closed" and self.branch(pr["head"]) != pr["head_sha"]:
+            return 422, {}, {"message": "Validation Failed", "errors": [{
+                "resource": "PullRequest", "code": "custom", "field": "state",
+                "message": f"state cannot be changed. The {pr['head']} branch was force-pushed or recreated."}]}
         for key in ("title", "body", "base"):
             if key in b and b[key] is not None:
                 pr[key] = b[key]
         if b.get("state") in ("open", "closed"):
+            if b["state"] == "closed" and pr["state"] == "open":
+                pr["head_sha"] = self.branch(pr["head"]) or pr["head_sha"]
             pr["state"] = b["state"]
             pr["closed"] = time.time() if b["state"] == "closed" else None
         return 200, {}, self.pull_json(pr)
@@ -424,6 +442,16 @@ class FakeGitHub:
             return 405, {}, {"message": "Pull Request is not mergeable"}
         git = pygit2.Repository(str(self.bare))
         head = self.branch(pr["head"])
+        assert head is not None
+        method = b.get("merge_method") or "merge"
+        if method not in self.merge_methods:
+            what = {"merge": "Merge commits", "squash": "Squash merges", "rebase": "Rebase merges"}[method]
+            return 405, {}, {"message": f"{what} are not allowed on this repository."}
+        if pr["draft"]:
+            return 405, {}, {"message": "Pull Request is still a draft"}
+        for context in self.required_checks.get(pr["base"], []):
+            if self._check_state(head, context) != "success":
+                return 405, {}, {"message": f"Required status check \"{context}\" is expected."}
         if b.get("sha") and b["sha"] != head:
             return 409, {}, {"message": "Head branch was modified. Review and try the merge again."}
         base_ref = git.references[f"refs/heads/{pr['base']}"]
@@ -433,7 +461,9 @@ class FakeGitHub:
         tree = index.write_tree(git)
         message = (b.get("commit_title") or f"Merge pull request #{pr['number']}") + \
             ("\n\n" + b["commit_message"] if b.get("commit_message") else "")
-        sha = git.create_commit(None, MERGER, MERGER, message, tree, [base_ref.target, pygit2.Oid(hex=head)])
+        parents = [base_ref.target, pygit2.Oid(hex=head)] if method == "merge" else [base_ref.target]
+        author = MERGER if method == "merge" else git.get(head).author  # squash/rebase keep the author
+        sha = git.create_commit(None, author, MERGER, message, tree, parents)
         base_ref.set_target(sha)
         pr.update(state="closed", closed=time.time(), merge_sha=str(sha))
         return 200, {}, {"sha": str(sha), "merged": True, "message": "Pull Request successfully merged"}
@@ -552,6 +582,62 @@ class FakeGitHub:
                          f"heads/{m['ref']}", "object": {"sha": sha, "type": "commit",
                                                          "url": f"{self.repo_api}/git/commits/{sha}"}}
 
+    def _check_state(self, sha: str, context: str) -> str:
+        for s in reversed(self.state.statuses.get(sha, [])):
+            if s["context"] == context:
+                return s["state"]
+        for run in self.state.check_runs.get(sha, []):
+            if run["name"] == context:
+                return run["conclusion"] if run["status"] == "completed" else "pending"
+        return "missing"
+
+    def _get_branch(self, m: re.Match[str], q: Any, b: Any) -> Any:
+        sha = self.branch(m["branch"])
+        if sha is None:
+            return 404, {}, {"message": "Branch not found"}
+        api = f"{self.repo_api}/branches/{m['branch']}"
+        required = self.required_checks.get(m["branch"])
+        protection = {"enabled": bool(required), "required_status_checks": {
+            "enforcement_level": "non_admins" if required else "off", "contexts": list(required or []),
+            "checks": [{"context": c, "app_id": None} for c in required or []]}}
+        return 200, {}, {"name": m["branch"], "commit": {"sha": sha, "url": f"{self.repo_api}/commits/{sha}"},
+                         "_links": {"self": api, "html": f"{self.url}/{self.owner}/{self.name}/tree/{m['branch']}"},
+                         "protected": bool(required), "protection": protection,
+                         "protection_url": api + "/protection"}
+
+    def _combined_status(self, m: re.Match[str], q: Any, b: Any) -> Any:
+        latest: dict[str, dict[str, Any]] = {}
+        for s in self.state.statuses.get(m["sha"], []):
+            latest[s["context"]] = s
+        statuses = sorted(latest.values(), key=lambda s: -s["id"])
+        states = {s["state"] for s in statuses}
+        state = "failure" if states & {"failure", "error"} else "pending" if "pending" in states or not states \
+            else "success"
+        return 200, {}, {"state": state, "statuses": statuses, "sha": m["sha"], "total_count": len(statuses),
+                         "repository": self.repository(), "commit_url": f"{self.repo_api}/commits/{m['sha']}",
+                         "url": f"{self.repo_api}/commits/{m['sha']}/status"}
+
+    def _check_runs(self, m: re.Match[str], q: Any, b: Any) -> Any:
+        runs = self.state.check_runs.get(m["sha"], [])
+        return 200, {}, {"total_count": len(runs), "check_runs": runs}
+
+    def add_check_run(self, sha: str, name: str, *, status: str = "completed", conclusion: str | None = "success") \
+            -> None:
+        rid = self._id()
+        self.state.check_runs.setdefault(sha, []).insert(0, {
+            "id": rid, "head_sha": sha, "node_id": f"CR_{rid}", "external_id": "", "name": name, "status": status,
+            "conclusion": conclusion if status == "completed" else None, "started_at": iso(time.time()),
+            "completed_at": iso(time.time()) if status == "completed" else None,
+            "url": f"{self.repo_api}/check-runs/{rid}", "html_url": None, "details_url": None,
+            "output": {"title": None, "summary": None, "text": None, "annotations_count": 0, "annotations_url": ""},
+            "check_suite": None, "app": None, "pull_requests": []})
+
+    def _team_membership(self, m: re.Match[str], q: Any, b: Any) -> Any:
+        if m["org"] != self.owner or m["login"] not in self.teams.get(m["slug"], set()):
+            return 404, {}, {"message": "Not Found"}
+        return 200, {}, {"url": f"{self.api}/orgs/{self.owner}/teams/{m['slug']}/memberships/{m['login']}",
+                         "role": "member", "state": "active"}
+
     def _collaborator(self, m: re.Match[str], q: Any, b: Any) -> Any:
         return (204, {}, None) if m["login"] in self.collaborators else (404, {}, {"message": "Not Found"})
 
@@ -581,6 +667,10 @@ _ROUTES: list[tuple[str, str, Callable[..., Any]]] = [
     ("GET", r"{repo}/actions/artifacts/(?P<id>\d+)/zip", FakeGitHub._artifact_zip),
     ("GET", r"{repo}/git/ref/heads/(?P<ref>.+)", FakeGitHub._get_ref),
     ("GET", r"{repo}/collaborators/(?P<login>[^/]+)", FakeGitHub._collaborator),
+    ("GET", r"{repo}/branches/(?P<branch>.+)", FakeGitHub._get_branch),
+    ("GET", r"{repo}/commits/(?P<sha>[0-9a-f]{{40}})/status", FakeGitHub._combined_status),
+    ("GET", r"{repo}/commits/(?P<sha>[0-9a-f]{{40}})/check-runs", FakeGitHub._check_runs),
+    ("GET", r"/orgs/(?P<org>[^/]+)/teams/(?P<slug>[^/]+)/memberships/(?P<login>[^/]+)", FakeGitHub._team_membership),
 ]
 
 
@@ -646,8 +736,11 @@ class _Handler(BaseHTTPRequestHandler):
         user = None
         if auth.startswith("Basic "):
             name, _, password = base64.b64decode(auth[6:]).decode().partition(":")
-            if password == fake.token:
+            if password == (fake.git_token or fake.token):
                 user = name
+        fetching = "git-upload-pack" in path or "service=git-upload-pack" in query
+        if user is None and fetching and not fake.private:
+            user = "anonymous"  # a public repository: anyone may clone
         if user is None:
             if auth:
                 fake.git_auth_failures += 1

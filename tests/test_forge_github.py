@@ -18,7 +18,7 @@ from bot.forges import open_forge
 from bot.forges.github import GitHubForge, forge_for_repo, target_from_remote_url
 from tests.support.repos import init_repo
 from bot.forges.github_api import GitHubTarget, RateLimitPolicy
-from infrarsi.seams.forge import Forge, ForgeError, PullRequestDraft, ReviewState, StatusState
+from infrarsi.seams.forge import Forge, ForgeError, PullRequestDraft, ReviewState, StatusState, approvals
 from tests.fake_github import TOKEN, FakeGitHub
 from tests.forge_contract import *  # noqa: F401,F403  (the contract's test functions)
 from tests.forge_contract import commit_on
@@ -249,3 +249,133 @@ def test_the_registry_factory_uses_the_remote_and_the_token_env(fake: FakeGitHub
     assert forge.find_pr("nothing") is None
     monkeypatch.setenv("INFRARSI_GITHUB_TOKEN", TOKEN)
     assert isinstance(open_forge("github", repo), GitHubForge)  # the registry's entry
+
+
+# -- GitHub as it is (issue 17): nullable fields, case, reopen, merge methods, checks, teams, fetches ----------
+
+
+def _opened(h: GitHubHarness, **changes: object) -> tuple[int, str]:
+    sha = commit_on(h.repo, "infrarsi/promote/r1", {"knobs.txt": "dtype=bf16\n"})
+    h.forge.push(h.repo, "infrarsi/promote/r1")
+    pr, _ = h.forge.ensure_pr(_draft(**changes))
+    return pr.number, sha
+
+
+def test_a_deleted_reviewer_is_a_review_that_never_counts(forge_harness: GitHubHarness) -> None:
+    h = forge_harness
+    n, sha = _opened(h)
+    h.fake.add_review(n, None, "APPROVED", sha)  # GitHub: "user": null for a deleted account
+    h.fake.add_review(n, "alice", "COMMENTED", sha)
+    reviews = h.forge.reviews(n)
+    assert [(r.login, r.state) for r in reviews] == [("(deleted account)", "APPROVED"), ("alice", "COMMENTED")]
+    assert approvals(reviews, sha, frozenset({"alice", "ghost"})) == ()
+    (call,) = h.fake.calls("GET", rf"/repos/acme/trainer/pulls/{n}/reviews")
+    assert call.query["per_page"] == ["100"]
+
+
+def test_label_names_are_compared_without_case(forge_harness: GitHubHarness) -> None:
+    h = forge_harness
+    n, _ = _opened(h, labels=())
+    h.fake.state.pulls[n]["labels"] = ["Performance", "INFRARSI"]  # the repository's own labels
+    assert h.forge.ensure_pr(_draft(labels=()))[1] == "unchanged"
+    assert h.forge.ensure_pr(_draft())[1] == "unchanged"
+    assert h.fake.calls("POST", rf"/repos/acme/trainer/issues/{n}/labels") == []
+
+
+def test_reopen_before_the_push_and_recreate_after_a_force_push(forge_harness: GitHubHarness) -> None:
+    h = forge_harness
+    n, _ = _opened(h)
+    h.close_pr(n)
+    pr, action = h.forge.ensure_pr(_draft(), reopen=True)  # the branch is as it was when closed: reopened
+    assert (pr.number, pr.state, action) == (n, "open", "updated")
+    h.close_pr(n)
+    commit_on(h.repo, "infrarsi/promote/r1", {"knobs.txt": "dtype=fp32\n"})
+    h.forge.push(h.repo, "infrarsi/promote/r1", force=True)
+    pr, action = h.forge.ensure_pr(_draft(), reopen=True)  # GitHub refuses (422): a new pull request instead
+    assert (pr.number, pr.state, action) == (n + 1, "open", "created")
+    assert h.fake.state.pulls[n]["state"] == "closed"
+
+
+@pytest.mark.parametrize(("allowed", "method", "parents"), [
+    ({"merge", "squash", "rebase"}, "merge", 2), ({"squash"}, "squash", 1), ({"rebase", "squash"}, "squash", 1),
+    ({"rebase"}, "rebase", 1)])
+def test_the_merge_method_comes_from_the_repository_settings(forge_harness: GitHubHarness, allowed: set[str],
+                                                             method: str, parents: int) -> None:
+    h = forge_harness
+    h.fake.merge_methods = allowed
+    n, sha = _opened(h)
+    merged = h.forge.merge(n, expected_head_sha=sha, message="InfraRSI: promote r1")
+    (call,) = h.fake.calls("PUT", rf"/repos/acme/trainer/pulls/{n}/merge")
+    assert call.body["merge_method"] == method
+    git = pygit2.Repository(str(h.fake.bare))
+    landed, approved = git.get(merged), git.get(sha)
+    assert len(landed.parent_ids) == parents and landed.tree_id == approved.tree_id  # the approved tree, exactly
+
+
+def test_a_draft_and_missing_required_checks_block_the_merge(forge_harness: GitHubHarness) -> None:
+    h = forge_harness
+    n, sha = _opened(h, draft=True)
+    h.fake.required_checks["main"] = ["ci/test", "infrarsi/verify"]
+    blockers = h.forge.merge_blockers(h.forge.get_pr(n))
+    assert blockers == ("it is a draft: mark it ready for review",
+                        f"the required check 'ci/test' is missing on head {sha[:10]}")
+    h.fake.state.pulls[n]["draft"] = False
+    h.fake.add_check_run(sha, "ci/test", status="in_progress")
+    assert h.forge.merge_blockers(h.forge.get_pr(n)) == (f"the required check 'ci/test' is pending on head "
+                                                        f"{sha[:10]}",)
+    h.fake.add_check_run(sha, "ci/test", conclusion="success")
+    assert h.forge.merge_blockers(h.forge.get_pr(n)) == ()  # infrarsi/verify is the bot's own, posted later
+
+
+def test_no_re_request_of_a_review_given_on_the_current_head(forge_harness: GitHubHarness) -> None:
+    h = forge_harness
+    n, sha = _opened(h)
+    h.forge.request_review(n, ("alice", "bob"))
+    h.fake.add_review(n, "alice", "APPROVED", sha)  # GitHub drops her from requested_reviewers
+    h.forge.request_review(n, ("alice", "bob"))
+    assert len(h.fake.calls("POST", rf"/repos/acme/trainer/pulls/{n}/requested_reviewers")) == 1
+    new = commit_on(h.repo, "infrarsi/promote/r1", {"knobs.txt": "dtype=fp32\n"})
+    h.forge.push(h.repo, "infrarsi/promote/r1")
+    assert h.forge.get_pr(n).head_sha == new
+    h.forge.request_review(n, ("alice", "bob"))  # a new head: her approval no longer covers it
+    assert h.fake.calls("POST", rf"/repos/acme/trainer/pulls/{n}/requested_reviewers")[-1].body == {
+        "reviewers": ["alice"]}
+
+
+def test_team_membership_is_asked_of_the_org(forge_harness: GitHubHarness) -> None:
+    h = forge_harness
+    h.fake.teams["perf"] = {"carol"}
+    assert h.forge.team_member("acme/perf", "carol") and not h.forge.team_member("acme/perf", "mallory")
+    assert [c.path for c in h.fake.requests if "/teams/" in c.path] == [
+        "/orgs/acme/teams/perf/memberships/carol", "/orgs/acme/teams/perf/memberships/mallory"]
+
+
+def test_fetch_uses_the_token_and_fails_loudly(fake: FakeGitHub, clock: Clock, tmp_path: Path) -> None:
+    repo = tmp_path / "local"
+    init_repo(repo, {"a.txt": "a\n"})
+    forge = make_forge(fake, clock)
+    pushed = forge.push(repo, "main")
+    other = tmp_path / "other"
+    init_repo(other, {"b.txt": "b\n"})
+    assert fake.private
+    assert make_forge(fake, clock).fetch(other, ("main", "gone")) == {"main": pushed}
+    assert str(pygit2.Repository(str(other)).references["refs/remotes/origin/main"].target) == pushed
+    with pytest.raises(ForgeError, match=r"fetch of main from http://127\.0\.0\.1:\d+/git/acme/trainer\.git failed"):
+        GitHubForge(GitHubTarget(owner="acme", repo="trainer", base_url=fake.url), "wrong-token",
+                    policy=RateLimitPolicy(sleep=clock.sleep), push_url=fake.clone_url).fetch(other, ("main",))
+    fake.private = False  # a public repository answers an anonymous fetch: the wrong token is never sent
+    refused = fake.git_auth_failures
+    public = GitHubForge(GitHubTarget(owner="acme", repo="trainer", base_url=fake.url), "wrong-token",
+                         policy=RateLimitPolicy(sleep=clock.sleep), push_url=fake.clone_url)
+    assert public.fetch(other, ("main",)) == {"main": pushed} and fake.git_auth_failures == refused
+
+
+def test_a_path_remote_with_the_repository_variable(fake: FakeGitHub, tmp_path: Path) -> None:
+    repo = tmp_path / "local"
+    init_repo(repo, {"a.txt": "a\n"})
+    pygit2.Repository(str(repo)).remotes.create("origin", str(tmp_path / "elsewhere.git"))
+    env = {"GITHUB_TOKEN": TOKEN, "INFRARSI_GITHUB_URL": fake.url}
+    with pytest.raises(ForgeError, match="INFRARSI_GITHUB_REPOSITORY"):
+        forge_for_repo(repo, environ=env)
+    forge = forge_for_repo(repo, environ={**env, "INFRARSI_GITHUB_REPOSITORY": "acme/trainer"})
+    assert forge.push(repo, "main") == fake.branch("main")  # to the clone URL the API reports

@@ -91,20 +91,25 @@ def test_refuses_when_the_re_verification_fails(applied: Path, tmp_path: Path) -
     _human_push_to_main(applied, tmp_path, {"train.py": crash})
     infrarsi("approve", str(applied), "1", "--as", "alice")
     message = _refused(applied)
-    assert "the re-verification failed, not merging" in message and "invalid" in message
+    assert "the re-verification of the re-created commit failed, not pushing it" in message and "invalid" in message
     forge = _forge(applied)
     assert forge.get_pr(1).state == "open"
-    assert "re-verification on main" in forge.comments(1)[0]
+    assert "re-verification of" in forge.comments(1)[0] and " on main " in forge.comments(1)[0]
 
 
-def test_merges_after_a_valid_approval_and_recreates_the_commit_on_a_moved_base(applied: Path,
+def test_a_moved_base_re_creates_the_commit_and_merges_only_after_its_own_approval(applied: Path,
                                                                                  tmp_path: Path) -> None:
     forge = _forge(applied)
     human = _human_push_to_main(applied, tmp_path, {"CHANGELOG.md": "a human change\n"})
-    forge.submit_review(1, "alice", "APPROVED")
+    approved = forge.submit_review(1, "alice", "APPROVED").commit_sha
     said: list[str] = []
+    asked = promote(applied, 1, forge=forge, reverify=_passing, say=said.append)
+    # nobody approved the re-created tree: it is verified and pushed, review is asked again, nothing merges
+    assert asked.recreated and asked.merge_commit is None and asked.head_sha != approved
+    assert forge.get_pr(1).state == "open" and forge.get_pr(1).head_sha == asked.head_sha
+    forge.submit_review(1, "alice", "APPROVED")
     result = promote(applied, 1, forge=forge, reverify=_passing, say=said.append)
-    assert result.recreated and result.verdict.promoted
+    assert not result.recreated and result.verdict.promoted and result.head_sha == asked.head_sha
     remote = pygit2.Repository(str(applied.parent / "remote.git"))
     merge = remote.revparse_single("main")
     assert str(merge.id) == result.merge_commit and merge.committer.name == "infrarsi-local-forge"

@@ -20,7 +20,7 @@ import github3.exceptions
 
 from bot.workspace.errors import RemoteError
 from bot.workspace.refs import branch_tip, remote_url
-from bot.workspace.remotes import Credentials, push, strip_auth as _strip_auth, token_credentials
+from bot.workspace.remotes import Credentials, fetch, push, strip_auth as _strip_auth, token_credentials
 from bot.forges.github_api import (
     BASE_URL_ENV,
     TOKEN_ENV,
@@ -35,6 +35,11 @@ from infrarsi.seams.forge import EnsureAction, ForgeError, PullRequest, PullRequ
 __all__ = ["GitHubForge", "forge_for_repo", "target_from_remote_url"]
 
 MAX_AUTH_ATTEMPTS = 2  # libgit2 asks again after a 401; a bad token must fail, not loop
+DELETED_USER = "(deleted account)"  # a review whose ``user`` is null: never a login, so it never counts
+# The merge methods in the order the bot prefers them: a merge commit keeps the approved commit itself in
+# the base's history; squash and rebase of the single promotion commit on an unmoved base keep its tree.
+MERGE_METHODS = (("merge", "allow_merge_commit"), ("squash", "allow_squash_merge"), ("rebase", "allow_rebase_merge"))
+VERIFY_CONTEXT = "infrarsi/verify"  # the bot's own status: posted after the checks are read
 
 
 class GitHubForge:
@@ -52,6 +57,7 @@ class GitHubForge:
         self.client = GitHubClient(target, token, policy=policy)
         self._push_url = push_url
         self._repo: Any = None
+        self._repo_data: dict[str, Any] | None = None
 
     # -- plumbing ------------------------------------------------------------------------------------------
     @property
@@ -77,6 +83,29 @@ class GitHubForge:
     def _raw(self, method: str, path: str, **kwargs: Any) -> Any:
         return self._call(self.client.json, method, path, **kwargs)
 
+    def _pages(self, path: str) -> list[Any]:
+        """Every item of a paginated list (``per_page=100``; GitHub's default of 30 would hide reviews)."""
+        out: list[Any] = []
+        page = 1
+        while True:
+            items = self._raw("GET", path, params={"per_page": 100, "page": page}) or []
+            out += items
+            if len(items) < 100:
+                return out
+            page += 1
+
+    def settings(self) -> dict[str, Any]:
+        """The repository as the API returns it (fetched once): clone URL, visibility, allowed merge methods."""
+        if self._repo_data is None:
+            self._repo_data = self._raw("GET", "")
+        return self._repo_data
+
+    def _remote_url(self) -> str:
+        return self._push_url or self.settings()["clone_url"]
+
+    def _credentials(self, hint: str) -> Credentials:
+        return Credentials(token_credentials(self.client.token), max_attempts=MAX_AUTH_ATTEMPTS, hint=hint)
+
     def _team_slug(self, team: str) -> str:
         org, sep, slug = team.partition("/")
         if not sep:
@@ -92,7 +121,7 @@ class GitHubForge:
         return PullRequest(number=data["number"], head=data["head"]["ref"], base=data["base"]["ref"],
                            title=data["title"], body=data.get("body") or "", state=state,
                            head_sha=data["head"]["sha"], url=data["html_url"], draft=bool(data.get("draft")),
-                           labels=tuple(label["name"] for label in data.get("labels") or ()),
+                           labels=tuple(label["name"] for label in data.get("labels") or () if label),
                            requested_reviewers=reviewers)
 
     def _pull_data(self, number: int) -> dict[str, Any]:
@@ -107,9 +136,8 @@ class GitHubForge:
         sha = branch_tip(repo, branch)
         if sha is None:
             raise ForgeError(f"{repo}: no local branch {branch!r} to push")
-        url = self._push_url or self.repo.clone_url
-        callbacks = Credentials(token_credentials(self.client.token), max_attempts=MAX_AUTH_ATTEMPTS,
-                                hint="the token is wrong or lacks contents:write on the repository")
+        url = self._remote_url()
+        callbacks = self._credentials("the token is wrong or lacks contents:write on the repository")
         refname = f"refs/heads/{branch}"
         try:
             rejected = push(repo, url, [f"{'+' if force else ''}{refname}:{refname}"], callbacks=callbacks)
@@ -152,12 +180,19 @@ class GitHubForge:
         if existing.body != draft.body:
             changes["body"] = draft.body
         if existing.state == "closed":
-            changes["state"] = "open"
+            try:  # GitHub refuses (422) once the head branch was force-pushed or recreated since the close
+                self._raw("PATCH", f"/pulls/{existing.number}", json={"state": "open"})
+            except ForgeError as exc:
+                if "422" not in str(exc):
+                    raise
+                return self._open(draft), "created"  # the caller sees a new number: it says so
         if existing.base != draft.base:
             changes["base"] = draft.base
-        missing_labels = [label for label in draft.labels if label not in existing.labels]  # never removed
+        have = {label.lower() for label in existing.labels}  # GitHub's label names ignore case
+        missing_labels = [label for label in draft.labels if label.lower() not in have]  # never removed
         if not changes and not missing_labels:
-            return existing, "unchanged"
+            return (self.get_pr(existing.number), "updated") if existing.state == "closed" else (existing,
+                                                                                                "unchanged")
         if changes:
             pull = self._call(self.repo.pull_request, existing.number)
             if not self._call(pull.update, **changes):
@@ -185,17 +220,18 @@ class GitHubForge:
     def ensure_comment(self, number: int, marker: str, body: str) -> None:
         if marker not in body:
             raise ValueError("the comment body must contain its marker, or the next call cannot find it")
-        issue = self._call(self.repo.issue, number)
-        for comment in self._call(lambda: list(issue.comments())):
-            if marker in (comment.body or ""):
-                if comment.body != body:
-                    self._call(comment.edit, body)
+        for comment in self._pages(f"/issues/{number}/comments"):  # raw: a deleted author's comment has user null
+            if marker in (comment.get("body") or ""):
+                if comment["body"] != body:
+                    self._raw("PATCH", f"/issues/comments/{comment['id']}", json={"body": body})
                 return
-        self._call(issue.create_comment, body)
+        self._raw("POST", f"/issues/{number}/comments", json={"body": body})
 
     def request_review(self, number: int, users: tuple[str, ...], teams: tuple[str, ...] = ()) -> None:
         current = self._to_pr(self._pull_data(number))
-        wanted_users = [u for u in users if u not in current.requested_reviewers]
+        reviewed = {r.login.lower() for r in self.reviews(number)
+                    if r.commit_sha == current.head_sha and r.state != "PENDING"}  # already given on this head
+        wanted_users = [u for u in users if u not in current.requested_reviewers and u.lower() not in reviewed]
         wanted_teams = [self._team_slug(t) for t in teams if t not in current.requested_reviewers]
         if not wanted_users and not wanted_teams:
             return
@@ -204,25 +240,104 @@ class GitHubForge:
                    team_reviewers=wanted_teams or None)
 
     def reviews(self, number: int) -> tuple[Review, ...]:
-        pull = self._call(self.repo.pull_request, number)
+        """Read raw, not through github3.py: a deleted account's review has ``user: null`` (and a pending
+        one no ``submitted_at``), which github3.py cannot hold."""
         out = []
-        for r in self._call(lambda: list(pull.reviews())):
-            submitted: datetime | None = r.submitted_at
-            out.append(Review(login=r.user.login, state=r.state, commit_sha=r.commit_id or "",
-                              submitted_at=submitted.timestamp() if submitted else 0.0))
+        for r in self._pages(f"/pulls/{number}/reviews"):
+            user = r.get("user") or {}
+            submitted = r.get("submitted_at")
+            out.append(Review(login=user.get("login") or DELETED_USER, state=r.get("state") or "COMMENTED",
+                              commit_sha=r.get("commit_id") or "",
+                              submitted_at=datetime.fromisoformat(submitted.replace("Z", "+00:00")).timestamp()
+                              if submitted else 0.0))
         return tuple(sorted(out, key=lambda r: r.submitted_at))
+
+    def merge_method(self) -> str:
+        """The first of merge, squash, rebase the repository allows (its settings; GitHub's default is all)."""
+        data = self._repo_data = self._raw("GET", "")  # read afresh at merge time: settings change
+        for method, key in MERGE_METHODS:
+            if data.get(key, True):
+                return method
+        raise ForgeError(f"{self.target.owner}/{self.target.repo} allows no merge method")
 
     def merge(self, number: int, *, expected_head_sha: str, message: str) -> str:
         title, _, rest = message.partition("\n")
         data = self._raw("PUT", f"/pulls/{number}/merge",
-                         json={"sha": expected_head_sha, "merge_method": "merge", "commit_title": title,
+                         json={"sha": expected_head_sha, "merge_method": self.merge_method(), "commit_title": title,
                                "commit_message": rest.strip()})
         if not data or not data.get("merged"):
             raise ForgeError(f"pull request #{number} was not merged: {data}")
         return str(data["sha"])
 
     def set_status(self, sha: str, *, context: str, state: StatusState, description: str) -> None:
-        self._call(self.repo.create_status, sha, state, description=description[:140], context=context)
+        self._raw("POST", f"/statuses/{sha}", json={"state": state, "description": description[:140],
+                                                    "context": context})
+
+    def fetch(self, repo: Path, branches: tuple[str, ...], *, remote: str = "origin") -> dict[str, str]:
+        url = self._remote_url()
+        hint = "the token is wrong or lacks contents:read on the repository"
+        try:
+            heads = listed_heads(repo, url, self._credentials(hint))
+            found = {b: heads[f"refs/heads/{b}"] for b in branches if f"refs/heads/{b}" in heads}
+            if found:
+                fetch(repo, url, [f"+refs/heads/{b}:refs/remotes/{remote}/{b}" for b in found],
+                      callbacks=self._credentials(hint))
+        except RemoteError as exc:
+            raise ForgeError(f"fetch of {', '.join(branches)} from {_strip_auth(url)} failed: {exc}") from exc
+        return found
+
+    def blob_url(self, ref: str, path: str) -> str:
+        return f"{self.settings()['html_url']}/blob/{ref}/{path}"  # GitHub resolves a ref with slashes here
+
+    def team_member(self, team: str, login: str) -> bool:
+        org, sep, slug = team.partition("/")
+        if not sep:
+            org, slug = self.target.owner, team
+        try:
+            data = self._call(self.client.json, "GET",
+                              f"{self.client.api_root}/orgs/{org}/teams/{slug}/memberships/{login}")
+        except ForgeError as exc:
+            if " 404 " in str(exc):
+                return False
+            raise ForgeError(f"team {team}: cannot read the membership of {login} ({exc}); the token needs "
+                             "members:read on the organization") from exc
+        return bool(data) and data.get("state") == "active"
+
+    def merge_blockers(self, pr: PullRequest) -> tuple[str, ...]:
+        out = ["it is a draft: mark it ready for review"] if pr.draft else []
+        branch = self._raw("GET", f"/branches/{pr.base}")
+        rules = ((branch or {}).get("protection") or {}).get("required_status_checks") or {}
+        required = {c for c in rules.get("contexts") or () if c != VERIFY_CONTEXT} | {
+            c["context"] for c in rules.get("checks") or () if c.get("context") and c["context"] != VERIFY_CONTEXT}
+        if not required:
+            return tuple(out)
+        state: dict[str, str] = {}
+        combined = self._raw("GET", f"/commits/{pr.head_sha}/status", params={"per_page": 100}) or {}
+        for s in combined.get("statuses") or ():
+            state.setdefault(s["context"], s["state"])  # newest first
+        runs = self._raw("GET", f"/commits/{pr.head_sha}/check-runs", params={"per_page": 100}) or {}
+        for run in runs.get("check_runs") or ():
+            done = run.get("conclusion") if run.get("status") == "completed" else None
+            state.setdefault(run["name"], "success" if done in ("success", "neutral", "skipped")
+                             else (done or "pending"))
+        for context in sorted(required):
+            got = state.get(context, "missing")
+            if got != "success":
+                out.append(f"the required check {context!r} is {got} on head {pr.head_sha[:10]}")
+        return tuple(out)
+
+
+def listed_heads(repo: Path, url: str, callbacks: Credentials) -> dict[str, str]:
+    """The remote's refs (``git ls-remote``) through libgit2 with ``callbacks``; RemoteError when refused."""
+    import pygit2
+
+    from bot.workspace._repo import open_repository
+
+    try:
+        handle = open_repository(repo).remotes.create_anonymous(url)
+        return {h.name: str(h.oid) for h in handle.list_heads(callbacks=callbacks) if h.name}
+    except pygit2.GitError as exc:
+        raise RemoteError(f"could not list the refs of {_strip_auth(url)}: {exc}") from exc
 
 
 REPOSITORY_ENV = "INFRARSI_GITHUB_REPOSITORY"  # OWNER/REPO, when the remote's URL does not say it
@@ -268,8 +383,14 @@ def forge_for_repo(repo: Path, remote: str = "origin", *, environ: dict[str, str
     base_url = env.get(BASE_URL_ENV) or None
     url = remote_url(repo, remote)
     if env.get(REPOSITORY_ENV):
-        target = GitHubTarget.parse(env[REPOSITORY_ENV], base_url)
-        push_url = target_from_remote_url(url, base_url=base_url)[1] if url else None
+        try:
+            target = GitHubTarget.parse(env[REPOSITORY_ENV], base_url)
+        except ValueError as exc:
+            raise ForgeError(f"{REPOSITORY_ENV}: {exc}") from None
+        try:  # a path or an unrecognised remote: push to the clone URL the API reports
+            push_url = target_from_remote_url(url, base_url=base_url)[1] if url else None
+        except ForgeError:
+            push_url = None
     elif url:
         target, push_url = target_from_remote_url(url, base_url=base_url)
     else:

@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlparse
 from bot.workspace.commits import BotIdentity
 from bot.workspace.errors import GitLayerError, MergeConflictError, RemoteError, RevisionNotFoundError
 from bot.workspace.refs import branch_tip, is_bare, is_descendant, remote_url, repository_dir
-from bot.workspace.remotes import push
+from bot.workspace.remotes import fetch, push
 from bot.workspace.trees import merge_into_branch
 from infrarsi.seams.forge import (
     EnsureAction,
@@ -240,7 +240,37 @@ class LocalForge:
                                                  "updated_at": time.time()}
             path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
+    def fetch(self, repo: Path, branches: tuple[str, ...], *, remote: str = "origin") -> dict[str, str]:
+        found = {b: sha for b in branches if (sha := self._branch_sha(b)) is not None}
+        specs = [f"+refs/heads/{b}:refs/remotes/{remote}/{b}" for b in found]
+        if specs:
+            try:
+                fetch(repo, str(self.remote), specs)
+            except RemoteError as exc:
+                raise ForgeError(f"fetch of {', '.join(found)} from {self.remote} failed: {exc}") from exc
+        return found
+
+    def blob_url(self, ref: str, path: str) -> str:
+        """The bare repository's URI with ``#<ref>:<path>`` (what ``git show`` takes in the bare repository)."""
+        return f"{self.remote.as_uri()}#{ref}:{path}"
+
+    def team_member(self, team: str, login: str) -> bool:
+        path = self.records / "teams.json"
+        teams = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        return login.lower() in {m.lower() for m in teams.get(team, ())}
+
+    def merge_blockers(self, pr: PullRequest) -> tuple[str, ...]:
+        return ("it is a draft: mark it ready for review",) if pr.draft else ()
+
     # -- the human side (``infrarsi approve``, tests) ----------------------------------------------
+
+    def add_team_member(self, team: str, login: str) -> None:
+        """``login`` joins ``team`` (``org/team-slug``) on this forge: the offline stand-in for GitHub's teams."""
+        with self._locked():
+            path = self.records / "teams.json"
+            teams = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+            teams[team] = sorted(set(teams.get(team, [])) | {login})
+            path.write_text(json.dumps(teams, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
     def submit_review(self, number: int, login: str, state: ReviewState, commit_sha: str | None = None) -> Review:
         """Record a review by ``login`` on ``commit_sha`` (default: the current head)."""

@@ -121,6 +121,25 @@ class Forge(Protocol):
 
     def set_status(self, sha: str, *, context: str, state: StatusState, description: str) -> None: ...
 
+    def fetch(self, repo: Path, branches: tuple[str, ...], *, remote: str = "origin") -> dict[str, str]:
+        """Bring ``branches`` from the forge into ``refs/remotes/<remote>/`` of ``repo`` with the forge's own
+        credentials; returns each fetched branch's commit id (a branch the forge lacks is left out). A failed
+        fetch raises ForgeError naming the remote and the reason: never a silent fall back to a stale ref."""
+        ...
+
+    def blob_url(self, ref: str, path: str) -> str:
+        """Where a reader of the pull request opens ``path`` at ``ref`` (a pushed branch or commit) on this forge."""
+        ...
+
+    def team_member(self, team: str, login: str) -> bool:
+        """Whether ``login`` is an active member of ``team`` (``org/team-slug``): team approvals count."""
+        ...
+
+    def merge_blockers(self, pr: PullRequest) -> tuple[str, ...]:
+        """What would make the forge refuse to merge ``pr`` now, besides the bot's own ``infrarsi/verify``
+        status (a draft, a required check that has not passed), one phrase each; empty when none."""
+        ...
+
 
 def approvals(reviews: tuple[Review, ...], head_sha: str, approvers: frozenset[str]) -> tuple[Review, ...]:
     """The approvals that count: the latest review of each listed approver, if it approves ``head_sha``."""

@@ -3,17 +3,25 @@
 In order, each step refusing with a message that says why:
 
 1. the pull request is open and is a promotion (head ``infrarsi/promote/<run>``);
-2. a listed approver's latest review approves the current head (a non-approver's
-   approval does not count, nor one given to an older head);
-3. nobody but the bot committed on the branch (a human push stops it: the bot
-   never rewrites human commits);
-4. if the base moved, the single commit is re-created on the new base (the
-   winner's tree diff merged onto it, knobs and lock written again) and pushed;
-5. the candidate is re-verified against the base it will land on (interleaved
-   A/B, :func:`bot.stages.run.verify.verify_candidate`); anything but ``promoted`` refuses;
-6. the forge merges, checking the head is still the one verified.
+2. a listed approver's latest review approves the current head (a listed user, or
+   a member of a listed team; a non-approver's approval does not count, nor one
+   given to an older head);
+3. the forge would merge it (not a draft, the required checks passed): checked
+   before a re-verification is spent;
+4. both branches are fetched with the forge's credentials (a failed fetch stops
+   it: never a stale base); nobody but the bot committed on the branch (a human
+   push stops it: the bot never rewrites human commits);
+5. if the base moved, the single commit is re-created on the new base (the
+   winner's tree diff merged onto it, knobs and lock written again), re-verified
+   there, pushed, and review is requested again: it STOPS without merging, because
+   nobody approved that tree. The next approval of the new head merges it;
+6. otherwise the candidate is re-verified against the base it will land on
+   (interleaved A/B, :func:`bot.stages.run.verify.verify_candidate`); anything but
+   ``promoted`` refuses, and so does a base that moved during the re-verification;
+7. the forge merges, checking the head is still the one approved and verified.
 
-The bot never pushes to the base branch: the merge is the forge's.
+So no commit reaches the base without an approval of its exact tree, verified
+on the base it lands on. The bot never pushes to the base branch: the merge is the forge's.
 """
 
 from __future__ import annotations
@@ -25,9 +33,9 @@ from pathlib import Path
 from bot.stages.apply.open_pr import ApplyError, check_no_human_pushes, make_commit, place_branch
 from bot.stages.doctor.baseline import load_doctor
 from bot.stages.apply.promotion_commit import PROMOTE_PREFIX
+from bot.stages.apply.run_record import record_branch, restore_record
 from bot.stages.report.build import ReportError, load_report
-from bot.workspace.refs import commit_info, ref_tip
-from bot.workspace.remotes import fetch_branches as _fetch
+from bot.workspace.refs import commit_info
 from infrarsi.contract import Contract, load_contract
 from infrarsi.contract.lock import read_lock
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
@@ -51,18 +59,23 @@ class PromoteError(InfraRSIError):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PromoteResult:
     number: int
-    merge_commit: str
+    merge_commit: str | None  # None: the base moved, the commit was re-created and awaits a new approval
     head_sha: str
+    base_sha: str  # the base the re-verification ran on
     recreated: bool
     verdict: Verdict
 
 
-def _base_tip(repo: Path, remote: str, base: str) -> str:
-    for ref in (f"refs/remotes/{remote}/{base}", f"refs/heads/{base}"):
-        found = ref_tip(repo, ref)
-        if found is not None:
-            return found
-    raise PromoteError(f"cannot find the base branch {base!r} on {remote} or locally")
+def _fetch_tips(forge: Forge, repo: Path, remote: str, pr: PullRequest) -> str:
+    """Fetch base and head with the forge's credentials; the base's commit id. Loud on any failure."""
+    try:
+        tips = forge.fetch(repo, (pr.base, pr.head), remote=remote)
+    except ForgeError as exc:
+        raise PromoteError(f"#{pr.number}: cannot fetch {pr.base} and {pr.head}: {exc}; not merging on a stale "
+                           "base") from exc
+    if pr.base not in tips:
+        raise PromoteError(f"#{pr.number}: the base branch {pr.base!r} is not on the forge")
+    return tips[pr.base]
 
 
 def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, *, pairs: int | None = None,
@@ -94,15 +107,20 @@ def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, 
                                 progress=lambda m: say(f"  re-verify: {m}"))
 
 
-def _approved(forge: Forge, pr: PullRequest, users: tuple[str, ...]) -> str:
+def _approved(forge: Forge, pr: PullRequest, users: tuple[str, ...], teams: tuple[str, ...] = ()) -> str:
     """The approving login, or PromoteError saying why there is none that counts."""
-    if not users:
-        raise PromoteError("the contract lists no approvers ([approvers] users); nobody can approve a promotion")
+    if not users and not teams:
+        raise PromoteError("the contract lists no approvers ([approvers] users or teams); nobody can approve a "
+                           "promotion")
     reviews = forge.reviews(pr.number)
-    counted = approvals(reviews, pr.head_sha, frozenset(users))
+    # Members of a listed team count: asked of the forge only for logins whose latest review approves the head.
+    unlisted = {r.login for r in approvals(reviews, pr.head_sha, frozenset(r.login for r in reviews))
+                if r.login.lower() not in {u.lower() for u in users} and not r.login.startswith("(")}
+    members = {login for login in unlisted for team in teams if forge.team_member(team, login)}
+    counted = approvals(reviews, pr.head_sha, frozenset(users) | members)
     if counted:
         return counted[-1].login
-    listed = {u.lower() for u in users}
+    listed = {u.lower() for u in users} | {m.lower() for m in members}
     others = sorted({r.login for r in reviews if r.state == "APPROVED" and r.login.lower() not in listed})
     stale = sorted({r.login for r in reviews if r.state == "APPROVED" and r.login.lower() in listed
                     and r.commit_sha != pr.head_sha})
@@ -116,6 +134,16 @@ def _approved(forge: Forge, pr: PullRequest, users: tuple[str, ...]) -> str:
                        f"head {pr.head_sha[:10]}")
 
 
+def _post(forge: Forge, pr: PullRequest, sha: str, base_sha: str, verdict: Verdict) -> str:
+    """The verification's one comment and its status on ``sha``; returns the summary line."""
+    summary = (f"re-verification of {sha[:10]} on {pr.base} {base_sha[:10]}: {verdict.kind.value}"
+               + (f", {verdict.speedup:.2f}x" if verdict.speedup else "") + f" — {verdict.reason}")
+    forge.ensure_comment(pr.number, VERIFY_MARKER, f"{VERIFY_MARKER}\n{summary}\n")
+    forge.set_status(sha, context="infrarsi/verify", state="success" if verdict.promoted else "failure",
+                     description=summary[:140])
+    return summary
+
+
 def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", reverify: Reverify | None = None,
             say: Callable[[str], None] = print, pairs: int | None = None,
             executor: str | None = None) -> PromoteResult:
@@ -127,15 +155,23 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
     if not pr.head.startswith(PROMOTE_PREFIX):
         raise PromoteError(f"pull request #{number} ({pr.head}) is not an InfraRSI promotion")
     run_id = pr.head.removeprefix(PROMOTE_PREFIX)
-    approver = _approved(forge, pr, contract.approvers.users)
+    approver = _approved(forge, pr, contract.approvers.users, contract.approvers.teams)
     say(f"#{number}: approved by {approver} at head {pr.head_sha[:10]}")
-    _fetch(repo, remote, (pr.base, pr.head))
-    base_sha = _base_tip(repo, remote, pr.base)
+    blockers = forge.merge_blockers(pr)
+    if blockers:
+        raise PromoteError(f"pull request #{number} cannot be merged yet: {'; '.join(blockers)} (nothing was "
+                           "re-verified)")
+    base_sha = _fetch_tips(forge, repo, remote, pr)
     try:
         check_no_human_pushes(repo, pr, base_sha)
     except ApplyError as exc:
         raise PromoteError(str(exc)) from exc
     head = commit_info(repo, pr.head_sha)
+    try:
+        if restore_record(repo, run_id, forge, remote=remote):
+            say(f"#{number}: run {run_id} restored from {record_branch(run_id)} on the forge (a fresh clone)")
+    except ForgeError as exc:
+        raise PromoteError(f"#{number}: cannot fetch the record of run {run_id}: {exc}") from exc
     try:
         files = load_report(repo, run_id, contract=contract)
     except ReportError as exc:
@@ -144,29 +180,44 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
     if not report.promoted:
         raise PromoteError(f"run {run_id} has no verified winner")
     candidate = Candidate.of(dict(report.winner_knobs), report.winner_patches)
-    head_sha = pr.head_sha
-    recreated = False
+    check = reverify or (lambda r, i, c, b: real_reverify(r, i, c, b, say=say, pairs=pairs, contract=contract,
+                                                              executor=executor))
     if list(head.parents) != [base_sha]:
         say(f"#{number}: {pr.base} moved to {base_sha[:10]}; re-creating the promotion commit on it")
         try:
             commit = make_commit(repo, contract, files, base_sha)
+        except ApplyError as exc:
+            raise PromoteError(f"#{number}: cannot re-create the commit on {pr.base}: {exc}") from exc
+        verdict = check(repo, run_id, candidate, base_sha)
+        if not verdict.promoted:
+            summary = _post(forge, pr, pr.head_sha, base_sha, verdict)
+            raise PromoteError(f"#{number}: the re-verification of the re-created commit failed, not pushing it: "
+                               f"{summary}")
+        try:
             head_sha = place_branch(repo, pr.head, commit)
             forge.push(repo, pr.head, force=True)
-        except (ApplyError, ForgeError) as exc:
-            raise PromoteError(f"#{number}: cannot re-create the commit on {pr.base}: {exc}") from exc
-        recreated = True
+        except ForgeError as exc:
+            raise PromoteError(f"#{number}: cannot push the re-created commit: {exc}") from exc
+        summary = _post(forge, pr, head_sha, base_sha, verdict)
+        approvers = contract.approvers
+        forge.request_review(number, approvers.users, approvers.teams)
+        say(f"#{number}: re-created on {pr.base} {base_sha[:10]} as {head_sha[:10]} ({summary}); not merged: "
+            f"the approval of {approver} was for {pr.head_sha[:10]}, so review was requested again. Approve "
+            f"{head_sha[:10]} to merge it")
+        return PromoteResult(number=number, merge_commit=None, head_sha=head_sha, base_sha=base_sha,
+                             recreated=True, verdict=verdict)
+    head_sha = pr.head_sha
     forge.set_status(head_sha, context="infrarsi/verify", state="pending",
                      description=f"re-verifying against {pr.base} {base_sha[:10]}")
-    verdict = (reverify or (lambda r, i, c, b: real_reverify(r, i, c, b, say=say, pairs=pairs, contract=contract,
-                                                                 executor=executor)))(
-        repo, run_id, candidate, base_sha)
-    summary = (f"re-verification on {pr.base} {base_sha[:10]}: {verdict.kind.value}"
-               + (f", {verdict.speedup:.2f}x" if verdict.speedup else "") + f" — {verdict.reason}")
-    forge.ensure_comment(number, VERIFY_MARKER, f"{VERIFY_MARKER}\n{summary}\n")
+    verdict = check(repo, run_id, candidate, base_sha)
+    summary = _post(forge, pr, head_sha, base_sha, verdict)
     if not verdict.promoted:
-        forge.set_status(head_sha, context="infrarsi/verify", state="failure", description=summary[:140])
         raise PromoteError(f"#{number}: the re-verification failed, not merging: {summary}")
-    forge.set_status(head_sha, context="infrarsi/verify", state="success", description=summary[:140])
+    moved = _fetch_tips(forge, repo, remote, pr)
+    if moved != base_sha:
+        raise PromoteError(f"#{number}: {pr.base} moved to {moved[:10]} during the re-verification on "
+                           f"{base_sha[:10]}; not merging. Run promote again: it re-creates the commit on the new "
+                           "base and asks for a new approval")
     try:
         merged = forge.merge(number, expected_head_sha=head_sha,
                              message=f"InfraRSI: promote run {run_id} ({verdict.speedup:.2f}x, approved by "
@@ -174,4 +225,5 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
     except ForgeError as exc:
         raise PromoteError(f"#{number}: the forge refused the merge: {exc}") from exc
     say(f"#{number} merged into {pr.base}: {merged[:10]} ({summary})")
-    return PromoteResult(number=number, merge_commit=merged, head_sha=head_sha, recreated=recreated, verdict=verdict)
+    return PromoteResult(number=number, merge_commit=merged, head_sha=head_sha, base_sha=base_sha, recreated=False,
+                         verdict=verdict)

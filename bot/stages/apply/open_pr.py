@@ -9,19 +9,19 @@ contract's approvers. ``--dry-run`` prints the plan and changes nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bot.forges import open_forge
+from bot.stages.apply.run_record import push_record, record_branch
 from bot.stages.apply.promotion_commit import PromotionCommit, PromotionError, build_promotion_commit, human_commits, promotion_branch
 from bot.stages.report.build import ReportFiles, load_report
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from bot.workspace.refs import branch_tip, commit_info, has_commit, head_branch, merge_base, set_branch
-from bot.workspace.remotes import fetch_branches
 from infrarsi.contract import load_contract
 from infrarsi.contract.model import Contract
 from infrarsi.seams.forge import EnsureAction, Forge, ForgeError, PullRequest, PullRequestDraft
-from infrarsi.report import pr_title, render_pr_body
+from infrarsi.report import Report, pr_title, render_pr_body
 
 __all__ = ["ApplyError", "ApplyResult", "LABELS", "apply_run", "base_branch", "promotion_message"]
 
@@ -100,8 +100,17 @@ def check_no_human_pushes(repo: Path, pr: PullRequest | None, base_sha: str) -> 
                          f"({'; '.join(humans)}). Stopping: the bot does not rewrite human commits")
 
 
-def full_report_pointer(files: ReportFiles, repo: Path) -> str:
-    return str(files.markdown.relative_to(repo)) if files.markdown.is_relative_to(repo) else str(files.markdown)
+def _on_forge(repo: Path, report: Report, forge: Forge) -> tuple[Report, str]:
+    """The report as the pull request shows it: its record and the trial branch pushed, its links naming them
+    on the forge (the body's diff, full report and ``git checkout`` must exist where the reader is)."""
+    push_record(repo, report.run_id, report.winner_commit or "", forge)
+    record = record_branch(report.run_id)  # the branch, not its commit: report.json's time changes each apply
+    trial = report.winner_branch if report.winner_branch and branch_tip(repo, report.winner_branch) else None
+    if trial:
+        forge.push(repo, trial, force=True)
+    return (replace(report, winner_branch=trial,
+                    diff_link=forge.blob_url(record, "winner.diff") if report.diff_link else None),
+            forge.blob_url(record, "report.md"))
 
 
 def apply_run(repo: Path, *, run_id: str | None = None, forge: Forge | None = None, forge_name: str = "local",
@@ -124,7 +133,8 @@ def apply_run(repo: Path, *, run_id: str | None = None, forge: Forge | None = No
             *[f"  knob {c.name}: {c.old} -> {c.new} ({c.where})" for c in report.knob_changes],
             *[f"  patch {p.patch_id}: " + ", ".join(f"{s.path}::{s.symbol}" for s in p.sources)
               for p in report.patches],
-            f"push it to the {forge.name if forge else forge_name} forge (remote {remote})",
+            f"push it to the {forge.name if forge else forge_name} forge (remote {remote}), with the run's record "
+            f"on {record_branch(report.run_id)} and the trial branch {report.winner_branch}",
             f"ensure one pull request {branch} -> {base}: {pr_title(report)!r}, labels {', '.join(LABELS)}"
             + (", draft" if draft else ""),
             "request review from " + (", ".join(approvers.users + approvers.teams) or "nobody (the contract "
@@ -138,17 +148,28 @@ def apply_run(repo: Path, *, run_id: str | None = None, forge: Forge | None = No
     forge = forge or open_forge(forge_name, repo, remote)  # cannot reach the forge: ForgeError, exit 2
     try:
         existing = forge.find_pr(branch)
-        fetch_branches(repo, remote, (branch,))
+        forge.fetch(repo, (branch,), remote=remote)  # with the forge's credentials; a failure stops apply
         check_no_human_pushes(repo, existing, base_sha)
         commit = make_commit(repo, contract, files, base_sha)
+        shown, full = _on_forge(repo, report, forge)
+        body = render_pr_body(shown, full_report=full)
+        wanted = PullRequestDraft(head=branch, base=base, title=pr_title(report), body=body, labels=LABELS,
+                                  draft=draft)
+        reopened = None
+        if reopen and existing is not None and existing.state == "closed":
+            # Reopen before the push: GitHub refuses to reopen once the head branch was force-pushed.
+            reopened, _ = forge.ensure_pr(wanted, reopen=True)
+            if reopened.number != existing.number:
+                say(f"pull request #{existing.number} could not be reopened (its branch changed since it was "
+                    f"closed); opened #{reopened.number} instead")
         sha = place_branch(repo, branch, commit)
         say(f"commit {sha[:10]} on {branch}: " + "; ".join(commit.written))
         for line in commit.unwritten:
             say(f"  not written to a file: {line}")
         forge.push(repo, branch, force=True)
-        body = render_pr_body(report, full_report=full_report_pointer(files, repo))
-        pr, action = forge.ensure_pr(PullRequestDraft(head=branch, base=base, title=pr_title(report), body=body,
-                                                      labels=LABELS, draft=draft), reopen=reopen)
+        pr, action = forge.ensure_pr(wanted, reopen=reopen)
+        if reopened is not None and action == "unchanged":
+            action = "updated" if reopened.number == pr.number else "created"  # it was reopened (or opened) above
         if action == "closed":
             say(f"pull request #{pr.number} is {pr.state}; not reopened (pass --reopen to reopen it)")
         else:

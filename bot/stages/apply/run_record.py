@@ -1,0 +1,82 @@
+"""The run's record on the forge: what ``promote`` needs travels with the pull request, not on the search's machine.
+
+``apply`` pushes one branch, ``infrarsi/record/<run-id>``, holding one bot commit
+whose tree is the run's record (``run.json``, ``doctor.json``, ``report.md``,
+``report.json``, ``winner.diff`` and ``journal.json``, the run's trial records)
+and whose parent is the winner's trial commit, so that commit travels too.
+``promote`` in a fresh clone (the promote workflow's checkout has no
+``.infrarsi/``) fetches that branch with the forge's credentials and restores the
+run directory and the journal's records from it. The same branch is what the
+pull-request body's links name: the full report and the diff are files on it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pygit2
+
+from bot.workspace._repo import open_repository
+from bot.workspace.refs import branch_tip, commit_info, set_branch
+from bot.workspace.trees import commit_files
+from infrarsi.journal import Journal
+from infrarsi.rundir import RunDir, journal_path
+from infrarsi.seams.forge import Forge
+from infrarsi.trial import TrialRecord
+
+__all__ = ["RECORD_FILES", "record_branch", "push_record", "restore_record"]
+
+RECORD_PREFIX = "infrarsi/record/"
+RECORD_FILES = ("run.json", "doctor.json", "report.md", "report.json", "winner.diff")
+JOURNAL_FILE = "journal.json"
+
+
+def record_branch(run_id: str) -> str:
+    return f"{RECORD_PREFIX}{run_id}"
+
+
+def push_record(repo: Path, run_id: str, trial_commit: str, forge: Forge) -> str:
+    """Commit the run's record (kept as it is when unchanged) on its branch and push it; the commit id."""
+    rundir = RunDir(repo, run_id)
+    files = {name: (rundir.path / name).read_bytes() for name in RECORD_FILES if (rundir.path / name).is_file()}
+    with Journal(journal_path(repo)) as journal:
+        records = [r.to_dict() for r in journal.trials(run_id)]
+    files[JOURNAL_FILE] = (json.dumps(records, indent=1, sort_keys=True, default=str) + "\n").encode()
+    branch = record_branch(run_id)
+    sha, tree = commit_files(repo, tree=None, files=files, parents=[trial_commit],
+                             message=f"InfraRSI: the record of run {run_id}\n")
+    tip = branch_tip(repo, branch)
+    if tip is not None:
+        current = commit_info(repo, tip)
+        if current.tree == tree and list(current.parents) == [trial_commit]:
+            sha = tip
+    set_branch(repo, branch, sha)
+    forge.push(repo, branch, force=True)
+    return sha
+
+
+def restore_record(repo: Path, run_id: str, forge: Forge, *, remote: str = "origin") -> bool:
+    """Fill ``.infrarsi/runs/<run-id>/`` and the journal from the forge's record branch when this clone lacks
+    the run (a fresh checkout); False when it already has it or the forge has no record of it."""
+    rundir = RunDir(repo, run_id)
+    if rundir.run_json.is_file():
+        return False
+    branch = record_branch(run_id)
+    tips = forge.fetch(repo, (branch,), remote=remote)
+    if branch not in tips:
+        return False
+    git = open_repository(repo)
+    tree = git.get(tips[branch]).peel(pygit2.Commit).tree
+    rundir.path.mkdir(parents=True, exist_ok=True)
+    for name in RECORD_FILES:
+        if name in tree:
+            (rundir.path / name).write_bytes(tree[name].data)
+    records = json.loads(tree[JOURNAL_FILE].data) if JOURNAL_FILE in tree else []
+    with Journal(journal_path(repo)) as journal:
+        known = {r.trial_no for r in journal.trials(run_id)}
+        for data in records:
+            record = TrialRecord.from_dict(data)
+            if record.trial_no not in known:
+                journal.record_trial(record)
+    return True

@@ -427,3 +427,15 @@ def _module_span(old: list[str], new: list[str], units: Mapping[str, _Unit]) -> 
     if not lines:
         return _changed_span(old, new)
     return min(lines), max(lines)
+
+
+def unit_codes(text: str) -> dict[str, str] | None:
+    """Each unit's own code (definitions by qualified name, ``<module>`` for the module's own statements),
+    as the audit compares them; None when the text does not parse. Two trees whose files have equal unit
+    codes differ at most in blank lines between definitions."""
+    try:
+        module = cst.parse_module(text)
+        units, _ = _units(module, text)
+    except Exception:  # noqa: BLE001 - libcst and ast disagree on some inputs; either way: not parseable
+        return None
+    return {name: unit.code for name, unit in units.items()}

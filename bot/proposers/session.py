@@ -148,7 +148,8 @@ class ProposerSession:
         elif self.rounds >= self.max_rounds:
             note = f"stopped after {self.max_rounds} proposal round(s)"
         return {"proposer": self.proposer.name, "model": self.proposer.model,
-                "calls": sum(1 for c in calls if not c.cached), "cached_calls": sum(1 for c in calls if c.cached),
+                "calls": sum(c.sent for c in calls), "cached_calls": sum(1 for c in calls if c.cached),
+                "blocked_calls": sum(1 for c in calls if c.outcome == "budget"),
                 "input_tokens": tin, "output_tokens": tout, "tokens": tin + tout,
                 "cost_usd": round(sum(c.cost_usd for c in calls), 6), "token_budget": usage.token_budget,
                 "budget_exhausted": self.exhausted, "rounds": self.rounds, "priors_from": self.prior_source,

@@ -124,7 +124,11 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
     if screening is not None:
         ctx = replace(ctx, patches={p.id: p for p in screening.accepted})
     judged = Judgements()
-    space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(ctx.patches.values()))
+    if session is not None:  # a resumed run: what an earlier process judged invalid stays judged
+        judged.patches.update({pid: why.partition(": ")[2] for pid, why in session.judged.items()
+                               if why.startswith("invalid:") and pid in ctx.patches})
+    space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(ctx.patches.values()),
+                                      judged.excluded_sets)
     baseline = Candidate.of(contract.defaults())
     priors = builtin_priors(space)
     if session is not None:

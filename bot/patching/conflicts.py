@@ -200,6 +200,13 @@ def claim_of(files: Mapping[str, bytes], spec: PatchSpec, requirements: Sequence
     return claim_from(spec.id, before, after, spec)
 
 
+@lru_cache(maxsize=64)
+def _claim_memo(files: tuple[tuple[str, bytes], ...], spec: PatchSpec, requirements: tuple[PatchSpec, ...]
+                ) -> Claim | PatchResult:
+    """:func:`claim_of`, memoised: a search applies the same patches to the same base in trial after trial."""
+    return claim_of(dict(files), spec, requirements)
+
+
 # -- a set of patches -------------------------------------------------------------
 
 def unkept(base: Mapping[str, bytes], after: Mapping[str, bytes], claims: Sequence[Claim]) -> list[tuple[str, str]]:
@@ -241,7 +248,8 @@ def apply_set(root: Path, specs: Sequence[PatchSpec], apply_all) -> tuple[PatchR
         needs = _requirements(spec, by_id)
         if needs is None:
             continue
-        found = claim_of(base, spec, needs)
+        mine = {split_target(t)[0] for s in (*needs, spec) for t in s.targets}
+        found = _claim_memo(tuple(sorted((p, d) for p, d in base.items() if p in mine)), spec, tuple(needs))
         if isinstance(found, Claim):
             claims[spec.id] = found
     conflicts = derived_conflicts(list(by_id.values()), claims)

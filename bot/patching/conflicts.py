@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -231,7 +231,8 @@ def unkept(base: Mapping[str, bytes], after: Mapping[str, bytes], claims: Sequen
     return wrong
 
 
-def apply_set(root: Path, specs: Sequence[PatchSpec], apply_all) -> tuple[PatchResult, ...]:  # noqa: ANN001
+def apply_set(root: Path, specs: Sequence[PatchSpec],
+              apply_all: Callable[[Path, list[PatchSpec]], tuple[PatchResult, ...]]) -> tuple[PatchResult, ...]:
     """Apply a set so that the tree holds exactly every member's claimed change, or refuse it.
 
     Each member's claim is taken on a scratch copy first; members whose claims overlap

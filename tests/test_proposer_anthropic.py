@@ -113,6 +113,7 @@ def test_rate_limit_and_overload_answers_are_retried_with_backoff(contract) -> N
     with replayed_proposer("rate_limited", sleep=slept.append) as (proposer, server):
         proposal = proposer.propose_patches(contract, None, TRIALS, editable_sources(contract))
     assert len(server.requests) == 3 and len(proposal.patches) == 1
+    assert proposer.usage().calls == 3 and [c.requests for c in proposal.calls] == [3]  # requests sent, retries too
     assert slept == [1.0, 4.0]  # retry-after of the 429, then exponential backoff (2 s x 2^1) after the 529
 
 
@@ -121,6 +122,7 @@ def test_an_api_that_stays_overloaded_is_a_failed_proposal(contract) -> None:
     with replayed_proposer("overloaded_always", sleep=slept.append) as (proposer, server):
         proposal = proposer.propose_patches(contract, None, TRIALS, editable_sources(contract))
     assert len(server.requests) == 5 and slept == [2.0, 4.0, 8.0, 16.0]
+    assert proposer.usage().calls == 5
     (failure,) = proposal.failures
     assert "gave up after 5 attempts" in failure.error and "overloaded_error" in failure.error
 
@@ -136,7 +138,10 @@ def test_the_token_budget_stops_requests_and_the_session_says_so(contract, tmp_p
         # Asked anyway, the proposer sends nothing and says why.
         refused = proposer.propose_patches(contract, None, TRIALS, editable_sources(contract))
         assert refused.budget_exhausted and refused.patches == () and len(server.requests) == 1
+        session._record(refused.calls, refused.failures)
         summary = session.summary()
+    assert (summary["calls"], summary["blocked_calls"]) == (len(server.requests), 1), "blocked is not sent"
+    assert proposer.usage().calls == 1 and proposer.usage().blocked_calls == 1
     assert any("token budget spent (150012 of 100000): stopped proposing" in m for m in said)
     assert summary["budget_exhausted"] is True and "token budget spent" in summary["note"]
     assert summary["tokens"] == 150_012 and summary["cost_usd"] == pytest.approx((149200 * 3 + 812 * 15) / 1e6)

@@ -31,6 +31,7 @@ def test_init_with_the_anthropic_proposer_writes_a_contract_with_the_models_rati
     assert re.search(r'<untrusted-data id="[0-9a-f]{16}" source="README.md">', prompt)
 
     lines = (repo / "infrarsi.toml").read_text().splitlines()
+    assert "version = 1" in lines
     fields = 0
     for i, line in enumerate(lines):
         is_field = re.match(r"^[a-z_]+ = ", line) and not lines[i - 1].startswith(("[knobs.", "flag", "kind",
@@ -53,4 +54,22 @@ def test_the_anthropic_proposer_needs_a_key(tmp_path: Path, monkeypatch: pytest.
     repo = copy_fixture(tmp_path / "tinygpt")
     assert main(["init", str(repo), "--command", "python train.py", "--proposer", "anthropic"]) == 2
     assert "needs ANTHROPIC_API_KEY" in capsys.readouterr().err
+    assert not (repo / "infrarsi.toml").exists()
+
+
+def test_a_failed_init_with_the_anthropic_proposer_says_what_it_spent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.cli.main import main
+
+    repo = copy_fixture(tmp_path / "tinygpt")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-placeholder")
+    with ReplayServer(exchanges=load_recording("draft_incomplete")) as server:
+        # The incomplete answer costs 11,615 tokens: past the budget, so its correction is never sent.
+        status = main(["init", str(repo), "--command", f"python train.py {TINY_ARGS}", "--proposer", "anthropic",
+                       "--llm-base-url", server.url, "--llm-token-budget", "10000"])
+    err = capsys.readouterr().err
+    assert status == 2 and len(server.requests) == 1
+    assert "missing required field(s) budget.trials" in err
+    assert f"(spent 11615 tokens, ${(11003 * 3 + 612 * 15) / 1e6:.4f} in 1 request(s), 1 more blocked by the " \
+           "token budget)" in err
     assert not (repo / "infrarsi.toml").exists()

@@ -58,6 +58,7 @@ def test_body_has_the_six_sections_in_order_and_a_marker() -> None:
     assert "| `dtype` | `fp32` | `bf16` | --dtype flag of train.py |" in body
     assert "Out of memory: 2 trial(s)" in body and "Total cost of failure: **12.0 device-seconds**" in body
     assert "**LLM cost**: 0 tokens in, 0 out, **$0.0300** for a verified 1.50x speedup" in body
+    assert "LLM proposer: 0 request(s) sent; 1200 tokens, $0.0300." in body
     assert "python train.py --dtype bf16" in body
 
 
@@ -119,3 +120,44 @@ def test_the_llm_cost_stands_next_to_the_speedup_with_a_dated_price_table() -> N
             "(claude-sonnet-4-5, 3 calls (+1 cached); at Anthropic list prices, https://www.anthropic.com/pricing "
             "as of 2026-12-02).") in summary
     assert "PROPOSED-PATCH-ID" not in body  # the proposals themselves are not dumped into the body
+
+
+def test_each_hunk_is_listed_under_its_own_patch_with_its_author_and_long_sources_are_collapsed() -> None:
+    from infrarsi.patches import Effect, PatchSpec
+    from infrarsi.report.model import _patch_changes, patch_infos
+
+    effect = Effect(time_ratio=0.9, time_sigma=0.1, mem_ratio=1.0, mem_sigma=0.1, source="test")
+    catalog = {"zero_grad_set_to_none": PatchSpec(
+        id="zero_grad_set_to_none", title="zero_grad(set_to_none=True)", rationale="frees gradients",
+        targets=("train.py::train_step",), effect=effect, kind="codemod", codemod="zero_grad_set_to_none")}
+    source = "def hidden(self, idx):\n" + "".join(f"    x{i} = idx\n" for i in range(30)) + "    return idx\n"
+    llm = {"model": "claude-sonnet-4-5", "calls": 2, "tokens": 9000, "cost_usd": 0.05, "patches_proposed": [
+        {"id": "llm_hidden_1", "title": "hidden without copies", "targets": ["model.py::GPT.hidden"],
+         "rationale": "fewer copies", "evidence": "forward phase", "status": "accepted", "reason": "",
+         "spec": {"replacement": source}},
+        {"id": "llm_mlp_2", "title": "MLP", "targets": ["model.py::MLP.forward"], "rationale": "fused",
+         "evidence": "", "status": "accepted", "reason": "", "spec": {"replacement": "def forward(self, x):\n"
+                                                                      "    return x\n"}},
+        {"id": "llm_lr_3", "title": "lr", "targets": ["harness.py::lr_at"], "rationale": "",
+         "status": "rejected", "reason": "outside the editable scope: harness.py: locked path modified",
+         "spec": {}}]}
+    hunks = tuple(SourceChange(path=p, symbol=s, line_start=1, line_end=2, lines_added=1, lines_removed=1)
+                  for p, s in (("model.py", "GPT.hidden"), ("model.py", "MLP.forward"), ("train.py", "train_step")))
+    changes = _patch_changes(("llm_hidden_1", "llm_mlp_2", "zero_grad_set_to_none"), hunks,
+                             patch_infos(llm, catalog))
+    by_id = {c.patch_id: c for c in changes}
+    assert [s.symbol for s in by_id["llm_hidden_1"].sources] == ["GPT.hidden"]
+    assert [s.symbol for s in by_id["llm_mlp_2"].sources] == ["MLP.forward"]
+    assert [s.symbol for s in by_id["zero_grad_set_to_none"].sources] == ["train_step"]
+    assert by_id["llm_hidden_1"].author == "model claude-sonnet-4-5" and by_id["zero_grad_set_to_none"].author \
+        == "catalog"
+    report = _report(patches=changes, winner_patches=tuple(by_id), llm=llm)
+    data = report.to_dict()
+    assert {p["patch_id"]: [s["symbol"] for s in p["sources"]] for p in data["patches"]} == {
+        "llm_hidden_1": ["GPT.hidden"], "llm_mlp_2": ["MLP.forward"], "zero_grad_set_to_none": ["train_step"]}
+    for text in (render_markdown(report), render_pr_body(report)):
+        assert "- patch `llm_hidden_1` — model claude-sonnet-4-5: hidden without copies" in text
+        assert "<details><summary>source of the replacement (32 lines)</summary>" in text
+        assert "LLM proposer (claude-sonnet-4-5): 2 request(s) sent; 9000 tokens, $0.0500." in text
+        assert "| `llm_lr_3` | harness.py::lr_at | rejected | outside the editable scope" in text
+        assert max(len(line) for line in text.splitlines()) < 400, "no repr line"

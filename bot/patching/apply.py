@@ -46,13 +46,19 @@ def apply_patch(root: Path, spec: PatchSpec, *, applied: Collection[str] = ()) -
 def apply_patches(root: Path, specs: Iterable[PatchSpec]) -> tuple[PatchResult, ...]:
     """Apply a set of patches in canonical order; one result per patch, in that order.
 
-    Two patches in the set that conflict (either side naming the other) are both
+    Two patches in the set that conflict (either side naming the other, or both
+    changing the same symbol: :mod:`bot.patching.conflicts`) are both
     NotApplicable: the set is inconsistent and choosing a winner would make the
     outcome depend on something other than the set. A patch whose requirement is
-    absent or did not apply is NotApplicable too.
+    absent or did not apply is NotApplicable too. A set whose result is not
+    exactly every applied member's own change is refused and the files restored.
     """
     listed = list(specs)
     try:
+        if len({s.id for s in listed}) > 1:
+            from bot.patching.conflicts import apply_set
+
+            return apply_set(Path(root), listed, _apply_all)
         return _apply_all(Path(root), listed)
     except Exception as e:  # noqa: BLE001
         return tuple(Failed(patch_id=s.id, error=f"{type(e).__name__}: {e}") for s in listed)

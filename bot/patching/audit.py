@@ -30,6 +30,7 @@ import difflib
 import fnmatch
 import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Mapping, Sequence
 
 import libcst as cst
@@ -177,16 +178,18 @@ def _audit_python(path: str, old: bytes, new: bytes, blobs: tuple[str, str],
     changes: list[AuditedChange] = []
     violations: list[Violation] = []
     trees: list[cst.Module] = []
+    cuts: list[tuple[dict[str, _Unit], list[tuple[str, str]]]] = []
     for side, data in (("before", old), ("after", new)):
         try:
-            trees.append(cst.parse_module(data.decode("utf-8")))
+            module, units, imports = _cut(data.decode("utf-8"))
         except (UnicodeDecodeError, cst.ParserSyntaxError) as e:
             change = _file_change(path, old, new, blobs)
             message = " ".join(str(e).split())
             return [change], [Violation(path=path, symbol=MODULE,
                                         reason=f"cannot be parsed {side} the change: {message}")]
-    before_units, before_imports = _units(trees[0], old.decode("utf-8"))
-    after_units, after_imports = _units(trees[1], new.decode("utf-8"))
+        trees.append(module)
+        cuts.append((units, imports))
+    (before_units, before_imports), (after_units, after_imports) = cuts
     after_lines = _lines(new)
     added_imports = sorted(set(after_imports) - set(before_imports))
     removed_imports = sorted(set(before_imports) - set(after_imports))
@@ -427,3 +430,23 @@ def _module_span(old: list[str], new: list[str], units: Mapping[str, _Unit]) -> 
     if not lines:
         return _changed_span(old, new)
     return min(lines), max(lines)
+
+
+@lru_cache(maxsize=32)
+def _cut(text: str) -> tuple[cst.Module, dict[str, _Unit], list[tuple[str, str]]]:
+    """A file's tree, units and imports, memoised by its text: a base file is audited against every
+    patch proposed for it, and a claim reads the same units again. Callers never mutate the result."""
+    module = cst.parse_module(text)
+    units, imports = _units(module, text)
+    return module, units, imports
+
+
+def unit_codes(text: str) -> dict[str, str] | None:
+    """Each unit's own code (definitions by qualified name, ``<module>`` for the module's own statements),
+    as the audit compares them; None when the text does not parse. Two trees whose files have equal unit
+    codes differ at most in blank lines between definitions."""
+    try:
+        _, units, _ = _cut(text)
+    except Exception:  # noqa: BLE001 - libcst and ast disagree on some inputs; either way: not parseable
+        return None
+    return {name: unit.code for name, unit in units.items()}

@@ -101,13 +101,23 @@ def draft_with(proposer: Proposer, command: str, summary: "RepoSummary", *,
 
     proposal = proposer.draft_contract(command, summary, tokens_per_step=tokens_per_step)
     if proposal.data is None:
-        why = "; ".join(f.error for f in proposal.failures) or "no answer"
-        raise DraftError(f"the {proposer.name} proposer could not draft a contract: {why}")
+        why = "; ".join(f.error for f in proposal.failures if f.error) or "no answer"
+        raise DraftError(f"the {proposer.name} proposer could not draft a contract: {why}{spent_text(proposer)}")
     if proposer.name == "builtin":
         return ContractDraft(data=dict(proposal.data), notes=dict(proposal.rationale))
     model = proposer.model or proposer.name
     return ContractDraft(data=dict(proposal.data),
                          notes={k: f"{model}: {v}" for k, v in proposal.rationale.items()})
+
+
+def spent_text(proposer: Proposer) -> str:
+    """`` (spent N tokens, $X in K request(s))`` when the proposer spent anything: every command that spent
+    tokens says so, also when it fails."""
+    usage = proposer.usage()
+    if not usage.tokens and not usage.calls:
+        return ""
+    return (f" (spent {usage.tokens} tokens, ${usage.cost_usd:.4f} in {usage.calls} request(s)"
+            + (f", {usage.blocked_calls} more blocked by the token budget" if usage.blocked_calls else "") + ")")
 
 
 if TYPE_CHECKING:

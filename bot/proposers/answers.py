@@ -28,7 +28,7 @@ from bot.proposers.llm import InvalidAnswer, Tool
 from bot.stages.init.scan import RepoSummary
 from infrarsi.contract.errors import ContractError
 from infrarsi.contract.load import CONTRACT_FILE, parse_contract
-from infrarsi.contract.model import Contract
+from infrarsi.contract.model import CONTRACT_VERSION, Contract
 from infrarsi.patches import Effect, PatchSpec
 
 MAX_PATCHES = 3
@@ -51,7 +51,11 @@ DRAFT_KEYS: dict[str, str] = {  # dotted key → what it is (shown to the model)
     "scope.allow_imports": "whether patches may add module-level imports (false unless needed)",
     "budget.trials": "trials per run",
     "budget.trial_timeout_s": "seconds after which a trial is killed",
+    "verify.min_effect": "optional: the smallest speedup worth promoting, as a fraction (default 0.01)",
+    "verify.max_pairs": "optional: interleaved A/B pairs at most when verifying (>= 4, default 12)",
+    "verify.top_k": "optional: candidates re-verified at the end of a run (default 3)",
 }
+CONSTRAINT_KINDS = ("divides", "product", "forbid")
 REQUIRED_DRAFT_KEYS = ("workload.command", "workload.args", "workload.tokens_per_step", "timing.source",
                        "timing.warmup_steps", "timing.measured_steps", "loss.rtol", "scope.editable",
                        "scope.locked", "scope.allow_imports", "budget.trials", "budget.trial_timeout_s")
@@ -76,6 +80,16 @@ DRAFT_TOOL = Tool(
                                "low": {"type": "number"}, "high": {"type": "number"}, "default": {},
                                "switch": {"type": "boolean"}, "rationale": {"type": "string", "minLength": 1}},
                 "required": ["name", "kind", "flag", "default", "rationale"]}},
+            "constraints": {"type": "array", "description": "known constraints between knobs, e.g. the micro-batch "
+                            "must divide the global batch (kind divides: knob, value); knob values that multiply to "
+                            "a fixed value (kind product: knobs, value); a forbidden combination (kind forbid: when)",
+                            "items": {
+                "type": "object",
+                "properties": {"kind": {"type": "string", "enum": list(CONSTRAINT_KINDS)},
+                               "knob": {"type": "string"}, "knobs": {"type": "array", "items": {"type": "string"}},
+                               "value": {"type": "number"}, "when": {"type": "object"},
+                               "rationale": {"type": "string", "minLength": 1}},
+                "required": ["kind", "rationale"]}},
         },
         "required": ["fields", "knobs"],
     },
@@ -207,6 +221,19 @@ def validate_draft(data: dict[str, Any], *, command: str, summary: RepoSummary, 
         rationale[f"knobs.{name}"] = _text(item["rationale"], f"knobs[{i}].rationale")
     if knobs:
         table["knobs"] = knobs
+    constraints = []
+    for i, raw in enumerate(_list(data, "constraints") if "constraints" in data else []):
+        item = _item(raw, f"constraints[{i}]", ("kind", "rationale"))
+        if item["kind"] not in CONSTRAINT_KINDS:
+            raise InvalidAnswer(f"constraints[{i}].kind: expected one of {', '.join(CONSTRAINT_KINDS)}, "
+                                f"got {item['kind']!r}")
+        why = _text(item["rationale"], f"constraints[{i}].rationale")
+        constraints.append({**{k: item[k] for k in ("kind", "knob", "knobs", "value", "when") if k in item},
+                            "reason": why})
+    if constraints:
+        table["constraints"] = constraints
+        rationale["constraints"] = "; ".join(c["reason"] for c in constraints)
+    table = {"version": CONTRACT_VERSION, **table}
 
     prog, user_args = human_command(command)
     if table["workload"]["command"] != prog:

@@ -88,9 +88,11 @@ class AnthropicProposer:
                           failures=answer.failures)
 
     def propose_patches(self, contract: Contract, doctor: Any, trials: Sequence[TrialSummary],
-                        sources: Mapping[str, str], known: Sequence[PatchSpec] = ()) -> PatchProposal:
+                        sources: Mapping[str, str], known: Sequence[PatchSpec] = (),
+                        judged: Mapping[str, str] | None = None) -> PatchProposal:
         answer = self.caller.ask(job="propose_patches", system=SYSTEM,
-                                 user=patches_prompt(contract, doctor, trials, sources, known), tool=PATCH_TOOL,
+                                 user=patches_prompt(contract, doctor, trials, sources, known, judged or {}),
+                                 tool=PATCH_TOOL,
                                  validate=lambda d: validate_patches(d, model=self.config.model))
         seen = {p.id for p in known}
         patches = tuple(p for p in (answer.value or ()) if p.id not in seen)

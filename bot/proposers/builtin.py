@@ -57,7 +57,8 @@ class BuiltinProposer:
         return PriorTable(effects=effects, rationale=rationale, proposer=self.name)
 
     def propose_patches(self, contract: Contract, doctor: Any, trials: Sequence[TrialSummary],
-                        sources: Mapping[str, str], known: Sequence[PatchSpec] = ()) -> PatchProposal:
+                        sources: Mapping[str, str], known: Sequence[PatchSpec] = (),
+                        judged: Mapping[str, str] | None = None) -> PatchProposal:
         from bot.patching.catalog import applicable_patches
 
         seen = {p.id for p in known}

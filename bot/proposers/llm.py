@@ -128,8 +128,9 @@ class _Ledger:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
-    calls: int = 0
+    calls: int = 0  # requests sent to the service (every HTTP attempt, retries included)
     cached_calls: int = 0
+    blocked_calls: int = 0  # requests the token budget stopped before they were sent
     failed: int = 0
     exhausted: bool = False
 
@@ -147,7 +148,8 @@ class ToolCaller:
     def usage(self) -> Usage:
         led = self.ledger
         return Usage(input_tokens=led.input_tokens, output_tokens=led.output_tokens, cost_usd=led.cost_usd,
-                     calls=led.calls, cached_calls=led.cached_calls, token_budget=self.config.token_budget,
+                     calls=led.calls, cached_calls=led.cached_calls, blocked_calls=led.blocked_calls,
+                     token_budget=self.config.token_budget,
                      budget_exhausted=led.exhausted, failed_proposals=led.failed)
 
     def charge(self, input_tokens: int, output_tokens: int, cost_usd: float) -> None:
@@ -166,6 +168,8 @@ class ToolCaller:
     def ask(self, *, job: str, system: str, user: str, tool: Tool,
             validate: Callable[[dict[str, Any]], T]) -> Answer[T]:
         messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
+        last_note = ProposalFailure(job=job, error="")
+        sent = 0
         calls: list[LLMCall] = []
         failures: list[ProposalFailure] = []
         for attempt in (1, 2):
@@ -178,14 +182,21 @@ class ToolCaller:
             if response is None:
                 if self._check_budget():
                     calls.append(LLMCall(job=job, request_hash=key, model=self.config.model, outcome="budget",
-                                         error="token budget spent", attempt=attempt))
-                    failures.append(ProposalFailure(job=job, error="token budget spent: no request sent"))
+                                         error="token budget spent", attempt=attempt, requests=0))
+                    if attempt == 2:  # the first answer was spent on; say why it was not used
+                        failures.append(last_note)
+                    spent = self.ledger.input_tokens + self.ledger.output_tokens
+                    failures.append(ProposalFailure(job=job, error=(
+                        f"token budget spent ({spent} of {self.config.token_budget} tokens, "
+                        f"${self.ledger.cost_usd:.4f}): attempt {attempt} was not sent")))
                     self.ledger.failed += 1
+                    self.ledger.blocked_calls += 1
                     return Answer(value=None, calls=tuple(calls), failures=tuple(failures), budget_exhausted=True)
-                response, error = self._send(body)
+                response, error, sent = self._send(body)
+                self.ledger.calls += sent
                 if response is None:
                     calls.append(LLMCall(job=job, request_hash=key, model=self.config.model, outcome="error",
-                                         error=error, attempt=attempt))
+                                         error=error, attempt=attempt, requests=sent))
                     failures.append(ProposalFailure(job=job, error=error))
                     self.ledger.failed += 1
                     return Answer(value=None, calls=tuple(calls), failures=tuple(failures))
@@ -199,7 +210,6 @@ class ToolCaller:
                 price_in, price_out = self.config.prices()
                 cost = (tin * price_in + tout * price_out) / 1e6
                 tin_charged, tout_charged = tin, tout
-                self.ledger.calls += 1
                 self.ledger.input_tokens += tin
                 self.ledger.output_tokens += tout
                 self.ledger.cost_usd += cost
@@ -207,16 +217,17 @@ class ToolCaller:
             value, error, tool_use = _validated(response, tool.name, validate)
             calls.append(LLMCall(job=job, request_hash=key, model=str(response.get("model") or self.config.model),
                                  input_tokens=tin_charged, output_tokens=tout_charged, cost_usd=cost, cached=cached,
-                                 outcome="ok" if error is None else "invalid", error=error or "", attempt=attempt))
+                                 outcome="ok" if error is None else "invalid", error=error or "", attempt=attempt,
+                                 requests=0 if cached else sent))
             if not cached:  # invalid answers too: a rerun replays the same exchange, retry included
                 self.cache.put(key, body, response)
             if error is None:
                 return Answer(value=value, calls=tuple(calls), failures=tuple(failures),
                               budget_exhausted=self.ledger.exhausted)
-            failures_note = ProposalFailure(job=job, error=f"attempt {attempt}: {error}",
-                                            answer=json.dumps(response.get("content"), default=str)[:2000])
+            last_note = ProposalFailure(job=job, error=f"attempt {attempt}: {error}",
+                                        answer=json.dumps(response.get("content"), default=str)[:2000])
             if attempt == 2:
-                failures.append(failures_note)
+                failures.append(last_note)
                 self.ledger.failed += 1
                 return Answer(value=None, calls=tuple(calls), failures=tuple(failures),
                               budget_exhausted=self.ledger.exhausted)
@@ -224,26 +235,27 @@ class ToolCaller:
                         _retry_message(tool_use, error)]
         raise AssertionError("unreachable")
 
-    def _send(self, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-        """POST the request, retrying what the service says is temporary; (response, "") or (None, why)."""
+    def _send(self, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str, int]:
+        """POST the request, retrying what the service says is temporary; (response, "", requests sent)
+        or (None, why, requests sent)."""
         import anthropic
 
         last = ""
         for attempt in range(1, self.config.max_attempts + 1):
             try:
                 message = self.client.messages.create(**body)
-                return message.model_dump(mode="json", exclude_none=True), ""
+                return message.model_dump(mode="json", exclude_none=True), "", attempt
             except anthropic.APIStatusError as e:
                 last = f"HTTP {e.status_code}: {_error_text(e)}"
                 if e.status_code not in RETRY_STATUSES:
-                    return None, last
+                    return None, last, attempt
                 delay = _retry_after(e) or self._backoff(attempt)
             except (anthropic.APIConnectionError, anthropic.APITimeoutError) as e:
                 last = f"{type(e).__name__}: {e}"
                 delay = self._backoff(attempt)
             if attempt < self.config.max_attempts:
                 self.sleep(min(delay, self.config.backoff_cap_s))
-        return None, f"gave up after {self.config.max_attempts} attempts: {last}"
+        return None, f"gave up after {self.config.max_attempts} attempts: {last}", self.config.max_attempts
 
     def _backoff(self, attempt: int) -> float:
         return self.config.backoff_s * 2 ** (attempt - 1)

@@ -97,8 +97,16 @@ def doctor_facts(doctor: Any) -> dict[str, Any] | None:
             "baseline_dtype": doctor.baseline_dtype, "device": doctor.fingerprint.get("device")}
 
 
-def _patch_facts(patches: Sequence[PatchSpec]) -> list[dict[str, Any]]:
-    return [{"id": p.id, "title": p.title, "targets": list(p.targets), "kind": p.kind} for p in patches]
+def _patch_facts(patches: Sequence[PatchSpec], judged: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    out = []
+    for p in patches:
+        fact: dict[str, Any] = {"id": p.id, "title": p.title, "targets": list(p.targets), "kind": p.kind}
+        if judged and p.id in judged:
+            fact["judged"] = judged[p.id]  # the bot's own verdict (its audit, a trial, a verification)
+        if p.conflicts_with:
+            fact["conflicts_with"] = list(p.conflicts_with)
+        out.append(fact)
+    return out
 
 
 def priors_prompt(contract: Contract, doctor: Any, features: Sequence[str], patches: Sequence[PatchSpec]) -> str:
@@ -115,17 +123,19 @@ def priors_prompt(contract: Contract, doctor: Any, features: Sequence[str], patc
 
 
 def patches_prompt(contract: Contract, doctor: Any, trials: Sequence[TrialSummary], sources: Mapping[str, str],
-                   known: Sequence[PatchSpec]) -> str:
+                   known: Sequence[PatchSpec], judged: Mapping[str, str] | None = None) -> str:
     parts = [
         f"Propose up to {MAX_PATCHES} new code patches for the editable symbols. Each replaces one function or "
         "class (target 'path.py::Qual.name', which must be in the editable scope) with the full source of a "
         "faster definition of the same name computing the same values. Respond to the profile: name the figures "
         "(phases, memory, earlier trials) each patch answers in `evidence`. Learn from the trials so far: do not "
-        "repeat a patch that failed for the same reason; an empty list is a fine answer.",
+        "repeat a patch that failed for the same reason; an empty list is a fine answer. A patch `judged` rejected "
+        "never ran (it did not apply to the base tree or left the editable scope); one judged invalid changed "
+        "what the job computes. Two patches that change the same symbol are never run together.",
         _facts("Contract", contract_facts(contract)),
         _facts("Baseline profile (doctor)", doctor_facts(doctor)),
         _facts("Trials so far (every one, failures included)", [t.to_dict() for t in trials]),
-        _facts("Patches already proposed", _patch_facts(known)),
+        _facts("Patches already proposed", _patch_facts(known, judged)),
         "Sources of the editable files:",
         *(untrusted(path, text) for path, text in sorted(sources.items())),
     ]

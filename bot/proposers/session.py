@@ -57,6 +57,9 @@ class ProposerSession:
     proposed: list[PatchSpec] = field(default_factory=list)
     failures: list[ProposalFailure] = field(default_factory=list)
     prior_source: str = ""
+    #: patch id → what it was judged and why ("rejected when proposed: …", "invalid: …"); told to the
+    #: proposer in the next round, kept across a resume, and never judged twice.
+    judged: dict[str, str] = field(default_factory=dict)
 
     @property
     def state_path(self) -> Path:
@@ -74,6 +77,7 @@ class ProposerSession:
             self.proposed = [PatchSpec.from_dict(p) for p in state.get("patches", [])]
             self.rounds = int(state.get("rounds", 0))
             self.failures = [ProposalFailure(**f) for f in state.get("failures", [])]
+            self.judged = dict(state.get("judged", {}))
         self.exhausted = bool(state.get("exhausted")) or self.proposer.usage().budget_exhausted
         return list(self.proposed)
 
@@ -81,7 +85,8 @@ class ProposerSession:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.state_path.write_text(json.dumps({"patches": [p.to_dict() for p in self.proposed],
                                                "rounds": self.rounds, "exhausted": self.exhausted,
-                                               "failures": [f.to_dict() for f in self.failures]},
+                                               "failures": [f.to_dict() for f in self.failures],
+                                               "judged": self.judged},
                                               indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
     def _record(self, calls: Sequence[LLMCall], failures: Sequence[ProposalFailure]) -> None:
@@ -96,6 +101,15 @@ class ProposerSession:
         self.prior_source = self.proposer.name if table.effects else "builtin"
         return table.to_priors(base) if table.effects else base
 
+    def judge(self, patch_id: str, verdict: str, reason: str) -> bool:
+        """Record that ``patch_id`` was judged (``rejected`` when proposed, ``invalid`` in a trial or a
+        verification); False when it already was (a patch is judged once)."""
+        if patch_id in self.judged:
+            return False
+        self.judged[patch_id] = f"{verdict}: {reason}"
+        self._save()
+        return True
+
     def wants_more(self) -> bool:
         return not self.exhausted and self.rounds < self.max_rounds
 
@@ -103,10 +117,12 @@ class ProposerSession:
                 known: Mapping[str, PatchSpec], say: Callable[[str], None]) -> list[PatchSpec]:
         """One round: the proposer sees every trial so far; new patches are returned (and remembered)."""
         self.rounds += 1
+        everything = {**{p.id: p for p in self.proposed}, **known}
         result = self.proposer.propose_patches(contract, doctor, trial_summaries(records),
-                                               editable_sources(contract), list(known.values()))
+                                               editable_sources(contract), list(everything.values()),
+                                               judged=dict(self.judged))
         self._record(result.calls, result.failures)
-        new = [p for p in result.patches if p.id not in known]
+        new = [p for p in result.patches if p.id not in everything]
         self.proposed.extend(new)
         usage = self.proposer.usage()
         if result.budget_exhausted or usage.budget_exhausted:
@@ -133,12 +149,15 @@ class ProposerSession:
         elif self.rounds >= self.max_rounds:
             note = f"stopped after {self.max_rounds} proposal round(s)"
         return {"proposer": self.proposer.name, "model": self.proposer.model,
-                "calls": sum(1 for c in calls if not c.cached), "cached_calls": sum(1 for c in calls if c.cached),
+                "calls": sum(c.sent for c in calls), "cached_calls": sum(1 for c in calls if c.cached),
+                "blocked_calls": sum(1 for c in calls if c.outcome == "budget"),
                 "input_tokens": tin, "output_tokens": tout, "tokens": tin + tout,
                 "cost_usd": round(sum(c.cost_usd for c in calls), 6), "token_budget": usage.token_budget,
                 "budget_exhausted": self.exhausted, "rounds": self.rounds, "priors_from": self.prior_source,
                 "patches_proposed": [{"id": p.id, "title": p.title, "targets": list(p.targets),
                                       "rationale": p.rationale, "evidence": p.evidence,
+                                      "status": self.judged.get(p.id, "accepted").split(":", 1)[0],
+                                      "reason": self.judged.get(p.id, ":").split(":", 1)[1].strip(),
                                       "expected": p.effect.to_dict(), "spec": p.to_dict()} for p in self.proposed],
                 "failed_proposals": [f.to_dict() for f in self.failures], "note": note,
                 "prices_as_of": PRICES_AS_OF, "prices_source": PRICES_SOURCE}

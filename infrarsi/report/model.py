@@ -54,8 +54,18 @@ class SourceChange:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PatchChange:
+    """One patch of the winner: its hunks (the audited definitions it changed) and who proposed it.
+
+    ``author`` is ``catalog`` (a built-in codemod) or ``model <name>`` (a proposer's replacement);
+    ``rationale`` and ``evidence`` are the proposer's own words, ``source`` a replacement's full code."""
+
     patch_id: str
     sources: tuple[SourceChange, ...]
+    author: str = ""
+    title: str = ""
+    rationale: str = ""
+    evidence: str = ""
+    source: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -235,24 +245,64 @@ def _sources(records: Sequence[TrialRecord]) -> tuple[SourceChange, ...]:
     return ()
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PatchInfo:
+    """What the report says about one patch besides its hunks (who proposed it, why, its code)."""
+
+    targets: tuple[str, ...] = ()
+    author: str = ""
+    title: str = ""
+    rationale: str = ""
+    evidence: str = ""
+    source: str | None = None
+
+
+def patch_infos(llm: Mapping[str, Any] | None, catalog: Mapping[str, Any] | None = None) -> dict[str, PatchInfo]:
+    """Each known patch's info: the model's proposals from run.json (``llm.patches_proposed``), the
+    catalog's specs (``PatchSpec``-like: targets, title, rationale) for the rest."""
+    out: dict[str, PatchInfo] = {}
+    for pid, spec in (catalog or {}).items():
+        out[pid] = PatchInfo(targets=tuple(spec.targets), author="catalog", title=spec.title,
+                             rationale=spec.rationale, source=spec.replacement)
+    llm = llm or {}
+    for p in llm.get("patches_proposed") or ():
+        spec = p.get("spec") or {}
+        out[p["id"]] = PatchInfo(targets=tuple(p.get("targets") or spec.get("targets") or ()),
+                                 author=f"model {llm.get('model') or llm.get('proposer') or ''}".strip(),
+                                 title=str(p.get("title") or ""), rationale=str(p.get("rationale") or ""),
+                                 evidence=str(p.get("evidence") or ""), source=spec.get("replacement"))
+    return out
+
+
+def _mine(s: SourceChange, targets: Sequence[str]) -> bool:
+    here = f"{s.path}::{s.symbol.split('#', 1)[0]}"
+    return any(t == s.path or t == here or here.startswith(f"{t}.") for t in targets)
+
+
 def _patch_changes(patches: Sequence[str], sources: tuple[SourceChange, ...],
-                   targets: Mapping[str, Sequence[str]]) -> tuple[PatchChange, ...]:
-    """Attribute each audited change to the patch whose targets name it (one patch: all of them)."""
+                   infos: Mapping[str, PatchInfo]) -> tuple[PatchChange, ...]:
+    """Attribute each audited change to the patch whose targets name it (one patch: all of them).
+
+    Patches in one candidate never change the same symbol (bot/patching/conflicts.py), so a change
+    has at most one owner; one that no target names is listed under ``(unattributed)``, never
+    credited to a patch that did not make it."""
+    def change(pid: str, mine: tuple[SourceChange, ...]) -> PatchChange:
+        info = infos.get(pid, PatchInfo())
+        return PatchChange(patch_id=pid, sources=mine, author=info.author, title=info.title,
+                           rationale=info.rationale, evidence=info.evidence, source=info.source)
+
     if len(patches) == 1:
-        return (PatchChange(patch_id=patches[0], sources=sources),)
+        return (change(patches[0], sources),)
     out = []
     claimed: set[int] = set()
     for pid in patches:
-        mine = []
-        for i, s in enumerate(sources):
-            if any(t == s.path or t == f"{s.path}::{s.symbol}" or f"{s.path}::{s.symbol}".startswith(f"{t}.")
-                   for t in targets.get(pid, ())):
-                mine.append(s)
-                claimed.add(i)
-        out.append(PatchChange(patch_id=pid, sources=tuple(mine)))
+        mine = [s for i, s in enumerate(sources) if i not in claimed and _mine(s, infos.get(pid, PatchInfo()).targets)]
+        claimed.update(i for i, s in enumerate(sources) if s in mine)
+        out.append(change(pid, tuple(mine)))
     rest = tuple(s for i, s in enumerate(sources) if i not in claimed)
     if rest and out:
-        out[-1] = PatchChange(patch_id=out[-1].patch_id, sources=out[-1].sources + rest)
+        out.append(PatchChange(patch_id="(unattributed)", sources=rest,
+                               rationale="audited changes that no patch's targets name"))
     return tuple(out)
 
 
@@ -365,8 +415,12 @@ def mfu_figures(doctor: DoctorReport, *, before_s: float, after_s: float | None,
 
 def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[TrialRecord],
                  knobs: Sequence[Knob], command: Sequence[str], args: Sequence[str], facts: RepoFacts,
-                 created_at: float, patch_targets: Mapping[str, Sequence[str]] | None = None) -> Report:
-    """The report of one run. ``records`` are every trial of the run in the journal (doctor, search, verify)."""
+                 created_at: float, patch_targets: Mapping[str, Sequence[str]] | None = None,
+                 patch_specs: Mapping[str, Any] | None = None) -> Report:
+    """The report of one run. ``records`` are every trial of the run in the journal (doctor, search, verify).
+
+    ``patch_specs`` (the catalog's ``PatchSpec``s) name the catalog patches' targets and words; the
+    model's patches come from run.json. ``patch_targets`` is the older form (targets only)."""
     by_no = {r.trial_no: r for r in records}
     search_nos = {t.trial_no for t in run.trials}
     doctor_nos = set(doctor.trials)
@@ -393,7 +447,9 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
     winner_knobs = winner.knob_dict() if winner else {}
     changes = tuple(KnobChange(name=k.name, old=k.default, new=winner_knobs[k.name], where=where_set(k, facts.entry))
                     for k in knobs if k.name in winner_knobs and winner_knobs[k.name] != k.default)
-    patches = _patch_changes(winner.patches, _sources(cand_records), patch_targets or {}) if winner else ()
+    infos = {pid: PatchInfo(targets=tuple(t), author="catalog") for pid, t in (patch_targets or {}).items()}
+    infos.update(patch_infos(run.llm, patch_specs))
+    patches = _patch_changes(winner.patches, _sources(cand_records), infos) if winner else ()
     # Before and after come from the same interleaved verification, so they share the machine's state.
     before_s = statistics.median(verification.baseline_step_s) if promoted and verification \
         and verification.baseline_step_s else doctor.median_s

@@ -119,14 +119,7 @@ def _changes(r: Report) -> list[str]:
     else:
         out.append("No knob changes.")
     out.append("")
-    if r.patches:
-        for p in r.patches:
-            out.append(f"- patch `{p.patch_id}`" + (f" ([diff]({r.diff_link}))" if r.diff_link else ""))
-            for s in p.sources:
-                lines = f"lines {s.line_start}–{s.line_end}" if s.line_start else "new"
-                out.append(f"  - `{s.path}` · `{s.symbol}` · {lines} (+{s.lines_added} −{s.lines_removed})")
-    else:
-        out.append("No code patches.")
+    out += patch_sections(r)
     if r.winner_branch:
         out += ["", f"Trial commit `{(r.winner_commit or '')[:10]}` on `{r.winner_branch}`."]
     return out
@@ -224,8 +217,56 @@ def _failed(r: Report, limit: int | None, full: str | None) -> list[str]:
         out.append(f"Out of memory: {len(r.oom)} trial(s), " + ", ".join(
             f"#{t.trial_no} `{_cell(t.candidate)}` ({t.cost_s:.1f} s, peak ≥ {_mib(t.peak_mem_bytes)})"
             for t in listed) + more + ".")
-    if r.llm:
-        out.append(llm_cost_line(r))
+    out += llm_summary(r)
+    return out
+
+
+def patch_sections(r: Report) -> list[str]:
+    """Each patch of the winner: who proposed it and why, its hunks under it, its code collapsed."""
+    if not r.patches:
+        return ["No code patches."]
+    out: list[str] = []
+    for p in r.patches:
+        by = f" — {p.author}" if p.author else ""
+        out.append(f"- patch `{p.patch_id}`{by}" + (f": {_cell(p.title)}" if p.title else "")
+                   + (f" ([diff]({r.diff_link}))" if r.diff_link else ""))
+        if p.rationale:
+            out.append(f"  - why: {_cell(p.rationale)}")
+        if p.evidence:
+            out.append(f"  - evidence: {_cell(p.evidence)}")
+        for s in p.sources:
+            lines = f"lines {s.line_start}–{s.line_end}" if s.line_start else "new"
+            out.append(f"  - `{s.path}` · `{s.symbol}` · {lines} (+{s.lines_added} −{s.lines_removed})")
+        if p.source:
+            out += ["", "  <details><summary>source of the replacement "
+                    f"({len(p.source.splitlines())} lines)</summary>", "", "  ```python"]
+            out += [f"  {line}" if line else "" for line in p.source.rstrip("\n").splitlines()]
+            out += ["  ```", "", "  </details>", ""]
+    return out
+
+
+def llm_summary(r: Report) -> list[str]:
+    """What the model proposer cost and what became of its patches: figures, then one line per patch."""
+    llm = r.llm
+    if not llm:
+        return []
+    calls = f"{llm.get('calls', 0)} request(s) sent"
+    if llm.get("cached_calls"):
+        calls += f", {llm['cached_calls']} answered from the cache"
+    if llm.get("blocked_calls"):
+        calls += f", {llm['blocked_calls']} blocked by the token budget"
+    model = f" ({llm['model']})" if llm.get("model") else ""
+    out = [f"LLM proposer{model}: {calls}; {llm.get('tokens', 0)} tokens, ${float(llm.get('cost_usd') or 0):.4f}"
+           + (f"; {llm['note']}" if llm.get("note") else "") + "."]
+    proposed = llm.get("patches_proposed") or ()
+    if proposed:
+        out += ["", "| proposed patch | targets | status | reason |", "|---|---|---|---|"]
+        out += [f"| `{p.get('id')}` | {_cell(', '.join(p.get('targets') or ()))} | {p.get('status', 'accepted')} | "
+                f"{_cell(str(p.get('reason') or '')[:200])} |" for p in proposed]
+    failed = llm.get("failed_proposals") or ()
+    if failed:
+        out.append(f"Failed proposals: {len(failed)} (" + "; ".join(
+            _cell(str(f.get("error", ""))[:120]) for f in failed) + ").")
     return out
 
 

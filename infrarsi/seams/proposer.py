@@ -44,6 +44,15 @@ class LLMCall:
     outcome: str = "ok"  # "ok" | "invalid" | "error" | "budget"
     error: str = ""
     attempt: int = 1
+    #: HTTP requests this call sent (retries included; 0 for a cache hit or a budget block); None in
+    #: records written before it was counted, read as 1 unless cached or blocked.
+    requests: int | None = None
+
+    @property
+    def sent(self) -> int:
+        if self.requests is not None:
+            return self.requests
+        return 0 if self.cached or self.outcome == "budget" else 1
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
@@ -162,7 +171,11 @@ class Proposer(Protocol):
     def priors(self, contract: Any, doctor: Any, patches: Sequence[PatchSpec] = ()) -> PriorTable: ...
 
     def propose_patches(self, contract: Any, doctor: Any, trials: Sequence[TrialSummary],
-                        sources: Mapping[str, str], known: Sequence[PatchSpec] = ()) -> PatchProposal: ...
+                        sources: Mapping[str, str], known: Sequence[PatchSpec] = (),
+                        judged: Mapping[str, str] | None = None) -> PatchProposal:
+        """New patches, not among ``known``; ``judged`` (patch id → "rejected: why" / "invalid: why")
+        says what became of earlier proposals, so a proposer can learn from it."""
+        ...
 
     def usage(self) -> Usage: ...
 
@@ -179,8 +192,9 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
-    calls: int = 0
+    calls: int = 0  # requests sent
     cached_calls: int = 0
+    blocked_calls: int = 0  # requests the token budget stopped before they were sent
     token_budget: int | None = None
     budget_exhausted: bool = False
     failed_proposals: int = 0

@@ -137,7 +137,7 @@ class SearchSpace:
     """
 
     def __init__(self, axes: Sequence[KnobAxis], constraints: Sequence[Constraint],
-                 patches: Sequence[PatchSpec]) -> None:
+                 patches: Sequence[PatchSpec], excluded: Iterable[Iterable[str]] = ()) -> None:
         self.axes: tuple[KnobAxis, ...] = tuple(axes)
         self.constraints: tuple[Constraint, ...] = tuple(constraints)
         self.patches: dict[str, PatchSpec] = {p.id: p for p in patches}
@@ -174,6 +174,9 @@ class SearchSpace:
             c.when for c in self.constraints if c.kind == "forbid")
         self._other_constraints: tuple[Constraint, ...] = tuple(c for c in self.constraints if c.kind != "forbid")
         self._in_domain: dict[tuple[str, type, KnobValue], bool] = {}
+        #: Patch sets judged invalid (verification, invariants): no point holds all of one. A patch's
+        #: feature stays (its trials still inform the models); it is only never proposed again.
+        self.excluded: tuple[frozenset[str], ...] = tuple(frozenset(e) for e in excluded if e)
         self._conflicts: dict[str, set[str]] = {pid: set() for pid in self.patch_ids}
         for p in self.patches.values():
             for other in p.conflicts_with:
@@ -190,8 +193,8 @@ class SearchSpace:
 
     @staticmethod
     def from_contract(contract_knobs: Sequence[Knob], constraints: Sequence[Constraint],
-                      patches: Sequence[PatchSpec]) -> SearchSpace:
-        return SearchSpace([KnobAxis.of(k) for k in contract_knobs], constraints, patches)
+                      patches: Sequence[PatchSpec], excluded: Iterable[Iterable[str]] = ()) -> SearchSpace:
+        return SearchSpace([KnobAxis.of(k) for k in contract_knobs], constraints, patches, excluded)
 
     # -- points -----------------------------------------------------------------
 
@@ -242,6 +245,7 @@ class SearchSpace:
             out += [f"{pid} conflicts with {c}" for c in sorted(self._conflicts[pid] & chosen) if c > pid]
             out += [f"{pid} and knob {k}={values.get(k)!r} decide the same thing" for k, d in
                     self._decided.get(pid, ()) if not _same(values.get(k, d), d)]
+        out += [f"holds {', '.join(sorted(e))}, judged invalid" for e in self.excluded if e <= chosen]
         return out
 
     def contains(self, candidate: Candidate) -> bool:
@@ -278,7 +282,7 @@ class SearchSpace:
             spec = self.patches.get(pid)
             if spec is None or any(r not in chosen for r in spec.requires) or self._conflicts[pid] & chosen:
                 return False
-        return True
+        return not any(e <= chosen for e in self.excluded)
 
     def _fits(self, pid: str, values: dict[str, KnobValue]) -> bool:
         """Every knob that decides what patch ``pid`` decides is at its default in ``values``."""
@@ -354,7 +358,10 @@ class SearchSpace:
                     pid = self.patch_ids[int(k)]
                     if coins[i, k] < density[i] and not (self._conflicts[pid] & chosen) and self._fits(pid, values):
                         chosen.add(pid)
-                cand = Candidate.of(values, sorted(self._closed(chosen)))
+                closed = self._closed(chosen)
+                if any(e <= closed for e in self.excluded):
+                    continue
+                cand = Candidate.of(values, sorted(closed))
                 out.setdefault(cand, cand)
                 if len(out) >= n:
                     break
@@ -397,7 +404,7 @@ class SearchSpace:
 
         def walk(i: int, chosen: frozenset[str]) -> bool:
             if i == len(self.patch_ids):
-                if self._closed(set(chosen)) == chosen:
+                if self._closed(set(chosen)) == chosen and not any(e <= chosen for e in self.excluded):
                     sets.append(chosen)
                 return len(sets) <= limit
             pid = self.patch_ids[i]

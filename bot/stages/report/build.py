@@ -106,16 +106,16 @@ def write_report(contract: Contract, run_id: str | None = None, *, write: bool =
     from bot.patching.catalog import applicable_patches
 
     try:
-        targets = {pid: spec.targets for pid, spec in applicable_patches(contract).items()}
+        specs = applicable_patches(contract)
     except Exception:  # noqa: BLE001 - a catalog that cannot scan the tree only costs the attribution
-        targets = {}
+        specs = {}
     facts = RepoFacts(repo=root.name, base_commit=base, winner_commit=winner.commit if winner else None,
                       winner_branch=trial_branch(run_id, winner.trial_no) if winner else None,
                       diff_link=str(diff.relative_to(root)) if diff else None,
                       entry=next((a for a in contract.workload.command if a.endswith(".py")), "the job"))
     report = build_report(run=run, doctor=doctor, records=records, knobs=contract.knobs,
                           command=contract.workload.command, args=contract.workload.args, facts=facts,
-                          created_at=time.time(), patch_targets=targets)
+                          created_at=time.time(), patch_specs=specs)
     md, js = rundir.report_md, rundir.report_json
     if write:
         write_text(md, render_markdown(report))

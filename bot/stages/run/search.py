@@ -18,6 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bot.patching.judged import Judgements
+from bot.patching.screen import Screening, git_reader, screen_patches
 from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.baseline import load_doctor, run_doctor
 from bot.stages.run.priors import builtin_priors
@@ -33,7 +35,8 @@ from infrarsi.search.acquisition import Proposal
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.space import SearchSpace
 from infrarsi.trial import Candidate, Outcome, TrialRecord
-from infrarsi.verify import Verdict
+from infrarsi.patches import PatchSpec
+from infrarsi.verify import Verdict, VerdictKind, trial_invariants
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -115,7 +118,17 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         session = ProposerSession(proposer=options.proposer, journal=journal, run_id=run_id,
                                   run_dir=RunDir(contract.root, run_id).path, max_rounds=options.proposal_rounds)
         ctx = replace(ctx, patches={**ctx.patches, **{p.id: p for p in session.load()}})
-    space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(ctx.patches.values()))
+    # Every patch is applied alone to the base and audited now: a rejected one never enters the space, and
+    # patches that change the same symbol are never stacked (bot/patching/screen.py).
+    screening = _screen(ctx, list(ctx.patches.values()), session, progress)
+    if screening is not None:
+        ctx = replace(ctx, patches={p.id: p for p in screening.accepted})
+    judged = Judgements()
+    if session is not None:  # a resumed run: what an earlier process judged invalid stays judged
+        judged.patches.update({pid: why.partition(": ")[2] for pid, why in session.judged.items()
+                               if why.startswith("invalid:") and pid in ctx.patches})
+    space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(ctx.patches.values()),
+                                      judged.excluded_sets)
     baseline = Candidate.of(contract.defaults())
     priors = builtin_priors(space)
     if session is not None:
@@ -132,6 +145,13 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         _emit(progress, event="resume", message=f"{interrupted} interrupted trial(s) recorded")
     doctor_trials = set(doctor.trials)
     records = journal.trials(run_id)
+    for r in records:
+        if r.trial_no not in doctor_trials:
+            _judge_trial(judged, r, doctor, session, progress)
+    if judged.patches:
+        space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(ctx.patches.values()),
+                                          judged.excluded_sets)
+        engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes, seed=options.seed)
     engine.observe(records)
     state_path = RunDir(contract.root, run_id).search_json  # the doctor made the directory
     verified_from = _verification_start(state_path)
@@ -164,10 +184,14 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
             if session is not None and session.wants_more() and ctx.base is not None:
                 new = session.propose(contract, doctor, search, ctx.patches,
                                       lambda m: _emit(progress, event="llm", message=m))
-                if new:  # the space grows: rebuild the engine over every record so far
-                    ctx = replace(ctx, patches={**ctx.patches, **{p.id: p for p in new}})
+                screened = _screen(ctx, [*ctx.patches.values(), *new], session, progress,
+                                   claims=screening.claims if screening is not None else None) if new else None
+                if screened is not None and len(screened.accepted) > len(ctx.patches):
+                    # the space grows: rebuild the engine over every record so far
+                    screening = screened
+                    ctx = replace(ctx, patches={p.id: p for p in screened.accepted})
                     space = SearchSpace.from_contract(contract.knobs, contract.constraints,
-                                                      list(ctx.patches.values()))
+                                                      list(ctx.patches.values()), judged.excluded_sets)
                     engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes,
                                           seed=options.seed)
                     engine.observe(journal.trials(run_id))
@@ -185,6 +209,12 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         batch = proposals[:max(0, room)]
         for proposal, record in zip(batch, _run_batch(ctx, run_id, [p.candidate for p in batch], options.parallel)):
             search.append(record)
+            if _judge_trial(judged, record, doctor, session, progress):  # a patch judged invalid: never again
+                space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(ctx.patches.values()),
+                                                  judged.excluded_sets)
+                engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes,
+                                      seed=options.seed)
+                engine.observe(journal.trials(run_id))
             engine.observe([record])
             failed = [r for r in search if r.outcome is not Outcome.OK]
             ok = [r.metrics.step_time_s for r in search if r.outcome is Outcome.OK and r.metrics.step_time_s]
@@ -199,7 +229,8 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
             first_rest = engine.refresh_initial(first_rest, bank_candidates)
 
     state_path.write_text(json.dumps({"verification_from": _next_trial_no(journal, run_id)}), encoding="utf-8")
-    verdicts = _verify_top(ctx, run_id=run_id, doctor=doctor, search=search, baseline=baseline, progress=progress)
+    verdicts = _verify_top(ctx, run_id=run_id, doctor=doctor, search=search, baseline=baseline, progress=progress,
+                           judged=judged, session=session)
     result = RunResult(run_id=run_id, doctor=doctor, search=tuple(search), verdicts=tuple(verdicts),
                        path=RunDir(contract.root, run_id).run_json,
                        llm=session.summary() if session is not None else None)
@@ -223,21 +254,88 @@ def _next_trial_no(journal: Journal, run_id: str) -> int:
 
 
 def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search: list[TrialRecord],
-                baseline: Candidate, progress: Progress) -> list[Verdict]:
-    verdicts = []
-    top = top_candidates(search, ctx.contract.verify.top_k, baseline)
+                baseline: Candidate, progress: Progress, judged: Judgements | None = None,
+                session: Any = None) -> list[Verdict]:
+    """Verify the ``top_k`` fastest candidates that nothing judged invalid, in order of their search times.
+
+    A candidate found invalid does not use up a slot: its unvindicated patches are excluded from the
+    candidates still waiting and the next-best one is verified instead (at most ``top_k`` such
+    replacements, so a run of invalid candidates cannot verify forever)."""
+    judged = judged if judged is not None else Judgements()
+    for r in search:
+        if _vindicates(r, doctor):
+            judged.vindicate(r.candidate.patches)
+    top_k = ctx.contract.verify.top_k
+    ranked = top_candidates(search, len(search), baseline)
     out = RunDir(ctx.contract.root, run_id)
-    for i, (candidate, measured) in enumerate(top, start=1):
+    verdicts: list[Verdict] = []
+    slots = replacements = 0
+    for candidate, measured in ranked:
+        if slots >= top_k:
+            break
+        why = judged.excludes(candidate)
+        if why is not None:
+            _emit(progress, event="verify", message=f"not verifying {candidate.describe()}: {why}")
+            continue
         cached = out.verify_json(candidate.digest())
-        _emit(progress, event="stage", stage="verify",
-              message=f"verify {i}/{len(top)}: {candidate.describe()} (searched at {measured * 1000:.1f} ms/step)")
+        _emit(progress, event="stage", stage="verify", message=f"verify {slots + 1}/{top_k}: {candidate.describe()} "
+              f"(searched at {measured * 1000:.1f} ms/step)")
         verdict = verify_candidate(ctx, run_id=run_id, candidate=candidate, doctor=doctor,
                                    progress=lambda m: _emit(progress, event="verify", message=m))
         write_json(cached, verdict.to_dict())
         _emit(progress, event="verdict", candidate=candidate.describe(), verdict=verdict.kind.value,
               speedup=verdict.speedup, reason=verdict.reason)
         verdicts.append(verdict)
+        if verdict.kind is VerdictKind.INVALID:
+            _blame(judged, candidate, f"verification: {verdict.reason}", session, progress)
+            replacements += 1
+            if replacements > top_k:
+                break
+            continue
+        if verdict.kind is not VerdictKind.QUARANTINED:
+            judged.vindicate(candidate.patches)
+        slots += 1
     return verdicts
+
+
+def _screen(ctx: TrialContext, patches: list[PatchSpec], session: Any, progress: Progress,
+            claims: Mapping[str, Any] | None = None) -> Screening | None:
+    """Judge ``patches`` on the base commit (None outside git: no patch can run there)."""
+    if ctx.base is None or not patches:
+        return None
+    screening = screen_patches(git_reader(ctx.repo, ctx.base), patches, ctx.contract.scope, claims=claims)
+    for pid, why in sorted(screening.rejected.items()):
+        if session is None or session.judge(pid, "rejected", why):
+            _emit(progress, event="patch", patch=pid, verdict="rejected",
+                  message=f"patch {pid} rejected when proposed: {why}")
+    return screening
+
+
+def _vindicates(record: TrialRecord, doctor: DoctorReport) -> bool:
+    """A search trial that ran ok with its loss inside the baseline's band vindicates its patches."""
+    if record.outcome is not Outcome.OK or doctor.loss_band is None:
+        return False
+    return all(c.ok for c in trial_invariants(record, doctor.loss_band) if c.name in ("loss_band", "final_loss"))
+
+
+def _judge_trial(judged: Judgements, record: TrialRecord, doctor: DoctorReport, session: Any,
+                 progress: Progress) -> bool:
+    """Learn from one search trial; True when it got a patch judged invalid (the space must shrink)."""
+    if _vindicates(record, doctor):
+        judged.vindicate(record.candidate.patches)
+    if record.outcome is not Outcome.INVALID or not record.candidate.patches:
+        return False
+    before = set(judged.patches)
+    _blame(judged, record.candidate, f"trial {record.trial_no}: {record.reason}", session, progress)
+    return set(judged.patches) != before
+
+
+def _blame(judged: Judgements, candidate: Candidate, reason: str, session: Any, progress: Progress) -> None:
+    for pid in judged.judge(candidate, reason):
+        if session is not None:
+            session.judge(pid, "invalid", reason)
+        _emit(progress, event="patch", patch=pid, verdict="invalid",
+              message=f"patch {pid} judged invalid ({reason[:300]}): excluded from later candidates")
 
 
 def run_summary(result: RunResult, engine: SearchEngine) -> RunSummary:

@@ -328,16 +328,10 @@ class GitHubForge:
 
 
 def listed_heads(repo: Path, url: str, callbacks: Credentials) -> dict[str, str]:
-    """The remote's refs (``git ls-remote``) through libgit2 with ``callbacks``; RemoteError when refused."""
-    import pygit2
+    """The remote's refs (``git ls-remote``) with ``callbacks``; RemoteError when refused."""
+    from bot.workspace.remotes import list_heads
 
-    from bot.workspace._repo import open_repository
-
-    try:
-        handle = open_repository(repo).remotes.create_anonymous(url)
-        return {h.name: str(h.oid) for h in handle.list_heads(callbacks=callbacks) if h.name}
-    except pygit2.GitError as exc:
-        raise RemoteError(f"could not list the refs of {_strip_auth(url)}: {exc}") from exc
+    return list_heads(repo, url, callbacks=callbacks)
 
 
 REPOSITORY_ENV = "INFRARSI_GITHUB_REPOSITORY"  # OWNER/REPO, when the remote's URL does not say it

@@ -19,8 +19,8 @@ from pygit2.enums import CredentialType
 from bot.workspace._repo import open_repository
 from bot.workspace.errors import RemoteError
 
-__all__ = ["CredentialSource", "Credentials", "add_remote", "fetch", "fetch_branches", "push", "remote_names",
-           "strip_auth", "token_credentials"]
+__all__ = ["CredentialSource", "Credentials", "add_remote", "fetch", "fetch_branches", "list_heads", "push",
+           "remote_names", "strip_auth", "token_credentials"]
 
 # (url, username from the url, allowed credential types) -> a pygit2 credential
 CredentialSource = Callable[[str, str | None, CredentialType], Any]
@@ -97,6 +97,15 @@ def fetch(repo: Path | str, remote: str, refspecs: Iterable[str], *, callbacks: 
         handle.fetch(list(refspecs), callbacks=callbacks, message=message)
     except pygit2.GitError as exc:
         raise RemoteError(f"could not fetch from {strip_auth(handle.url or remote)}: {exc}") from exc
+
+
+def list_heads(repo: Path | str, url: str, *, callbacks: Credentials | None = None) -> dict[str, str]:
+    """The refs ``url`` advertises (``git ls-remote``): ref name -> sha; :class:`RemoteError` when refused."""
+    try:
+        handle = open_repository(repo).remotes.create_anonymous(url)
+        return {h.name: str(h.oid) for h in handle.list_heads(callbacks=callbacks) if h.name}
+    except pygit2.GitError as exc:
+        raise RemoteError(f"could not list the refs of {strip_auth(url)}: {exc}") from exc
 
 
 def fetch_branches(repo: Path | str, remote: str, branches: Iterable[str]) -> None:

@@ -15,11 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pygit2
-
-from bot.workspace._repo import open_repository
 from bot.workspace.refs import branch_tip, commit_info, set_branch
-from bot.workspace.trees import commit_files
+from bot.workspace.trees import commit_files, list_files, read_blob
 from infrarsi.journal import Journal
 from infrarsi.rundir import RunDir, journal_path
 from infrarsi.seams.forge import Forge
@@ -66,13 +63,12 @@ def restore_record(repo: Path, run_id: str, forge: Forge, *, remote: str = "orig
     tips = forge.fetch(repo, (branch,), remote=remote)
     if branch not in tips:
         return False
-    git = open_repository(repo)
-    tree = git.get(tips[branch]).peel(pygit2.Commit).tree
+    tree = list_files(repo, tips[branch])
     rundir.path.mkdir(parents=True, exist_ok=True)
     for name in RECORD_FILES:
         if name in tree:
-            (rundir.path / name).write_bytes(tree[name].data)
-    records = json.loads(tree[JOURNAL_FILE].data) if JOURNAL_FILE in tree else []
+            (rundir.path / name).write_bytes(read_blob(repo, tree[name]))
+    records = json.loads(read_blob(repo, tree[JOURNAL_FILE])) if JOURNAL_FILE in tree else []
     with Journal(journal_path(repo)) as journal:
         known = {r.trial_no for r in journal.trials(run_id)}
         for data in records:

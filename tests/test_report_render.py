@@ -113,13 +113,13 @@ def test_the_llm_cost_stands_next_to_the_speedup_with_a_dated_price_table() -> N
     llm = {"proposer": "anthropic", "model": "claude-sonnet-4-5", "calls": 3, "cached_calls": 1,
            "input_tokens": 12_000, "output_tokens": 2_500, "cost_usd": 0.0735, "prices_as_of": "2026-12-02",
            "prices_source": "Anthropic list prices, https://www.anthropic.com/pricing",
-           "patches_proposed": [{"id": "PROPOSED-PATCH-ID"}] * 20}
+           "patches_proposed": [{"id": "PROPOSED-PATCH-ID", "spec": {"replacement": "SOURCE-OF-THE-PATCH"}}] * 20}
     body = render_pr_body(_report(llm=llm))
     summary = body.split("## Changes")[0]
     assert ("**LLM cost**: 12,000 tokens in, 2,500 out, **$0.0735** for a verified 1.50x speedup "
             "(claude-sonnet-4-5, 3 calls (+1 cached); at Anthropic list prices, https://www.anthropic.com/pricing "
             "as of 2026-12-02).") in summary
-    assert "PROPOSED-PATCH-ID" not in body  # the proposals themselves are not dumped into the body
+    assert "SOURCE-OF-THE-PATCH" not in body  # a proposal's code is not dumped into the body (one table row each)
 
 
 def test_each_hunk_is_listed_under_its_own_patch_with_its_author_and_long_sources_are_collapsed() -> None:

@@ -73,3 +73,31 @@ def test_a_failed_init_with_the_anthropic_proposer_says_what_it_spent(
     assert f"(spent 11615 tokens, ${(11003 * 3 + 612 * 15) / 1e6:.4f} in 1 request(s), 1 more blocked by the " \
            "token budget)" in err
     assert not (repo / "infrarsi.toml").exists()
+
+
+def test_a_run_that_fails_partway_says_what_the_proposer_spent(
+        tiny_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The run's own failure path: whatever stops it after the proposer spent tokens, the spend is printed."""
+    import bot.cli.run
+    import bot.stages.run.search
+    from bot.cli.main import main
+    from infrarsi.errors import InfraRSIError
+    from infrarsi.seams.proposer import Usage
+
+    class Spent:  # a proposer that has already spent, as the model proposer has after its priors
+        name = "anthropic"
+
+        def usage(self) -> Usage:
+            return Usage(input_tokens=9000, output_tokens=1234, cost_usd=0.0456, calls=2, blocked_calls=1)
+
+    def stopped(*args: object, **kwargs: object) -> None:
+        raise InfraRSIError("the doctor's baseline failed: trial 1 ended oom")
+
+    monkeypatch.setattr(bot.cli.run, "proposer", lambda args, root: Spent())
+    monkeypatch.setattr(bot.stages.run.search, "run_search", stopped)
+    status = main(["run", str(tiny_repo), "--proposer", "anthropic", "--no-bank"])
+    err = capsys.readouterr().err
+    assert status != 0 and "the doctor's baseline failed" in err
+    assert "LLM proposer: the run stopped (spent 10234 tokens, $0.0456 in 2 request(s), 1 more blocked by the " \
+           "token budget)" in err
+    assert "Traceback" not in err

@@ -12,7 +12,7 @@ from bot.cli.common import UsageError, add_repo_argument, add_run_id_argument, r
 from bot.cli.contract import proposer
 from bot.cli.doctor import doctor_failure, trial_context_for
 from bot.executors.registry import add_executor_argument
-from bot.proposers import add_proposer_arguments
+from bot.proposers import add_proposer_arguments, spent_text
 from infrarsi.rundir import RunDir, journal_path, latest_run, write_json
 from infrarsi.bank import open_bank
 from infrarsi.contract import load_contract
@@ -121,6 +121,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"run {run_id}" + (" (resumed)" if args.resume else ""), file=sys.stderr)
             with doctor_failure(run_id):
                 result = run_search(ctx, run_id=run_id, options=options, progress=progress, bank=bank)
+    except BaseException:
+        # Every command that spent tokens says so, also when it fails (or is interrupted) partway.
+        if options.proposer is not None and (spent := spent_text(options.proposer)):
+            print(f"LLM proposer: the run stopped{spent}", file=sys.stderr)
+        raise
     finally:
         if bank is not None:
             bank.close()

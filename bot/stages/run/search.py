@@ -12,7 +12,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -149,9 +149,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         if r.trial_no not in doctor_trials:
             _judge_trial(judged, r, doctor, session, progress)
     if judged.patches:
-        space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(ctx.patches.values()),
-                                          judged.excluded_sets)
-        engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes, seed=options.seed)
+        space, engine = _rebuilt(contract, ctx.patches, judged, priors, options.seed, ())
     engine.observe(records)
     state_path = RunDir(contract.root, run_id).search_json  # the doctor made the directory
     verified_from = _verification_start(state_path)
@@ -190,11 +188,8 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
                     # the space grows: rebuild the engine over every record so far
                     screening = screened
                     ctx = replace(ctx, patches={p.id: p for p in screened.accepted})
-                    space = SearchSpace.from_contract(contract.knobs, contract.constraints,
-                                                      list(ctx.patches.values()), judged.excluded_sets)
-                    engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes,
-                                          seed=options.seed)
-                    engine.observe(journal.trials(run_id))
+                    space, engine = _rebuilt(contract, ctx.patches, judged, priors, options.seed,
+                                             journal.trials(run_id))
             if options.stop_early and len(search) >= options.initial:
                 advice = engine.stop_advice(min_effect=contract.verify.min_effect)
                 if advice.should_stop:
@@ -210,11 +205,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         for proposal, record in zip(batch, _run_batch(ctx, run_id, [p.candidate for p in batch], options.parallel)):
             search.append(record)
             if _judge_trial(judged, record, doctor, session, progress):  # a patch judged invalid: never again
-                space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(ctx.patches.values()),
-                                                  judged.excluded_sets)
-                engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes,
-                                      seed=options.seed)
-                engine.observe(journal.trials(run_id))
+                space, engine = _rebuilt(contract, ctx.patches, judged, priors, options.seed, journal.trials(run_id))
             engine.observe([record])
             failed = [r for r in search if r.outcome is not Outcome.OK]
             ok = [r.metrics.step_time_s for r in search if r.outcome is Outcome.OK and r.metrics.step_time_s]
@@ -296,6 +287,17 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
             judged.vindicate(candidate.patches)
         slots += 1
     return verdicts
+
+
+def _rebuilt(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgements, priors: Any, seed: int,
+             records: Sequence[TrialRecord]) -> tuple[SearchSpace, SearchEngine]:
+    """The space and engine again after the patches changed (a proposal round, a patch judged invalid),
+    with every record so far observed."""
+    space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(patches.values()),
+                                      judged.excluded_sets)
+    engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes, seed=seed)
+    engine.observe(records)
+    return space, engine
 
 
 def _screen(ctx: TrialContext, patches: list[PatchSpec], session: Any, progress: Progress,

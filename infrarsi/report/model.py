@@ -19,7 +19,9 @@ from infrarsi.contract.job_line import job_line
 from infrarsi.contract.knob_codec import assignment_text
 from infrarsi.contract.model import Knob, KnobValue
 from infrarsi.doctor import DTYPE_NAMES, DoctorReport
+from infrarsi.dtype_levers import device_exclusions
 from infrarsi.mfu import compute_dtype, mfu
+from infrarsi.patches import PatchSpec
 from infrarsi.run_summary import RunSummary
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 from infrarsi.verify import TEST, Verdict
@@ -472,6 +474,9 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
                      f"measured peak of the dtype its matrix products ran in (before {mfu.before_dtype}"
                      + (f", after {mfu.after_dtype}" if after_s else "") + ")")
     notes += [f"MFU defect: {d}" for d in mfu.defects]
+    # What the search left out because the doctor measured its dtype as emulated here (infrarsi/dtype_levers.py).
+    specs = [s for s in (patch_specs or {}).values() if isinstance(s, PatchSpec)]
+    notes += [f"not searched: {n}" for n in device_exclusions(knobs, specs, doctor.peak_flops).notes]
     return Report(
         run_id=run.run_id, repo=facts.repo, created_at=created_at, base_commit=facts.base_commit,
         hardware=dict(doctor.fingerprint), promoted=promoted, speedup=speedup,

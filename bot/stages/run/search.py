@@ -28,6 +28,7 @@ from infrarsi.bank import Bank, Finding, FindingOutcome, as_pairs, hardware_fing
 from infrarsi.bank import Effect as BankEffect
 from infrarsi.contract.model import Contract
 from infrarsi.doctor import DoctorReport
+from infrarsi.dtype_levers import device_exclusions
 from infrarsi.journal import Journal
 from infrarsi.rundir import RunDir, write_json
 from infrarsi.run_summary import RunSummary, SearchTrial
@@ -127,8 +128,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
     if session is not None:  # a resumed run: what an earlier process judged invalid stays judged
         judged.patches.update({pid: why.partition(": ")[2] for pid, why in session.judged.items()
                                if why.startswith("invalid:") and pid in ctx.patches})
-    space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(ctx.patches.values()),
-                                      judged.excluded_sets)
+    space = _space(contract, ctx.patches, judged, doctor, progress)
     baseline = Candidate.of(contract.defaults())
     priors = builtin_priors(space)
     if session is not None:
@@ -149,7 +149,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         if r.trial_no not in doctor_trials:
             _judge_trial(judged, r, doctor, session, progress)
     if judged.patches:
-        space, engine = _rebuilt(contract, ctx.patches, judged, priors, options.seed, ())
+        space, engine = _rebuilt(contract, ctx.patches, judged, doctor, priors, options.seed, ())
     engine.observe(records)
     state_path = RunDir(contract.root, run_id).search_json  # the doctor made the directory
     verified_from = _verification_start(state_path)
@@ -188,7 +188,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
                     # the space grows: rebuild the engine over every record so far
                     screening = screened
                     ctx = replace(ctx, patches={p.id: p for p in screened.accepted})
-                    space, engine = _rebuilt(contract, ctx.patches, judged, priors, options.seed,
+                    space, engine = _rebuilt(contract, ctx.patches, judged, doctor, priors, options.seed,
                                              journal.trials(run_id))
             if options.stop_early and len(search) >= options.initial:
                 advice = engine.stop_advice(min_effect=contract.verify.min_effect)
@@ -205,7 +205,8 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         for proposal, record in zip(batch, _run_batch(ctx, run_id, [p.candidate for p in batch], options.parallel)):
             search.append(record)
             if _judge_trial(judged, record, doctor, session, progress):  # a patch judged invalid: never again
-                space, engine = _rebuilt(contract, ctx.patches, judged, priors, options.seed, journal.trials(run_id))
+                space, engine = _rebuilt(contract, ctx.patches, judged, doctor, priors, options.seed,
+                                         journal.trials(run_id))
             engine.observe([record])
             failed = [r for r in search if r.outcome is not Outcome.OK]
             ok = [r.metrics.step_time_s for r in search if r.outcome is Outcome.OK and r.metrics.step_time_s]
@@ -289,12 +290,24 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
     return verdicts
 
 
-def _rebuilt(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgements, priors: Any, seed: int,
-             records: Sequence[TrialRecord]) -> tuple[SearchSpace, SearchEngine]:
+def _space(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgements, doctor: DoctorReport,
+           progress: Progress | None = None) -> SearchSpace:
+    """The joint space of the contract's knobs and ``patches``, less what was judged invalid and the settings
+    that select a dtype this device only emulates (infrarsi/dtype_levers.py; said once, when ``progress``)."""
+    device = device_exclusions(contract.knobs, list(patches.values()), doctor.peak_flops)
+    if progress is not None:
+        for note in device.notes:
+            _emit(progress, event="device", message=f"device: {note}")
+    return SearchSpace.from_contract(contract.knobs, (*contract.constraints, *device.constraints),
+                                     list(patches.values()),
+                                     (*judged.excluded_sets, *((pid,) for pid in device.patches)))
+
+
+def _rebuilt(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgements, doctor: DoctorReport,
+             priors: Any, seed: int, records: Sequence[TrialRecord]) -> tuple[SearchSpace, SearchEngine]:
     """The space and engine again after the patches changed (a proposal round, a patch judged invalid),
     with every record so far observed."""
-    space = SearchSpace.from_contract(contract.knobs, contract.constraints, list(patches.values()),
-                                      judged.excluded_sets)
+    space = _space(contract, patches, judged, doctor)
     engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes, seed=seed)
     engine.observe(records)
     return space, engine

@@ -1,0 +1,109 @@
+"""Low-precision levers this device only emulates: measured by the doctor, left out of the search.
+
+bf16 autocast is the largest single speedup on a GPU and on a CPU with AVX-512
+bf16 or AMX, and a large *slowdown* on a CPU without them: PyTorch then runs
+bf16 matrix products through a conversion path (measured on an AVX2-only EPYC:
+bf16 matmuls at 1/15 of fp32's rate, a tinygpt step 14x slower). Trying such a
+candidate tells the search nothing it could not know from the doctor's own
+matmul probe, at several minutes a trial. So a dtype whose measured peak is
+below :data:`EMULATED_BELOW` of fp32's is *emulated here*, and every setting
+that selects it (a dtype knob's value, a bf16/fp16 switch, an autocast patch)
+is left out of the search with the figures that justify it.
+
+A setting that does not say which dtype it selects (an ``--amp`` switch, a model-
+written patch whose text names none) stays in: it may pick a dtype that is fast.
+A knob's default is never left out; it is the baseline.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from infrarsi.contract.model import Constraint, Knob, KnobValue
+from infrarsi.decisions import knob_decides
+from infrarsi.patches import PatchSpec
+
+#: A low-precision dtype whose best measured matmul rate is below this share of fp32's is emulated.
+#: Native bf16/fp16 runs at 2-16x fp32 (tensor cores, AVX-512 bf16, AMX); emulation at 1/20-1/5. Half
+#: of fp32 sits far from both, so a noisy probe on a shared machine cannot flip the verdict.
+EMULATED_BELOW = 0.5
+
+#: Low-precision dtypes the doctor probes, as they are written in knob values, switch names and patch ids.
+_SPELLINGS: dict[str, str] = {
+    "bf16": r"bf16|bfloat16",
+    "fp16": r"fp16|float16|half|16(-mixed|-true)?",
+}
+
+
+def emulated_dtypes(peaks: Mapping[str, float], *, below: float = EMULATED_BELOW) -> dict[str, float]:
+    """Per low-precision dtype the doctor measured below ``below`` of fp32's rate, that ratio."""
+    fp32 = peaks.get("fp32")
+    if not fp32:
+        return {}
+    return {d: peaks[d] / fp32 for d in _SPELLINGS if peaks.get(d) and peaks[d] / fp32 < below}
+
+
+def _dtype_in(text: str) -> str | None:
+    """The low-precision dtype a value or name spells out (``bf16-mixed`` → bf16, ``16`` → fp16)."""
+    for dtype, spelling in _SPELLINGS.items():
+        if re.fullmatch(rf"(.*[^a-z0-9])?({spelling})([^a-z0-9].*)?", text.lower()):
+            return dtype
+    return None
+
+
+def knob_value_dtype(knob: Knob, value: KnobValue) -> str | None:
+    """The compute dtype ``knob = value`` selects, where it says (None: it does not, or not a dtype knob)."""
+    if "compute_dtype" not in knob_decides(knob):
+        return None
+    if isinstance(value, bool):  # --bf16 / --fp16 switches: the name says the dtype, True selects it
+        return _dtype_in(knob.name) if value else None
+    return _dtype_in(str(value))
+
+
+def patch_dtype(spec: PatchSpec) -> str | None:
+    """The compute dtype a patch that decides ``compute_dtype`` selects, from its id or title."""
+    if "compute_dtype" not in spec.decides:
+        return None
+    return _dtype_in(spec.id) or _dtype_in(spec.title)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeviceExclusions:
+    """What the search leaves out on this device, and why, in one line per dtype."""
+
+    constraints: tuple[Constraint, ...] = ()  # forbid knob=value
+    patches: tuple[str, ...] = ()  # patch ids, each excluded alone
+    notes: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.constraints or self.patches)
+
+
+def device_exclusions(knobs: Sequence[Knob], patches: Sequence[PatchSpec],
+                      peaks: Mapping[str, float]) -> DeviceExclusions:
+    """The settings that select a dtype this device emulates (:func:`emulated_dtypes` of the doctor's peaks)."""
+    slow = emulated_dtypes(peaks)
+    if not slow:
+        return DeviceExclusions()
+    constraints: list[Constraint] = []
+    patch_ids: list[str] = []
+    notes: list[str] = []
+    for dtype, ratio in sorted(slow.items()):
+        reason = (f"{dtype} matmuls measured at {peaks[dtype] / 1e9:.3g} GFLOP/s against fp32's "
+                  f"{peaks['fp32'] / 1e9:.3g} ({ratio:.2g}x): {dtype} is emulated on this device")
+        settings = []
+        for knob in knobs:
+            values = knob.values if knob.values is not None else ((True, False) if knob.kind == "bool" else ())
+            for value in values:
+                if value != knob.default and knob_value_dtype(knob, value) == dtype:
+                    constraints.append(Constraint(kind="forbid", when=((knob.name, value),), reason=reason))
+                    settings.append(f"knob {knob.name}={value}")
+        for spec in patches:
+            if patch_dtype(spec) == dtype:
+                patch_ids.append(spec.id)
+                settings.append(f"patch {spec.id}")
+        if settings:
+            notes.append(f"{reason}; left out of the search: {', '.join(settings)}")
+    return DeviceExclusions(constraints=tuple(constraints), patches=tuple(patch_ids), notes=tuple(notes))

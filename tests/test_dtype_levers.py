@@ -1,0 +1,88 @@
+"""A dtype the device only emulates is left out of the search, with the doctor's figures as the reason."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from bot.patching.catalog import CATALOG
+from bot.patching.judged import Judgements
+from bot.stages.run.search import _space
+from infrarsi.contract.model import Knob
+from infrarsi.dtype_levers import device_exclusions, emulated_dtypes, knob_value_dtype, patch_dtype
+from infrarsi.patches import Effect, PatchSpec
+from infrarsi.trial import Candidate
+
+AVX2 = {"fp32": 150e9, "bf16": 10e9}  # what the doctor measured on an AVX2-only EPYC
+AMX = {"fp32": 150e9, "bf16": 900e9}
+EFFECT = Effect(time_ratio=0.9, time_sigma=0.2, mem_ratio=1.0, mem_sigma=0.1, source="test")
+GPU = {"fp32": 60e12, "bf16": 900e12, "fp16": 900e12, "tf32": 400e12}
+
+
+def _patch(pid: str, title: str, decides: tuple[str, ...] = ("compute_dtype",)) -> PatchSpec:
+    return PatchSpec(id=pid, title=title, rationale="", targets=("model.py::Model.forward",), effect=EFFECT,
+                     kind="codemod", codemod=pid, decides=decides)
+
+
+def test_only_a_dtype_measured_well_below_fp32_is_emulated() -> None:
+    assert emulated_dtypes(AVX2) == pytest.approx({"bf16": 10 / 150})
+    assert emulated_dtypes(AMX) == {} and emulated_dtypes(GPU) == {}
+    assert emulated_dtypes({"fp32": 150e9, "bf16": 100e9}) == {}  # slower but not emulated: the search decides
+    assert emulated_dtypes({"bf16": 1e9}) == {}  # no fp32 figure: nothing to compare with
+
+
+@pytest.mark.parametrize(("knob", "value", "dtype"), [
+    (Knob(name="dtype", kind="categorical", default="fp32", values=("fp32", "bf16")), "bf16", "bf16"),
+    (Knob(name="dtype", kind="categorical", default="fp32", values=("fp32", "bf16")), "fp32", None),
+    (Knob(name="bf16", kind="bool", default=False, flag="--bf16"), True, "bf16"),  # HF Trainer's switch
+    (Knob(name="bf16", kind="bool", default=False, flag="--bf16"), False, None),
+    (Knob(name="fp16", kind="bool", default=False, flag="--fp16"), True, "fp16"),
+    (Knob(name="precision", kind="categorical", default="32-true",
+          values=("32-true", "bf16-mixed", "16-mixed")), "bf16-mixed", "bf16"),  # Lightning
+    (Knob(name="precision", kind="categorical", default="32-true",
+          values=("32-true", "bf16-mixed", "16-mixed")), "16-mixed", "fp16"),
+    (Knob(name="amp", kind="bool", default=False, flag="--amp"), True, None),  # says no dtype: stays in
+    (Knob(name="batch_dtype", kind="categorical", default="int32", values=("int32", "bf16")), "bf16", None),
+])
+def test_a_setting_selects_a_dtype_only_where_it_decides_the_compute_dtype_and_names_it(knob, value, dtype) -> None:
+    assert knob_value_dtype(knob, value) == dtype
+
+
+def test_the_catalog_bf16_patches_are_recognised_and_no_other() -> None:
+    specs = [_patch(e.codemod, e.title, e.decides) for e in CATALOG]
+    assert {s.id for s in specs if patch_dtype(s) == "bf16"} >= {"autocast_bf16", "autocast_forward_bf16", "hf_bf16",
+                                                                   "lightning_bf16_precision"}
+    assert all(patch_dtype(s) in (None, "bf16", "fp16") for s in specs)
+    assert patch_dtype(_patch("fused_gelu", "tanh GELU in one kernel", decides=())) is None
+
+
+def test_on_an_emulating_device_the_space_holds_no_bf16_setting_but_keeps_the_baseline() -> None:
+    knobs = (Knob(name="dtype", kind="categorical", default="fp32", values=("fp32", "bf16"), flag="--dtype"),
+             Knob(name="micro_batch", kind="int", default=2, values=(1, 2, 4), flag="--micro-batch"))
+    contract = SimpleNamespace(knobs=knobs, constraints=())
+    patches = {p.id: p for p in (_patch("autocast_forward_bf16", "bf16 autocast inside the model's forward"),
+                                 _patch("fused_gelu", "tanh GELU", decides=()))}
+    events: list[dict] = []
+    doctor = SimpleNamespace(peak_flops=AVX2)
+
+    space = _space(contract, patches, Judgements(), doctor, events.append)  # type: ignore[arg-type]
+    base = {"dtype": "fp32", "micro_batch": 2}
+    assert space.contains(space.baseline())
+    assert space.contains(Candidate.of({**base, "micro_batch": 4}, ("fused_gelu",)))
+    assert not space.contains(Candidate.of({**base, "dtype": "bf16"}))
+    assert not space.contains(Candidate.of(base, ("autocast_forward_bf16",)))
+    [event] = events
+    assert event["event"] == "device" and "bf16 is emulated on this device" in event["message"]
+    assert "knob dtype=bf16" in event["message"] and "patch autocast_forward_bf16" in event["message"]
+
+    events.clear()
+    space = _space(contract, patches, Judgements(), SimpleNamespace(peak_flops=AMX),  # type: ignore[arg-type]
+                   events.append)
+    assert space.contains(Candidate.of({**base, "dtype": "bf16"})) and not events
+    assert space.contains(Candidate.of(base, ("autocast_forward_bf16",)))
+
+
+def test_a_dtype_knob_whose_default_is_bf16_keeps_its_baseline() -> None:
+    knob = Knob(name="dtype", kind="categorical", default="bf16", values=("fp32", "bf16"))
+    assert not device_exclusions([knob], [], AVX2)

@@ -60,7 +60,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         ctx = trial_context_for(args, journal)
         print(f"doctor for run {run_id}: {args.repeats} baseline runs in fresh processes", file=sys.stderr)
         with doctor_failure(run_id):
-            report, out = run_doctor(ctx, run_id=run_id, repeats=args.repeats, progress=say(args))
+            report, out = run_doctor(ctx, run_id=run_id, repeats=args.repeats, progress=say(args),
+                                     remeasure_device=args.remeasure_device)
     if args.json:
         print(report.to_json(), end="")
         return 0
@@ -80,4 +81,7 @@ def register(sub: Any) -> None:
     p.add_argument("--repeats", type=int, default=5, help="baseline runs in fresh processes (default 5)")
     add_executor_argument(p)
     p.add_argument("--json", action="store_true", help="print doctor.json instead of a summary")
+    p.add_argument("--remeasure-device", action="store_true",
+                   help="measure this device's peak FLOP/s again instead of reusing a measurement of the last "
+                        "6 hours (docs/doctor.md)")
     p.set_defaults(func=cmd_doctor)

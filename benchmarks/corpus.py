@@ -78,6 +78,7 @@ class Row:
     knobs: list[str] = field(default_factory=list)
     applicable: list[str] = field(default_factory=list)
     unreached: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what run said about this device (a dtype it only emulates)
     trials: int = 0
     failed: int = 0
     failed_cost_s: float = 0.0
@@ -135,6 +136,7 @@ def measure(fixture: Fixture, workdir: Path, budget: int) -> Row:
             row.error = _failed("doctor", doctor)
             return row
         run = bot("run", str(repo), "--run-id", RUN_ID, "--budget-trials", str(budget), "--no-bank")
+        row.notes = [line.strip() for line in (run.stdout + run.stderr).splitlines() if "device:" in line]
         summary = repo / ".infrarsi" / "runs" / RUN_ID / "run.json"
         if not summary.exists():
             row.error = _failed("run", run)
@@ -212,6 +214,9 @@ def render(rows: Sequence[Row], *, budget: int, total_s: float, command: str) ->
         "(`docs/doctor.md`). `tunedgpt` is the control: nothing should be promoted there.",
         "",
     ]
+    notes = sorted({f"- {row.fixture}: {note}" for row in rows for note in row.notes})
+    if notes:
+        lines += ["What `run` left out on this device (`docs/doctor.md`):", "", *notes, ""]
     return "\n".join(lines)
 
 

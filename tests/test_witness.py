@@ -76,3 +76,37 @@ def test_a_job_that_disables_patches_or_spoofs_the_witness_is_caught(tmp_path: P
 def test_the_payload_is_what_the_bot_ships() -> None:
     assert PAYLOAD.name == "sitecustomize.py" and PAYLOAD.parent.name == "site"
     assert len(payload_sha256()) == 64
+
+
+FOREVER = """
+import time
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for line in range(1, 10**9):  # a real job is configured for days
+    loss = model(torch.ones(2, 8)).sum()
+    loss.backward()
+    if line % {every} == 0:
+        opt.step()
+        opt.zero_grad()
+    print(f"step {{line}} loss {{loss.item():.4f}}", flush=True)
+    time.sleep(0.02)
+"""
+
+
+@pytest.mark.parametrize("every", [1, 10**6], ids=["a-step-per-line", "no-step-before-the-stop"])
+def test_a_job_the_bot_stops_after_its_measured_steps_still_reports(tmp_path: Path, every: int) -> None:
+    """Every line an optimizer step: the report comes at the end of the last measured step. No optimizer step
+    by the time the bot stops the job (lines per micro-batch, say): the report comes on the bot's SIGTERM."""
+    (tmp_path / "job.py").write_text(FOREVER.format(every=every))
+    spec = TrialSpec(argv=(sys.executable, "job.py"), cwd=str(tmp_path), timeout_s=120, witness=2, source="stdout",
+                     stdout_regex=r"^step (?P<step>\d+) loss (?P<loss>\S+)", expected_steps=6)
+    ex = LocalExecutor().execute(spec)
+    assert ex.stopped_after_steps and ex.wall_s < 60, (ex.wall_s, ex.stderr_tail)
+    assert ex.witness_error is None and ex.witness is not None, ex.stderr_tail
+    assert ex.witness["tampered"] == []
+    if every == 1:
+        assert ex.witness["optimizer_steps"] == 6 and ex.witness["flops"] == 256
+    else:
+        assert ex.witness["optimizer_steps"] == 0 and ex.witness["flops"] is None

@@ -48,7 +48,8 @@ class LocalExecutor:
         probe_file, probe_fd = open_probe_pipe()
         env = scrubbed_environment({**dict(spec.env), FD_ENV: str(probe_fd)}, base=self.base_env,
                                    passthrough=self.passthrough_env)
-        witness = open_channel(count_step=spec.witness, pythonpath=env.get("PYTHONPATH")) if spec.witness else None
+        witness = open_channel(count_step=spec.witness, pythonpath=env.get("PYTHONPATH"),
+                               final_step=spec.expected_steps) if spec.witness else None
         if witness is not None:
             env.update(witness.env)
         log_dir = Path(spec.log_dir) if spec.log_dir else None

@@ -70,14 +70,16 @@ class WitnessChannel:
         self.report_read.close()
 
 
-def open_channel(*, count_step: int, pythonpath: str | None) -> WitnessChannel:
-    """A key written into a pipe (read once by the witness), a report pipe, and the variables to pass."""
+def open_channel(*, count_step: int, pythonpath: str | None, final_step: int | None = None) -> WitnessChannel:
+    """A key written into a pipe (read once by the witness), a report pipe, and the variables to pass.
+    ``final_step``: the optimizer step after which the bot stops the job (the witness reports then)."""
     key = new_key()
     key_read, key_write = os.pipe()
     os.write(key_write, key)
     os.close(key_write)
     report_read, report_write = os.pipe()
     path = str(SITE_DIR) + (os.pathsep + pythonpath if pythonpath else "")
-    env = {WITNESS_ENV: f"{report_write},{key_read},{count_step}", "PYTHONPATH": path}
+    config = f"{report_write},{key_read},{count_step}" + (f",{final_step}" if final_step else "")
+    env = {WITNESS_ENV: config, "PYTHONPATH": path}
     return WitnessChannel(key=key, expected_sha256=payload_sha256(), report_read=os.fdopen(report_read, "rb"),
                           child_fds=(report_write, key_read), env=env)

@@ -61,14 +61,16 @@ def measure_device(timeout_s: float = 300.0, *, env: dict[str, str] | None = Non
 
 
 def profile_phases(ctx: TrialContext, candidate: Candidate, timeout_s: float) -> dict[str, float] | None:
-    """Phase shares from one torch.profiler pass over the job (for harnesses without phase markers)."""
+    """Phase shares from one torch.profiler pass over the job's measured steps (for harnesses without phase
+    markers); the pass ends after the contract's warm-up and measured optimizer steps, as a trial does."""
     spec = trial_spec(ctx.contract, candidate, tree=ctx.repo, memory_limit_bytes=None, timeout_s=timeout_s)
     argv = list(spec.argv)
     if not Path(argv[0]).name.startswith("python") or len(argv) < 2:
         return None  # only Python entry points can be wrapped
     with tempfile.TemporaryDirectory(prefix="infrarsi-profile-") as tmp:
         out = Path(tmp) / "phases.json"
-        cmd = [argv[0], "-m", "bot.stages.doctor.profile_job", str(out), *argv[1:]]
+        cmd = [argv[0], "-m", "bot.stages.doctor.profile_job", str(out),
+               "--steps", str(ctx.contract.timing.total_steps), *argv[1:]]
         try:
             subprocess.run(cmd, cwd=spec.cwd, env=scrubbed_environment(dict(spec.env)), capture_output=True,
                            timeout=timeout_s, start_new_session=True)
@@ -132,7 +134,10 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
     profiled = None
     if not any(r.metrics.phases_s for r in records):
         progress("no phase markers: one torch.profiler pass")
-        profiled = profile_phases(ctx, baseline, contract.budget.trial_timeout_s)
+        # Bounded by the baseline's own runs: a job whose steps the pass cannot count (no torch.optim
+        # optimizer) must not hold the doctor for the whole trial timeout.
+        longest = max((r.metrics.wall_s or 0.0 for r in records), default=0.0)
+        profiled = profile_phases(ctx, baseline, min(contract.budget.trial_timeout_s, max(60.0, 3 * longest)))
     work, band, notes = calibrate_work(ctx, run_id=run_id, records=records, progress=progress)
     report = build_report(contract, records, run_id=run_id, created_at=time.time(),
                           peak_flops=device["peak_flops"], peak_flops_method=device["peak_flops_method"],

@@ -6,7 +6,7 @@ Python imports ``sitecustomize`` at start-up from the first directory on
 of the candidate's code, in repositories that never import the probe.
 
 Without ``INFRARSI_WITNESS`` in the environment it does nothing but hand over
-to the next ``sitecustomize`` on the path. With it (``report_fd,key_fd,count_step``)
+to the next ``sitecustomize`` on the path. With it (``report_fd,key_fd,count_step[,final_step]``)
 it reads a per-trial key from ``key_fd`` (a pipe only the bot wrote to; the
 descriptor is closed right after) and removes the variable, then registers
 global optimizer step hooks:
@@ -19,6 +19,12 @@ global optimizer step hooks:
 - every step: the number of optimizer steps;
 - at exit: per-parameter weight norms, and a check that the hooks, the FLOP
   counter and the clocks are still the objects it started with.
+
+A real job is configured for days and the bot ends it with SIGTERM once its
+measured steps were seen, so "at exit" may never come: the report is written
+at the end of optimizer step ``final_step`` (the last step the bot measures;
+the weights it reads are then those every run is stopped at), or on SIGTERM
+before the job's own handling of it, whichever is first — and only once.
 
 The report is one JSON line on ``report_fd``, authenticated with HMAC-SHA256
 under the key. Stdlib and torch only: it must not depend on the bot being
@@ -36,7 +42,11 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
     import os
     import time
 
-    report_fd, key_fd, count_step = (int(v) for v in config.split(","))
+    import signal
+
+    fields = [int(v) for v in config.split(",")]
+    report_fd, key_fd, count_step = fields[:3]
+    final_step = fields[3] if len(fields) > 3 else 0
     key = b""
     while True:
         chunk = os.read(key_fd, 64)
@@ -158,6 +168,8 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
             start_count()
         elif n == count_step and state["counter"] is not None:
             stop_count()
+        if n == final_step:
+            report()  # the bot stops the job after this step: exit may never come
 
     pre_handle = optim_mod.register_optimizer_step_pre_hook(pre)
     post_handle = optim_mod.register_optimizer_step_post_hook(post)
@@ -183,6 +195,8 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
             found.append("the witness's optimizer pre-hook was removed")
         if optim_mod._global_optimizer_post_hooks.get(post_handle.id) is not post:
             found.append("the witness's optimizer post-hook was removed")
+        if getattr(atexit, "_ncallbacks", lambda: 1)() == 0:  # the report may come before exit: look anyway
+            found.append("the witness's exit handler was removed (atexit cleared)")
         if probe_mod is not None:
             now = {n: getattr(probe_mod, n) for n in ("step", "event", "_clock")}
             now["_Channel.write"] = probe_mod._Channel.write
@@ -190,6 +204,9 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
         return found
 
     def report() -> None:
+        if state.get("reported"):
+            return
+        state["reported"] = True
         if state["counter"] is not None:  # the job ended inside the counted step
             stop_count()
         params = state["params"] or []
@@ -211,6 +228,22 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
             pass  # the bot then has no report: the trial is invalid
 
     atexit.register(report)
+
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum, frame) -> None:  # noqa: ANN001
+        report()
+        handler = previous if callable(previous) else None
+        if handler is not None:
+            handler(signum, frame)
+        elif previous != signal.SIG_IGN:  # the default action: die of SIGTERM, as without the witness
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    try:
+        signal.signal(signal.SIGTERM, on_term)
+    except ValueError:
+        pass  # not the main thread: the step-end report still comes
 
 
 def _numel(shape: list[int]) -> int:

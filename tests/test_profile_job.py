@@ -1,0 +1,34 @@
+"""The doctor's profiler pass ends after the steps a trial measures, not with a job configured for days."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+FOREVER = """
+import torch
+model = torch.nn.Linear(64, 64)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(10**9):
+    loss = model(torch.ones(8, 64)).square().mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_the_profiler_pass_stops_after_the_measured_steps(tmp_path: Path) -> None:
+    (tmp_path / "job.py").write_text(FOREVER)
+    out = tmp_path / "phases.json"
+    result = subprocess.run([sys.executable, "-m", "bot.stages.doctor.profile_job", str(out), "--steps", "5",
+                             "job.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env={"PYTHONPATH": str(Path(__file__).resolve().parents[1]), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    phases = json.loads(out.read_text())["phases_s"]
+    assert {"forward", "backward", "optimizer"} <= set(phases) and all(v >= 0 for v in phases.values())

@@ -103,6 +103,44 @@ def test_a_script_with_accumulation_gets_one_scaler_before_the_step_loop() -> No
     """, symbols=("<module>",))
 
 
+def test_a_native_pytorch_fine_tuning_loop_gets_its_scaler_before_the_epoch_loop() -> None:
+    # The Hugging Face course's training loop without Trainer: epochs around batches, a scheduler stepping too.
+    assert_codemod(NAME, """
+        import torch
+
+        def train(model, optimizer, lr_scheduler, train_dataloader, num_epochs):
+            device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+            for epoch in range(num_epochs):
+                model.train()
+                for batch in train_dataloader:
+                    batch = {k: v.to(device) for k, v in batch.items()}
+                    outputs = model(**batch)
+                    loss = outputs.loss
+                    loss.backward()
+                    optimizer.step()
+                    lr_scheduler.step()
+                    optimizer.zero_grad()
+    """, """
+        import torch
+
+        def train(model, optimizer, lr_scheduler, train_dataloader, num_epochs):
+            device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+            scaler = torch.amp.GradScaler("cuda", enabled=next(model.parameters()).is_cuda)
+            for epoch in range(num_epochs):
+                model.train()
+                for batch in train_dataloader:
+                    batch = {k: v.to(device) for k, v in batch.items()}
+                    with torch.autocast("cuda", dtype=torch.float16, enabled=scaler.is_enabled()):
+                        outputs = model(**batch)
+                        loss = outputs.loss
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+                    lr_scheduler.step()
+                    optimizer.zero_grad()
+    """)
+
+
 @pytest.mark.parametrize("source,reason", [
     # The device never leaves the CPU: bf16 is the recipe there, not fp16 with a scaler.
     ("""
@@ -145,7 +183,17 @@ def test_a_script_with_accumulation_gets_one_scaler_before_the_step_loop() -> No
                 loss = model(x.cuda(), y.cuda())
                 loss.backward()
     """, "has `.backward()` but no `optimizer.step()`"),
-], ids=["cpu-only", "already-autocast", "no-loop", "forward-only", "no-step"])
+    # Hugging Face Accelerate scales the loss itself: `accelerator.backward(loss)` is not a tensor's backward.
+    ("""
+        import torch
+        def train(model, optimizer, loader, accelerator):
+            for batch in loader:
+                outputs = model(**batch)
+                loss = outputs.loss
+                accelerator.backward(loss)
+                optimizer.step()
+    """, "has `optimizer.step()` but no `.backward()`"),
+], ids=["cpu-only", "already-autocast", "no-loop", "forward-only", "no-step", "accelerate"])
 def test_declines(source: str, reason: str) -> None:
     assert_declines(NAME, source, reason)
 

@@ -21,8 +21,8 @@ torchvision's classification reference)::
         scaler.step(optimizer)
         scaler.update()
 
-The scaler is created once, before the loop that steps the optimizer (a scaler
-made per step would forget its scale). The device is taken from the code: the
+The scaler is created once, before the outermost loop around the optimizer
+step (a scaler made per step or per epoch would forget its scale). The device is taken from the code: the
 file must put something on CUDA (a ``"cuda"`` device, ``.cuda()``,
 ``torch.cuda``), and at run time both the scaler and autocast are enabled only
 where the model's parameters are on a CUDA device, so a CPU run computes what
@@ -131,7 +131,10 @@ class AutocastFp16Scaler(PatchCodemod):
                 "fp16 with a GradScaler is a CUDA recipe, bf16 autocast is the one for CPUs")
             return None
         backward, step = backwards[0], steps[0]
-        loop = next((lp for lp in reversed(backward.loops) if any(lp is s for s in step.loops)), None)
+        # The forward is wrapped in the innermost loop around both (the step loop); the scaler is made before
+        # the outermost one, so that an epoch loop around the batches does not reset its scale.
+        shared = [lp for lp in backward.loops if any(lp is s for s in step.loops)]
+        loop = shared[-1] if shared else None
         if loop is None:
             say("the optimizer step is not inside a loop here; the GradScaler must outlive one step, and the "
                 "loop that would hold it is elsewhere")
@@ -151,7 +154,7 @@ class AutocastFp16Scaler(PatchCodemod):
         assert first_call is not None
         optimizer = self._optimizer_step(step.statement)
         assert optimizer is not None
-        return _Plan(loop=id(loop), model_calls={id(s.statement) for s in calls},
+        return _Plan(loop=id(shared[0]), model_calls={id(s.statement) for s in calls},
                      backward=id(backward.statement), clip=id(clips[0].statement) if clips else 0,
                      step=id(step.statement), optimizer=code_of(optimizer), model=code_of(first_call.func))
 
@@ -303,8 +306,12 @@ def _expression_call(statement: cst.BaseStatement) -> cst.Call | None:
 
 
 def _backward(statement: cst.SimpleStatementLine) -> cst.Call | None:
+    """``<loss>.backward(...)``; a positional argument means a framework's ``backward(loss)``
+    (``accelerator.backward(loss)``, ``fabric.backward(loss)``), whose scaling is the framework's."""
     call = _expression_call(statement)
-    return call if call is not None and E.method_call(call, "backward") is not None else None
+    if call is None or E.method_call(call, "backward") is None or E.positional(call) or E.has_star(call):
+        return None
+    return call
 
 
 def _units(tree: cst.Module) -> Iterator[tuple[str, cst.Module | cst.FunctionDef]]:

@@ -180,6 +180,7 @@ def test_a_3d_model_gets_the_5d_format() -> None:
             def forward(self, x):
                 return self.conv(x)
     """, "no nn.Module subclass of the file builds nn.Conv2d/nn.Conv3d"),
+    # timm's train.py: the user's own --channels-last switch decides it.
     ("""
         import torch
         import torch.nn as nn
@@ -187,9 +188,12 @@ def test_a_3d_model_gets_the_5d_format() -> None:
             def __init__(self):
                 super().__init__()
                 self.conv = nn.Conv2d(3, 8, 3)
-                self.to(memory_format=torch.channels_last)
             def forward(self, x):
                 return self.conv(x)
+        def main(args):
+            model = Net()
+            if args.channels_last:
+                model.to(memory_format=torch.channels_last)
     """, "already uses the channels-last memory format"),
     ("""
         import torch.nn as nn

@@ -111,8 +111,8 @@ class ChannelsLast(PatchCodemod):
         if len(kinds) > 1:
             self._decline_at(name, f"{where} mixes 2-D and 3-D convolutions; one memory format cannot fit both")
             return
-        if "channels_last" in self.module_node.code_for_node(cls):
-            self._decline_at(name, f"{where} already uses the channels-last memory format")
+        if "channels_last" in self.module_node.code:  # timm-style `if args.channels_last: model.to(...)` too
+            self._decline_at(name, "the file already uses the channels-last memory format")
             return
         methods = {m.name.value: m for m in cls.body.body if isinstance(m, cst.FunctionDef)}
         init, forward = methods.get("__init__"), methods["forward"]
@@ -170,14 +170,16 @@ class ChannelsLast(PatchCodemod):
         return updated_node.with_changes(body=body.with_changes(body=statements))
 
 
-def _replace_name(node: cst.CSTNode, name: str, value: cst.BaseExpression):  # type: ignore[no-untyped-def]
+def _replace_name(node: cst.BaseStatement, name: str, value: cst.BaseExpression) -> cst.BaseStatement:
     """``node`` with every bare ``name`` replaced by ``value`` (a placeholder in a parsed template)."""
 
     class _Swap(cst.CSTTransformer):
         def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
             return value if updated.value == name else updated
 
-    return node.visit(_Swap())
+    swapped = node.visit(_Swap())
+    assert isinstance(swapped, cst.BaseStatement)
+    return swapped
 
 
 __all__ = ["ChannelsLast"]

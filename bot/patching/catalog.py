@@ -70,14 +70,15 @@ CATALOG: tuple[CatalogEntry, ...] = (
     CatalogEntry(codemod="autocast_bf16", title="bf16 autocast around forward and loss",
                  rationale="matmuls in bf16 run on tensor cores (AMX on recent CPUs) at several times fp32 speed",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast"),
-                 conflicts_with=("autocast_forward_bf16", "hf_bf16", "lightning_bf16_precision"),
+                 conflicts_with=("autocast_forward_bf16", "hf_bf16", "lightning_bf16_precision",
+                                 "autocast_fp16_scaler"),
                  decides=("compute_dtype",)),
     CatalogEntry(codemod="autocast_forward_bf16", title="bf16 autocast inside the model's forward",
                  rationale="where the training loop is locked, the model's own forward is the editable place "
                  "that every forward runs through; matmuls in bf16 run several times faster than fp32 "
                  "(tensor cores, AMX/AVX-512 bf16 on CPUs) while the loss stays in fp32",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast"),
-                 conflicts_with=("autocast_bf16", "hf_bf16", "lightning_bf16_precision"),
+                 conflicts_with=("autocast_bf16", "hf_bf16", "lightning_bf16_precision", "autocast_fp16_scaler"),
                  decides=("compute_dtype",)),
     CatalogEntry(codemod="torch_compile_model", title="torch.compile the model",
                  rationale="fuses elementwise chains and removes Python overhead; costs compile time in warm-up",
@@ -89,7 +90,8 @@ CATALOG: tuple[CatalogEntry, ...] = (
                  effect=_e(0.97, 0.05, 1.02, 0.03, "docs/priors.md#gpu-settings")),
     CatalogEntry(codemod="cuda_backend_flags", title="TF32 matmul and cudnn.benchmark (GPU only)",
                  rationale="TF32 tensor-core matmuls on Ampere and later; autotuned convolutions",
-                 effect=_e(0.9, 0.1, 1.0, 0.02, "docs/priors.md#gpu-settings")),
+                 effect=_e(0.9, 0.1, 1.0, 0.02, "docs/priors.md#gpu-settings"),
+                 conflicts_with=("hf_tf32", "lightning_benchmark")),
     CatalogEntry(codemod="grouped_experts", title="Grouped MoE experts (sorted, padded, batched matmul)",
                  rationale="a Python loop over experts launches a where, a gather, two matmuls and a scatter per "
                  "expert (and as many in backward); sorting the assignments by expert and one batched matmul per "
@@ -104,7 +106,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
                  rationale="the Trainer then autocasts forward and loss to bf16; matmuls run several times "
                  "faster than fp32 on tensor cores and on CPUs with AVX-512 bf16/AMX",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#framework-args"),
-                 conflicts_with=("autocast_bf16", "autocast_forward_bf16"),
+                 conflicts_with=("autocast_bf16", "autocast_forward_bf16", "autocast_fp16_scaler"),
                  decides=("compute_dtype",)),
     CatalogEntry(codemod="hf_fused_optim", title='Hugging Face Trainer with fused AdamW (optim="adamw_torch_fused")',
                  rationale="the same AdamW update in one fused kernel instead of per-parameter loops",
@@ -121,8 +123,28 @@ CATALOG: tuple[CatalogEntry, ...] = (
                  rationale="Lightning autocasts the training step to bf16 and keeps fp32 weights; matmuls run "
                  "several times faster than fp32",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#framework-args"),
-                 conflicts_with=("autocast_bf16", "autocast_forward_bf16"),
+                 conflicts_with=("autocast_bf16", "autocast_forward_bf16", "autocast_fp16_scaler"),
                  decides=("compute_dtype",)),
+    CatalogEntry(codemod="hf_tf32", title="Hugging Face Trainer with TF32 matmuls (tf32; GPU only)",
+                 rationale="TF32 tensor-core matmuls on Ampere and later, through the Trainer's own argument; "
+                 "the value asks transformers' TF32 check, since tf32=True raises where there is no such GPU",
+                 effect=_e(0.9, 0.1, 1.0, 0.02, "docs/priors.md#framework-args"),
+                 conflicts_with=("cuda_backend_flags",)),
+    CatalogEntry(codemod="lightning_benchmark", title="Lightning Trainer with cuDNN autotuning (benchmark=True; GPU only)",
+                 rationale="cuDNN times the convolution algorithms for each input shape once and keeps the fastest",
+                 effect=_e(0.95, 0.08, 1.02, 0.05, "docs/priors.md#framework-args"),
+                 conflicts_with=("cuda_backend_flags",)),
+    # Mixed precision with a loss scaler, and the layout convolutions want (docs/priors.md#autocast, #channels-last).
+    CatalogEntry(codemod="autocast_fp16_scaler", title="fp16 autocast with a GradScaler on CUDA (GPU only)",
+                 rationale="fp16 matmuls and convolutions run on tensor cores like bf16 (and on GPUs without bf16); "
+                 "the scaler keeps small gradients from underflowing, so backward and the optimizer step change too",
+                 effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast"),
+                 conflicts_with=("autocast_bf16", "autocast_forward_bf16", "hf_bf16", "lightning_bf16_precision"),
+                 decides=("compute_dtype",)),
+    CatalogEntry(codemod="channels_last", title="Channels-last memory format for a convolutional model",
+                 rationale="cuDNN's tensor-core convolutions and oneDNN's CPU kernels run NHWC; an NCHW model pays a "
+                 "transpose around every convolution",
+                 effect=_e(0.9, 0.12, 1.0, 0.05, "docs/priors.md#channels-last")),
 )
 
 assert {e.codemod for e in CATALOG} == set(REGISTRY), "every registered codemod needs a catalog entry"
@@ -177,6 +199,18 @@ def changed_lines(before: str, after: str) -> list[int]:
     return lines
 
 
+def _without_added_imports(before: str, after: str, imports: tuple[str, ...]) -> str:
+    """``after`` less the import lines the codemod added: an import the rewrite needs runs wherever the
+    file is imported, so it must not make a rewrite of code that never runs look reached."""
+    old = set(before.splitlines())
+    lines = after.splitlines(keepends=True)
+    for statement in imports:
+        at = next((i for i, line in enumerate(lines) if line.strip() == statement and line.strip() not in old), None)
+        if at is not None:
+            del lines[at]
+    return "".join(lines)
+
+
 def catalog_for_repo(contract: Contract, tree: Path | None = None) -> list[Applicability]:
     """Every catalog entry, with a PatchSpec targeting the editable symbols it rewrites in ``tree``.
 
@@ -193,7 +227,8 @@ def catalog_for_repo(contract: Contract, tree: Path | None = None) -> list[Appli
         for path, symbols in files.items():
             outcome = run_codemod(entry.codemod, sources[path], scope=symbols)
             if isinstance(outcome, Rewritten):
-                dead = reach.unreached(path, changed_lines(sources[path], outcome.code))
+                edited = _without_added_imports(sources[path], outcome.code, outcome.added_imports)
+                dead = reach.unreached(path, changed_lines(sources[path], edited))
                 if dead is not None:
                     reasons.append(f"{path}: does not apply: not reached from the entry point ({dead})")
                     continue

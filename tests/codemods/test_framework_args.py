@@ -163,3 +163,110 @@ def test_each_framework_setting_conflicts_with_the_hand_written_change_it_duplic
                                ("lightning_bf16_precision", "autocast_forward_bf16"),
                                ("hf_fused_optim", "optimizer_fused"), ("hf_torch_compile", "torch_compile_model")]:
         assert by_hand in conflicts[framework] and framework in conflicts[by_hand], (framework, by_hand)
+
+
+def test_hf_tf32_asks_transformers_own_tf32_check_instead_of_a_literal_true() -> None:
+    # tf32=True raises ValueError in TrainingArguments on a CPU or a pre-Ampere GPU; the value is off there.
+    assert_codemod("hf_tf32", HF_SCRIPT, """
+        from transformers import Trainer, TrainingArguments
+        import transformers
+
+        def main(model, dataset):
+            training_args = TrainingArguments(
+                output_dir="./results",
+                per_device_train_batch_size=4,
+                gradient_accumulation_steps=2,  # accumulate before each update
+                logging_steps=1,
+                tf32=transformers.utils.is_torch_tf32_available(),
+            )
+            trainer = Trainer(model=model, args=training_args, train_dataset=dataset)
+            trainer.train()
+    """, imports=("import transformers",), symbols=("main",))
+
+
+def test_hf_tf32_replaces_the_default_none_through_an_existing_alias() -> None:
+    assert_codemod("hf_tf32", """
+        import transformers as tf
+        args = tf.TrainingArguments(output_dir="out", tf32=None)
+    """, """
+        import transformers as tf
+        args = tf.TrainingArguments(output_dir="out", tf32=tf.utils.is_torch_tf32_available())
+    """)
+
+
+@pytest.mark.parametrize("source,reason", [
+    ("""
+        from transformers import TrainingArguments
+        args = TrainingArguments(output_dir="out", tf32=True)
+    """, "already has tf32="),
+    # An explicit False is a numerics choice (bit-closer fp32), not the default.
+    ("""
+        from transformers import TrainingArguments
+        args = TrainingArguments(output_dir="out", tf32=False)
+    """, "chose tf32=False"),
+    ("""
+        from transformers import TrainingArguments
+        args = TrainingArguments(output_dir="out", use_cpu=True)
+    """, "pins the job to the CPU (use_cpu=True); tf32 only acts on CUDA"),
+    ("""
+        import torch
+        args = dict(output_dir="out")
+    """, "does not import transformers"),
+], ids=["already", "explicit-false", "cpu", "no-hf"])
+def test_hf_tf32_declines(source: str, reason: str) -> None:
+    assert_declines("hf_tf32", source, reason)
+
+
+def test_lightning_benchmark_on_a_trainer_built_in_code() -> None:
+    assert_codemod("lightning_benchmark", """
+        from lightning.pytorch import Trainer
+
+        def main(model, loader):
+            trainer = Trainer(
+                max_epochs=10,
+                accelerator="gpu",
+                devices=1,
+            )
+            trainer.fit(model, loader)
+    """, """
+        from lightning.pytorch import Trainer
+
+        def main(model, loader):
+            trainer = Trainer(
+                max_epochs=10,
+                accelerator="gpu",
+                devices=1,
+                benchmark=True,
+            )
+            trainer.fit(model, loader)
+    """)
+
+
+@pytest.mark.parametrize("source,reason", [
+    # The fixtures' own Lightning job pins the CPU: cuDNN autotuning would change nothing there.
+    (LIGHTNING_SCRIPT.replace('accelerator="auto"', 'accelerator="cpu"'),
+     'pins the job to the CPU (accelerator="cpu"); benchmark only acts on CUDA'),
+    # Benchmarking chooses algorithms by timing: it would undo what deterministic=True asks for.
+    ("""
+        import pytorch_lightning as pl
+        trainer = pl.Trainer(deterministic=True)
+    """, "sets deterministic=True; benchmark is not combined with it"),
+    ("""
+        import lightning as L
+        trainer = L.Trainer(benchmark=False)
+    """, "chose benchmark=False"),
+    ("""
+        import lightning as L
+        trainer = L.Trainer(benchmark=True)
+    """, "already has benchmark=True"),
+], ids=["cpu", "deterministic", "explicit-false", "already"])
+def test_lightning_benchmark_declines(source: str, reason: str) -> None:
+    assert_declines("lightning_benchmark", source, reason)
+
+
+def test_the_gpu_only_framework_settings_conflict_with_the_hand_written_backend_flags() -> None:
+    conflicts = {entry.codemod: set(entry.conflicts_with) for entry in CATALOG}
+    titles = {entry.codemod: entry.title for entry in CATALOG}
+    for framework in ("hf_tf32", "lightning_benchmark"):
+        assert "cuda_backend_flags" in conflicts[framework] and framework in conflicts["cuda_backend_flags"]
+        assert "GPU only" in titles[framework]

@@ -28,6 +28,7 @@ def test_registry_has_the_codemods() -> None:
         "zero_grad_set_to_none", "checkpoint_blocks", "autocast_bf16", "autocast_forward_bf16", "torch_compile_model",
         "dataloader_gpu_settings", "cuda_backend_flags", "grouped_experts", "ddp_no_sync",
         "hf_bf16", "hf_fused_optim", "hf_torch_compile", "lightning_bf16_precision",
+        "channels_last", "autocast_fp16_scaler", "hf_tf32", "lightning_benchmark",
     }
     assert all(summary for summary in describe().values())
 

@@ -17,12 +17,15 @@ from libcst.codemod import CodemodContext, TransformFailure, TransformSkip, Tran
 from bot.patching.codemods.attention import CausalAttentionToSDPA
 from bot.patching.codemods.autocast import AutocastBf16
 from bot.patching.codemods.autocast_forward import AutocastForwardBf16
+from bot.patching.codemods.autocast_fp16 import AutocastFp16Scaler
 from bot.patching.codemods.base import PatchCodemod
+from bot.patching.codemods.channels_last import ChannelsLast
 from bot.patching.codemods.checkpointing import CheckpointBlocks
 from bot.patching.codemods.compile import CompileModel
 from bot.patching.codemods.ddp import DdpNoSync
 from bot.patching.codemods.experts import GroupedExperts
-from bot.patching.codemods.framework_args import HfBf16, HfFusedOptim, HfTorchCompile, LightningBf16Precision
+from bot.patching.codemods.framework_args import (HfBf16, HfFusedOptim, HfTf32, HfTorchCompile, LightningBenchmark,
+                                                  LightningBf16Precision)
 from bot.patching.codemods.gelu import GeluFormulaToFused
 from bot.patching.codemods.gpu_settings import CudaBackendFlags, DataLoaderGpuSettings
 from bot.patching.codemods.loss import UnfusedLossToCrossEntropy
@@ -48,6 +51,10 @@ _ALL: tuple[type[PatchCodemod], ...] = (
     HfFusedOptim,
     HfTorchCompile,
     LightningBf16Precision,
+    ChannelsLast,
+    AutocastFp16Scaler,
+    HfTf32,
+    LightningBenchmark,
 )
 
 REGISTRY: Mapping[str, type[PatchCodemod]] = MappingProxyType({c.NAME: c for c in _ALL})

@@ -15,7 +15,17 @@ Each codemod sets one keyword of one family of calls:
   default AdamW (``adamw_torch``/``adamw_hf`` or not given); another optimizer is left alone;
 - ``hf_torch_compile``: ``torch_compile=True``;
 - ``lightning_bf16_precision``: ``Trainer(..., precision="bf16-mixed")`` where
-  precision is full fp32 (``32``, ``"32"``, ``"32-true"`` or not given).
+  precision is full fp32 (``32``, ``"32"``, ``"32-true"`` or not given);
+- ``hf_tf32`` (GPU only): ``tf32=transformers.utils.is_torch_tf32_available()``. Not a
+  literal ``True``: ``TrainingArguments`` raises ``ValueError`` for ``tf32=True`` on a CPU or
+  a pre-Ampere GPU, so the value asks the same check the Trainer does and is off where TF32
+  does not exist; an explicit ``tf32=False`` is the user's numerics choice and kept;
+- ``lightning_benchmark`` (GPU only): ``Trainer(..., benchmark=True)``, cuDNN autotuning of
+  convolutions; declined where ``deterministic`` is on (benchmarking picks algorithms by
+  timing) or the Trainer is pinned to the CPU (``accelerator="cpu"``).
+
+Both GPU-only settings are declined where the call pins the job to the CPU
+(``use_cpu=True``/``no_cuda=True``; ``accelerator="cpu"``): there they change nothing.
 
 A value given by an expression (``bf16=args.bf16``) is the user's decision and
 left to the launch knobs; a call that passes ``**kwargs`` is declined, since the
@@ -68,6 +78,14 @@ class _FrameworkSetting(PatchCodemod):
     REPLACES: ClassVar[tuple[object, ...]] = ()
     # Keywords that, when on, rule this edit out (``fp16`` for bf16).
     EXCLUSIVE: ClassVar[tuple[str, ...]] = ()
+    # Literal values that already turn the setting on (for a VALUE that is not a literal).
+    ALREADY: ClassVar[tuple[object, ...]] = ()
+    # (keyword, literal value) pairs that pin the job to the CPU, where a GPU-only setting changes nothing.
+    CPU_PINS: ClassVar[tuple[tuple[str, object], ...]] = ()
+
+    def new_value(self) -> cst.BaseExpression:
+        """The expression the keyword is given (``VALUE`` unless a subclass needs the file's imports)."""
+        return E.expr(self.VALUE)
 
     @classmethod
     def precheck(cls, source: str) -> str | None:
@@ -99,6 +117,12 @@ class _FrameworkSetting(PatchCodemod):
             if given is not None and _literal(given.value) not in (False, None, 0):
                 self.decline(f"{what} sets {other}={code_of(given.value)}; {self.KEYWORD} is not combined with it")
                 return updated_node
+        for pin, pinned in self.CPU_PINS:
+            given = E.keyword(original_node, pin)
+            if given is not None and _literal(given.value) == pinned:
+                self.decline(f"{what} pins the job to the CPU ({pin}={code_of(given.value)}); {self.KEYWORD} "
+                             "only acts on CUDA")
+                return updated_node
         current = E.keyword(original_node, self.KEYWORD)
         if current is not None:
             value = _literal(current.value)
@@ -106,7 +130,7 @@ class _FrameworkSetting(PatchCodemod):
                 self.decline(f"{what} sets {self.KEYWORD} from an expression ({code_of(current.value)}); "
                              "left to the launch knobs")
                 return updated_node
-            if value == _literal(E.expr(self.VALUE)):
+            if value == _literal(E.expr(self.VALUE)) or value in self.ALREADY:
                 self.decline(f"{what} already has {self.KEYWORD}={self.VALUE}")
                 return updated_node
             if value not in self.REPLACES:
@@ -117,8 +141,8 @@ class _FrameworkSetting(PatchCodemod):
             return updated_node
         self.mark_edited()
         if current is not None:
-            return E.set_arg_value(updated_node, self.KEYWORD, E.expr(self.VALUE))
-        return E.insert_arg(updated_node, E.kwarg(self.KEYWORD, E.expr(self.VALUE)))
+            return E.set_arg_value(updated_node, self.KEYWORD, self.new_value())
+        return E.insert_arg(updated_node, E.kwarg(self.KEYWORD, self.new_value()))
 
 
 class HfBf16(_FrameworkSetting):
@@ -153,3 +177,29 @@ class LightningBf16Precision(_FrameworkSetting):
     FRAMEWORKS = ("lightning", "pytorch_lightning")
     CALLS, KEYWORD, VALUE = _LIGHTNING_TRAINER, "precision", '"bf16-mixed"'
     REPLACES = (32, "32", "32-true", None)
+
+
+class HfTf32(_FrameworkSetting):
+    NAME = "hf_tf32"
+    SUMMARY = ("transformers.TrainingArguments(...) → tf32=transformers.utils.is_torch_tf32_available() "
+               "(TF32 matmuls where the GPU has them; GPU only)")
+    NOT_FOUND = "no transformers TrainingArguments(...) call in the targets"
+    CALLS, FRAMEWORKS, KEYWORD = _HF_ARGUMENTS, ("transformers",), "tf32"
+    VALUE = "transformers.utils.is_torch_tf32_available()"
+    REPLACES = (None,)
+    ALREADY = (True,)
+    CPU_PINS = (("use_cpu", True), ("no_cuda", True))
+
+    def new_value(self) -> cst.BaseExpression:
+        return cst.Call(func=self.ref("transformers.utils.is_torch_tf32_available"))
+
+
+class LightningBenchmark(_FrameworkSetting):
+    NAME = "lightning_benchmark"
+    SUMMARY = "lightning Trainer(...) → benchmark=True (cuDNN autotunes each convolution shape; GPU only)"
+    NOT_FOUND = "no lightning Trainer(...) call in the targets"
+    FRAMEWORKS = ("lightning", "pytorch_lightning")
+    CALLS, KEYWORD, VALUE = _LIGHTNING_TRAINER, "benchmark", "True"
+    REPLACES = (None,)
+    EXCLUSIVE = ("deterministic",)
+    CPU_PINS = (("accelerator", "cpu"),)

@@ -185,16 +185,26 @@ def _fmt_flops(n: float) -> str:
 
 
 def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_seen: int,
-                    reference: WorkReference, trial: int | str = "?") -> list[InvariantCheck]:
-    """Each invariant of one witnessed candidate trial against the baseline's reference."""
+                    reference: WorkReference, trial: int | str = "?",
+                    steps_at_report: int | None = None) -> list[InvariantCheck]:
+    """Each invariant of one witnessed candidate trial against the baseline's reference.
+
+    A report written before exit (the bot stops a long job after its measured steps) is held to the step
+    lines that had arrived when it was written (``steps_at_report``), give or take the one whose line is
+    printed after its optimizer step; one written on SIGTERM is not held to the baseline's count, which
+    then depends on when the signal came."""
     t = f"trial {trial}"
     base = reference.reports[0]
     checks: list[InvariantCheck] = []
 
-    ok = report.optimizer_steps == steps_seen == base.optimizer_steps
+    early = report.at != "exit" and steps_at_report is not None
+    lines = steps_at_report if early else steps_seen
+    ok = abs(report.optimizer_steps - lines) <= (1 if early else 0) \
+        and (report.at == "sigterm" or base.at == "sigterm" or report.optimizer_steps == base.optimizer_steps)
     checks.append(InvariantCheck(name="optimizer_steps", ok=ok, detail=(
-        f"{t}: {report.optimizer_steps} optimizer steps for {steps_seen} reported steps (baseline "
-        f"{base.optimizer_steps})")))
+        f"{t}: {report.optimizer_steps} optimizer steps for {lines} reported steps"
+        + (f" (when the witness reported, at {report.at})" if early else "")
+        + f" (baseline {base.optimizer_steps})")))
 
     ref_flops = reference.flops
     if ref_flops:
@@ -290,4 +300,5 @@ def record_invariants(record: TrialRecord, reference: WorkReference) -> list[Inv
         return [InvariantCheck(name="witness", ok=False,
                                detail=f"trial {record.trial_no}: no witness report (the trial was not witnessed)")]
     return work_invariants(report, first_loss=first_loss(record), steps_seen=record.metrics.steps_seen,
+                           steps_at_report=record.metrics.steps_at_witness,
                            reference=reference, trial=record.trial_no)

@@ -12,9 +12,10 @@ is judged on those steps; its exit status is the signal we sent, not a crash.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 
 from infrarsi.seams.executor import Execution
-from infrarsi.trial import Outcome, TrialMetrics
+from infrarsi.trial import Outcome, StepEvent, TrialMetrics
 
 _OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "std::bad_alloc",
                 "DefaultCPUAllocator: can't allocate memory")
@@ -63,12 +64,20 @@ def summarize(execution: Execution, *, warmup: int, measured: int,
         warmup_loss=tuple(float(e.loss) for e in steps[:warmup] if e.loss is not None),
         child_step_time_s=statistics.median(child_times) if child_times else None,
         steps_seen=len(steps),
+        steps_at_witness=_steps_before(steps, execution.witness),
         wall_s=execution.wall_s,
         phases_s=_phases(execution, first=warmup + 1, last=warmup + measured),
         parameters=_int_info(execution, "parameters"),
         embedding_parameters=_int_info(execution, "embedding_parameters"),
         witness=execution.witness,
     )
+
+
+def _steps_before(steps: Sequence[StepEvent], witness: dict | None) -> int | None:
+    """Step lines stamped before the witness wrote a report it wrote before exit (None: at exit, or unknown)."""
+    if not witness or witness.get("at", "exit") == "exit" or witness.get("t") is None:
+        return None
+    return sum(1 for e in steps if e.stamp <= float(witness["t"]))
 
 
 def _phases(execution: Execution, *, first: int, last: int) -> tuple[tuple[str, float], ...]:

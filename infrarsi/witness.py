@@ -35,6 +35,10 @@ class WitnessReport:
     update_proj: tuple[float, ...]  # per parameter, <w_exit - w_before_step_1, r> for a fixed random r
     tampered: tuple[str, ...]
     source_sha256: str
+    # When it was written: at exit, at the end of the last measured optimizer step ("step"; the bot stops the
+    # job after it), or on the bot's SIGTERM; ``t`` on the bot's clock (perf_counter is CLOCK_MONOTONIC).
+    at: str = "exit"
+    t: float | None = None
 
     @property
     def with_grad(self) -> int:
@@ -46,7 +50,7 @@ class WitnessReport:
                 "counted_s": self.counted_s, "params": self.params, "param_elements": self.param_elements,
                 "grad_norms": list(self.grad_norms), "weight_norms": list(self.weight_norms),
                 "update_proj": list(self.update_proj),
-                "tampered": list(self.tampered), "source_sha256": self.source_sha256}
+                "tampered": list(self.tampered), "source_sha256": self.source_sha256, "at": self.at, "t": self.t}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> WitnessReport:
@@ -60,7 +64,8 @@ class WitnessReport:
             grad_norms=tuple(None if g is None else float(g) for g in d.get("grad_norms") or ()),
             weight_norms=tuple(float(w) for w in d.get("weight_norms") or ()),
             update_proj=tuple(float(w) for w in d.get("update_proj") or ()),
-            tampered=tuple(str(t) for t in d.get("tampered") or ()), source_sha256=str(d["source_sha256"]))
+            tampered=tuple(str(t) for t in d.get("tampered") or ()), source_sha256=str(d["source_sha256"]),
+            at=str(d.get("at") or "exit"), t=None if d.get("t") is None else float(d["t"]))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

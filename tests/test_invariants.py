@@ -130,3 +130,25 @@ def test_reports_and_references_round_trip() -> None:
     ref = replace(REFERENCE, deviations=(DtypeDeviation(dtype="bfloat16", first_loss=1e-5, grad=2e-3, update=0.02,
                                                         loss=(1e-5,)),))
     assert WorkReference.from_dict(json.loads(json.dumps(ref.to_dict()))) == ref
+
+
+def _step_count(report: WitnessReport, *, seen: int, at_report: int | None) -> bool:
+    checks = work_invariants(report, first_loss=4.8, steps_seen=seen, steps_at_report=at_report,
+                             reference=REFERENCE, trial=7)
+    return next(c.ok for c in checks if c.name == "optimizer_steps")
+
+
+@pytest.mark.parametrize("report, seen, at_report, ok", [
+    (_report(), 8, None, True),  # at exit: every line a step
+    (_report(optimizer_steps=4), 8, None, False),  # a step every other line, at exit
+    # The bot stopped the job: the report came at the end of step 8, whose line followed it; more lines
+    # arrived during the linger before SIGTERM.
+    (_report(at="step", t=1.0), 70, 7, True),
+    (_report(at="step", t=1.0), 70, 8, True),
+    (_report(at="step", t=1.0), 70, 15, False),  # step 8 came at line 16: a step every other line
+    (_report(at="sigterm", t=1.0, optimizer_steps=41), 45, 41, True),  # the count depends on the signal
+    (_report(at="sigterm", t=1.0, optimizer_steps=20), 45, 41, False),
+])
+def test_a_report_written_before_exit_is_held_to_the_lines_seen_when_it_was_written(
+        report: WitnessReport, seen: int, at_report: int | None, ok: bool) -> None:
+    assert _step_count(report, seen=seen, at_report=at_report) is ok

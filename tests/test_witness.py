@@ -107,6 +107,6 @@ def test_a_job_the_bot_stops_after_its_measured_steps_still_reports(tmp_path: Pa
     assert ex.witness_error is None and ex.witness is not None, ex.stderr_tail
     assert ex.witness["tampered"] == []
     if every == 1:
-        assert ex.witness["optimizer_steps"] == 6 and ex.witness["flops"] == 256
+        assert ex.witness["optimizer_steps"] == 6 and ex.witness["flops"] == 256 and ex.witness["at"] == "step"
     else:
-        assert ex.witness["optimizer_steps"] == 0 and ex.witness["flops"] is None
+        assert ex.witness["optimizer_steps"] == 0 and ex.witness["flops"] is None and ex.witness["at"] == "sigterm"

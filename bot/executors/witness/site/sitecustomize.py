@@ -169,7 +169,7 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
         elif n == count_step and state["counter"] is not None:
             stop_count()
         if n == final_step:
-            report()  # the bot stops the job after this step: exit may never come
+            report("step")  # the bot stops the job after this step: exit may never come
 
     pre_handle = optim_mod.register_optimizer_step_pre_hook(pre)
     post_handle = optim_mod.register_optimizer_step_post_hook(post)
@@ -203,7 +203,7 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
             found += [f"infrarsi.probe.{n} was replaced" for n, fn in probe_funcs.items() if now[n] is not fn]
         return found
 
-    def report() -> None:
+    def report(at: str = "exit") -> None:
         if state.get("reported"):
             return
         state["reported"] = True
@@ -219,7 +219,8 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
                 "flops_by_op": state["by_op"], "matmul_dtypes": state["dtypes"], "counted_s": state["counted_s"],
                 "params": len(state.get("shapes") or []),
                 "param_elements": sum(_numel(s) for s in state.get("shapes") or []),
-                "grad_norms": state["grads"], "weight_norms": weights, "update_proj": updates, "tampered": tampered()}
+                "grad_norms": state["grads"], "weight_norms": weights, "update_proj": updates, "tampered": tampered(),
+                "at": at, "t": clocks["perf_counter"]()}
         text = dumps(body, separators=(",", ":"))
         mac = new_mac(key, text.encode(), "sha256").hexdigest()
         try:
@@ -232,7 +233,7 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
     previous = signal.getsignal(signal.SIGTERM)
 
     def on_term(signum, frame) -> None:  # noqa: ANN001
-        report()
+        report("sigterm")
         handler = previous if callable(previous) else None
         if handler is not None:
             handler(signum, frame)

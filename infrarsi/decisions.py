@@ -31,7 +31,8 @@ DECISIONS = {
     "activation_checkpointing": "whether activations are recomputed in backward",
 }
 
-#: A knob whose contract entry declares nothing decides by its name (full match, case-insensitive).
+#: A knob whose contract entry declares nothing decides by its name (its last ``_``/``.`` part or the whole
+#: name, case-insensitive).
 KNOB_DECISIONS: tuple[tuple[str, str], ...] = (
     (r"(optimizer|optim|optimizer_impl|opt_impl|fused_optimizer|foreach)", "optimizer_impl"),
     (r"(dtype|precision|amp_dtype|mixed_precision|amp|autocast|bf16|fp16)", "compute_dtype"),
@@ -46,7 +47,8 @@ def knob_decides(knob: Knob) -> tuple[str, ...]:
     if knob.decides:
         return knob.decides
     for pattern, decision in KNOB_DECISIONS:
-        if re.fullmatch(pattern, knob.name, flags=re.IGNORECASE):
+        # The name's last part decides: a Hydra/Lightning key drafted as ``trainer_precision`` is a precision.
+        if re.fullmatch(rf"(?:.*[._])?{pattern}", knob.name, flags=re.IGNORECASE):
             return (decision,)
     return ()
 

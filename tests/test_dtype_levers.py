@@ -43,7 +43,9 @@ def test_only_a_dtype_measured_well_below_fp32_is_emulated() -> None:
     (Knob(name="precision", kind="categorical", default="32-true",
           values=("32-true", "bf16-mixed", "16-mixed")), "16-mixed", "fp16"),
     (Knob(name="amp", kind="bool", default=False, flag="--amp"), True, None),  # says no dtype: stays in
-    (Knob(name="batch_dtype", kind="categorical", default="int32", values=("int32", "bf16")), "bf16", None),
+    (Knob(name="trainer_precision", kind="categorical", default="fp32", values=("fp32", "bf16")), "bf16", "bf16"),
+    (Knob(name="attn_impl", kind="categorical", default="eager", values=("eager", "bf16_kernel")), "bf16_kernel",
+     None),  # decides no compute dtype
 ])
 def test_a_setting_selects_a_dtype_only_where_it_decides_the_compute_dtype_and_names_it(knob, value, dtype) -> None:
     assert knob_value_dtype(knob, value) == dtype

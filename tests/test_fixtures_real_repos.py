@@ -1,6 +1,7 @@
 """Acceptance on fixtures written the way real repos are: init from the training command alone, a dry run
 that confirms the step regex, a baseline trial that is ``ok`` — and a job configured for 100,000 steps that
-costs less than twice the same job configured for exactly the measured steps.
+costs less than twice the same job configured for exactly the measured steps; then the doctor (witnessed
+baselines, a profiler pass), which must stop the job after its measured steps as well.
 """
 
 from __future__ import annotations
@@ -71,3 +72,10 @@ def test_fixture_from_its_command_alone(tmp_path: Path, name: str) -> None:
                "knobs": [k.name for k in contract.knobs], "data": list(contract.data.paths)}
     print(json.dumps(figures))
     assert stopped_s < 2 * exact_s, figures
+
+    # The doctor witnesses its baselines and profiles one pass: both must end with the measured steps too.
+    doctor = subprocess.run(BOT + ["doctor", str(root), "--repeats", "2", "--run-id", "d"], capture_output=True,
+                            text=True, timeout=900)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr[-2000:]
+    report = json.loads((root / ".infrarsi" / "runs" / "d" / "doctor.json").read_text())
+    assert report["work"] and report["loss_band"], report

@@ -218,6 +218,23 @@ def test_coupled_pair_becomes_a_product_constraint_and_tokens(tmp_path: Path) ->
     assert tokens is not None and tokens[0] == 32 * 128
 
 
+@pytest.mark.parametrize("convention, source, args, micro, accum", [
+    ("configurator --key=value", "GLOBALS", ["--batch_size=16"], "batch_size", "gradient_accumulation_steps"),
+])
+def test_a_coupled_pair_passed_as_key_equals_value_is_drafted_as_knobs(tmp_path: Path, convention: str,
+                                                                        source: str, args: list[str], micro: str,
+                                                                        accum: str) -> None:
+    """nanoGPT-style jobs tune micro-batch x accumulation like any other: the pair is the first lever."""
+    settings = discover(_repo(tmp_path, globals()[source], {}), "train.py")
+    given = given_values(args)
+    plan = plan_knobs(classify(settings, given), given, taken=set())
+    assert plan.knobs[micro]["form"] == plan.knobs[accum]["form"] == "equals", convention
+    assert plan.knobs[micro]["default"] == 16 and 16 in plan.knobs[micro]["values"]
+    [product] = plan.constraints
+    assert product["kind"] == "product" and product["knobs"] == [micro, accum]
+    assert not any(micro in d for d in plan.deferred)
+
+
 def test_globals_tokens_from_arithmetic_defaults(tmp_path: Path) -> None:
     settings = discover(_repo(tmp_path, GLOBALS, {}), "train.py")
     given = given_values(["--batch_size=16"])

@@ -94,6 +94,8 @@ def _domain(setting: Setting, value: Any, reason: str) -> dict[str, Any] | None:
         return {"kind": "categorical", "values": sorted({value, "eager", "sdpa"}), "default": value}
     if reason == "numeric precision" and isinstance(value, str) and value in ("float32", "bfloat16", "float16"):
         return {"kind": "categorical", "values": sorted({value, "float32", "bfloat16"}), "default": value}
+    if reason == "numeric precision" and isinstance(value, str) and value in ("fp32", "bf16", "fp16"):
+        return {"kind": "categorical", "values": sorted({value, "fp32", "bf16"}), "default": value}
     if isinstance(value, int) and "thread" in reason:
         cores = os.cpu_count() or 1
         return {"kind": "int", "values": sorted({value, *[v for v in (1, 2, 4, 8, 16, 32, 64) if v <= cores]}),
@@ -139,7 +141,7 @@ def _couple(plan: KnobPlan, pair: Coupled, given: dict[str, str], taken: set[str
     names = (knob_name(micro), knob_name(accum))
     if any(n in taken or n in plan.knobs for n in names):
         return
-    if gb is None or any(s.passing not in ("flag-space", "env") for s in (micro, accum)):
+    if gb is None or any(s.passing not in _EXPRESSIBLE or s.passing == "switch" for s in (micro, accum)):
         plan.deferred.append(f"{micro.key} x {accum.key} (coupled pair; passed as {_style(micro)}"
                              + (", current values unknown" if gb is None else "") + ")")
         return

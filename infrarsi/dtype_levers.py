@@ -13,6 +13,10 @@ is left out of the search with the figures that justify it.
 A setting that does not say which dtype it selects (an ``--amp`` switch, a model-
 written patch whose text names none) stays in: it may pick a dtype that is fast.
 A knob's default is never left out; it is the baseline.
+
+On a device without a GPU, the catalog's GPU-only patches (TF32 and cuDNN flags,
+pinned memory, an fp16 scaler: their titles say "GPU only") change nothing but
+the source, so they are left out too.
 """
 
 from __future__ import annotations
@@ -81,15 +85,38 @@ class DeviceExclusions:
         return bool(self.constraints or self.patches)
 
 
-def device_exclusions(knobs: Sequence[Knob], patches: Sequence[PatchSpec],
-                      peaks: Mapping[str, float]) -> DeviceExclusions:
-    """The settings that select a dtype this device emulates (:func:`emulated_dtypes` of the doctor's peaks)."""
-    slow = emulated_dtypes(peaks)
-    if not slow:
+#: Executors whose trials run on the machine the doctor's device probe measured. Under a scheduler or a CI
+#: runner the probe describes the bot's machine, not the trials' (docs/github.md), so nothing is left out.
+PROBED_WHERE_TRIALS_RUN = ("local", "torchrun")
+
+
+def for_doctor(knobs: Sequence[Knob], patches: Sequence[PatchSpec],
+               fingerprint: Mapping[str, object], peaks: Mapping[str, float]) -> DeviceExclusions:
+    """:func:`device_exclusions` where the doctor's probe measured the trials' own device, else nothing."""
+    if fingerprint.get("executor", "local") not in PROBED_WHERE_TRIALS_RUN:
         return DeviceExclusions()
+    device = fingerprint.get("device")
+    return device_exclusions(knobs, patches, peaks, device if isinstance(device, str) else None)
+
+
+def gpu_only(spec: PatchSpec) -> bool:
+    """A patch that acts only on a GPU (the catalog's titles say so)."""
+    return re.search(r"\bGPU only\b", spec.title) is not None
+
+
+def device_exclusions(knobs: Sequence[Knob], patches: Sequence[PatchSpec],
+                      peaks: Mapping[str, float], device: str | None = None) -> DeviceExclusions:
+    """The settings that select a dtype this device emulates (:func:`emulated_dtypes` of the doctor's peaks),
+    and on a ``device`` that is a CPU the GPU-only patches."""
+    slow = emulated_dtypes(peaks)
     constraints: list[Constraint] = []
     patch_ids: list[str] = []
     notes: list[str] = []
+    if device == "cpu":
+        cpu_idle = [spec.id for spec in patches if gpu_only(spec)]
+        patch_ids += cpu_idle
+        if cpu_idle:
+            notes.append(f"this device has no GPU; GPU-only patches left out of the search: {', '.join(cpu_idle)}")
     for dtype, ratio in sorted(slow.items()):
         reason = (f"{dtype} matmuls measured at {peaks[dtype] / 1e9:.3g} GFLOP/s against fp32's "
                   f"{peaks['fp32'] / 1e9:.3g} ({ratio:.2g}x): {dtype} is emulated on this device")

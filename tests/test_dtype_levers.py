@@ -10,7 +10,8 @@ from bot.patching.catalog import CATALOG
 from bot.patching.judged import Judgements
 from bot.stages.run.search import _space
 from infrarsi.contract.model import Knob
-from infrarsi.dtype_levers import device_exclusions, emulated_dtypes, knob_value_dtype, patch_dtype
+from infrarsi.dtype_levers import (device_exclusions, emulated_dtypes, for_doctor, knob_value_dtype,
+                                   patch_dtype)
 from infrarsi.patches import Effect, PatchSpec
 from infrarsi.trial import Candidate
 
@@ -66,7 +67,7 @@ def test_on_an_emulating_device_the_space_holds_no_bf16_setting_but_keeps_the_ba
     patches = {p.id: p for p in (_patch("autocast_forward_bf16", "bf16 autocast inside the model's forward"),
                                  _patch("fused_gelu", "tanh GELU", decides=()))}
     events: list[dict] = []
-    doctor = SimpleNamespace(peak_flops=AVX2)
+    doctor = SimpleNamespace(peak_flops=AVX2, fingerprint={"device": "gpu-less test", "executor": "local"})
 
     space = _space(contract, patches, Judgements(), doctor, events.append)  # type: ignore[arg-type]
     base = {"dtype": "fp32", "micro_batch": 2}
@@ -79,8 +80,8 @@ def test_on_an_emulating_device_the_space_holds_no_bf16_setting_but_keeps_the_ba
     assert "knob dtype=bf16" in event["message"] and "patch autocast_forward_bf16" in event["message"]
 
     events.clear()
-    space = _space(contract, patches, Judgements(), SimpleNamespace(peak_flops=AMX),  # type: ignore[arg-type]
-                   events.append)
+    space = _space(contract, patches, Judgements(), SimpleNamespace(peak_flops=AMX, fingerprint={}),
+                   events.append)  # type: ignore[arg-type]
     assert space.contains(Candidate.of({**base, "dtype": "bf16"})) and not events
     assert space.contains(Candidate.of(base, ("autocast_forward_bf16",)))
 
@@ -88,3 +89,21 @@ def test_on_an_emulating_device_the_space_holds_no_bf16_setting_but_keeps_the_ba
 def test_a_dtype_knob_whose_default_is_bf16_keeps_its_baseline() -> None:
     knob = Knob(name="dtype", kind="categorical", default="bf16", values=("fp32", "bf16"))
     assert not device_exclusions([knob], [], AVX2)
+
+
+def test_on_a_cpu_the_gpu_only_patches_are_left_out_and_on_a_gpu_they_stay() -> None:
+    flags = _patch("cuda_backend_flags", "TF32 matmul and cudnn.benchmark (GPU only)", decides=())
+    gelu = _patch("fused_gelu", "tanh GELU", decides=())
+    cpu = device_exclusions([], [flags, gelu], AMX, "cpu")
+    assert cpu.patches == ("cuda_backend_flags",) and "no GPU" in cpu.notes[0]
+    assert not device_exclusions([], [flags, gelu], GPU, "cuda")
+
+
+def test_a_probe_of_the_bots_machine_leaves_nothing_out_for_remote_runners() -> None:
+    """Under Actions or Slurm the doctor's probe measured the bot's machine, not the trials' device."""
+    flags = _patch("cuda_backend_flags", "TF32 matmul and cudnn.benchmark (GPU only)", decides=())
+    bf16 = Knob(name="dtype", kind="categorical", default="fp32", values=("fp32", "bf16"))
+    local = for_doctor([bf16], [flags], {"device": "cpu", "executor": "local"}, AVX2)
+    assert local.patches == ("cuda_backend_flags",) and len(local.constraints) == 1
+    for executor in ("actions", "slurm"):
+        assert not for_doctor([bf16], [flags], {"device": "cpu", "executor": executor}, AVX2)

@@ -19,7 +19,7 @@ from infrarsi.contract.job_line import job_line
 from infrarsi.contract.knob_codec import assignment_text
 from infrarsi.contract.model import Knob, KnobValue
 from infrarsi.doctor import DTYPE_NAMES, DoctorReport
-from infrarsi.dtype_levers import device_exclusions
+from infrarsi.dtype_levers import for_doctor
 from infrarsi.mfu import compute_dtype, mfu
 from infrarsi.patches import PatchSpec
 from infrarsi.run_summary import RunSummary
@@ -476,7 +476,7 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
     notes += [f"MFU defect: {d}" for d in mfu.defects]
     # What the search left out because the doctor measured its dtype as emulated here (infrarsi/dtype_levers.py).
     specs = [s for s in (patch_specs or {}).values() if isinstance(s, PatchSpec)]
-    notes += [f"not searched: {n}" for n in device_exclusions(knobs, specs, doctor.peak_flops).notes]
+    notes += [f"not searched: {n}" for n in for_doctor(knobs, specs, doctor.fingerprint, doctor.peak_flops).notes]
     return Report(
         run_id=run.run_id, repo=facts.repo, created_at=created_at, base_commit=facts.base_commit,
         hardware=dict(doctor.fingerprint), promoted=promoted, speedup=speedup,

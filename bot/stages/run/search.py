@@ -28,7 +28,7 @@ from infrarsi.bank import Bank, Finding, FindingOutcome, as_pairs, hardware_fing
 from infrarsi.bank import Effect as BankEffect
 from infrarsi.contract.model import Contract
 from infrarsi.doctor import DoctorReport
-from infrarsi.dtype_levers import device_exclusions
+from infrarsi.dtype_levers import for_doctor
 from infrarsi.journal import Journal
 from infrarsi.rundir import RunDir, write_json
 from infrarsi.run_summary import RunSummary, SearchTrial
@@ -294,7 +294,7 @@ def _space(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgeme
            progress: Progress | None = None) -> SearchSpace:
     """The joint space of the contract's knobs and ``patches``, less what was judged invalid and the settings
     that select a dtype this device only emulates (infrarsi/dtype_levers.py; said once, when ``progress``)."""
-    device = device_exclusions(contract.knobs, list(patches.values()), doctor.peak_flops)
+    device = for_doctor(contract.knobs, list(patches.values()), doctor.fingerprint or {}, doctor.peak_flops)
     if progress is not None:
         for note in device.notes:
             _emit(progress, event="device", message=f"device: {note}")

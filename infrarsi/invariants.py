@@ -293,12 +293,15 @@ def build_reference(records: Sequence[TrialRecord], *, allowed_dtypes: Sequence[
     return WorkReference(reports=reports, first_loss=losses, allowed_dtypes=allowed, deviations=tuple(deviations))
 
 
-def record_invariants(record: TrialRecord, reference: WorkReference) -> list[InvariantCheck]:
-    """The work invariants of one finished trial (its outcome already says whether the witness is trusted)."""
+def record_invariants(record: TrialRecord, reference: WorkReference, *,
+                      printed_loss: bool = True) -> list[InvariantCheck]:
+    """The work invariants of one finished trial (its outcome already says whether the witness is trusted);
+    without ``printed_loss`` the step-1 check holds its gradients only (:func:`infrarsi.verify.trial_invariants`)."""
     report = witnessed_report(record)
     if report is None:
         return [InvariantCheck(name="witness", ok=False,
                                detail=f"trial {record.trial_no}: no witness report (the trial was not witnessed)")]
-    return work_invariants(report, first_loss=first_loss(record), steps_seen=record.metrics.steps_seen,
+    return work_invariants(report, first_loss=first_loss(record) if printed_loss else None,
+                           steps_seen=record.metrics.steps_seen,
                            steps_at_report=record.metrics.steps_at_witness,
                            reference=reference, trial=record.trial_no)

@@ -147,9 +147,16 @@ def _legacy_comparison(data: Mapping[str, Any]) -> Comparison | None:
 
 
 def trial_invariants(record: TrialRecord, band: LossBand | None,
-                     reference: WorkReference | None = None) -> list[InvariantCheck]:
+                     reference: WorkReference | None = None, *, printed_loss: bool = True) -> list[InvariantCheck]:
     """The invariants one candidate trial must hold (its outcome already covers tokens, the lock and whether
-    its witness can be trusted); with the baseline's witnessed ``reference``, the work invariants first."""
+    its witness can be trusted); with the baseline's witnessed ``reference``, the work invariants first.
+
+    ``printed_loss=False``: the candidate splits the global batch into micro-batches differently, and many jobs
+    print the loss of the last micro-batch only (nanoGPT: ``loss.item() * gradient_accumulation_steps``), which
+    then moves with the split although the step computes the same thing. Its printed loss is not compared
+    (loss band, final loss, the step-1 loss); the witness's gradients at step 1, its weights after the measured
+    steps and the counted work still are — with a reference, every cheat the red team knows is caught by one
+    of those too (docs/trials.md)."""
     m = record.metrics
     checks = [InvariantCheck(name="outcome", ok=record.outcome is Outcome.OK,
                              detail=f"trial {record.trial_no}: {record.outcome.value}"
@@ -161,8 +168,12 @@ def trial_invariants(record: TrialRecord, band: LossBand | None,
     checks.append(InvariantCheck(name="lock", ok=True, detail=f"trial {record.trial_no}: locked files unchanged "
                                  "before and after"))
     if reference is not None:
-        checks += record_invariants(record, reference)
-    if band is not None:
+        checks += record_invariants(record, reference, printed_loss=printed_loss or reference is None)
+    if band is not None and not printed_loss and reference is not None:
+        checks.append(InvariantCheck(name="loss_band", ok=True, detail=(
+            f"trial {record.trial_no}: printed loss not compared: the global batch is split differently, and the "
+            "job may print one micro-batch's loss; gradients, weights and work are compared instead")))
+    elif band is not None:
         step = first_step_outside(band, m.loss)
         if step is None:
             checks.append(InvariantCheck(name="loss_band", ok=True,
@@ -192,13 +203,14 @@ def trial_invariants(record: TrialRecord, band: LossBand | None,
 
 def judge(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord], *, band: LossBand | None,
           policy: VerifyPolicy = VerifyPolicy(), peak_flops: float | None = None,
-          model_flops_per_step: float | None = None, reference: WorkReference | None = None) -> Verdict:
-    """The verdict from interleaved baseline and candidate trials."""
+          model_flops_per_step: float | None = None, reference: WorkReference | None = None,
+          printed_loss: bool = True) -> Verdict:
+    """The verdict from interleaved baseline and candidate trials (``printed_loss``: :func:`trial_invariants`)."""
     cand = candidate[0].candidate if candidate else Candidate()
     base_ok = [r for r in baseline if r.outcome is Outcome.OK and r.metrics.step_time_s]
     checks: list[InvariantCheck] = []
     for r in candidate:
-        checks += trial_invariants(r, band, reference)
+        checks += trial_invariants(r, band, reference, printed_loss=printed_loss)
     common = dict(candidate=cand, baseline_trials=tuple(r.trial_no for r in baseline),
                   candidate_trials=tuple(r.trial_no for r in candidate),
                   baseline_step_s=tuple(r.metrics.step_time_s or 0.0 for r in base_ok),

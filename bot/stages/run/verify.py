@@ -20,6 +20,7 @@ from pathlib import Path
 from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.project_metadata import project_metadata
 from bot.workspace.trees import export_tree
+from infrarsi.contract.model import Contract
 from infrarsi.doctor import DoctorReport
 from infrarsi.stats.sequential import LookResult, SequentialPlan, look, plan_sequential
 from infrarsi.trial import Candidate, Outcome, TrialRecord
@@ -40,6 +41,14 @@ def metadata_check(repo: Path, commit: str | None) -> InvariantCheck | None:
                               f"{meta.name} {meta.version} prepares its metadata" if meta.ok else meta.error))
 
 
+def splits_batch_as_baseline(contract: Contract, candidate: Candidate) -> bool:
+    """Whether ``candidate`` keeps every knob of a coupled micro-batch pair (a ``product`` constraint) at its
+    default: only then is the job's printed loss comparable with the baseline's (infrarsi.verify.trial_invariants)."""
+    coupled = {name for c in contract.constraints if c.kind == "product" for name in c.knobs}
+    values = candidate.knob_dict()
+    return all(values.get(k.name, k.default) == k.default for k in contract.knobs if k.name in coupled)
+
+
 def candidate_first(pair: int) -> bool:
     """A B, B A, A B, B A …: counterbalanced, so a steady drift of the machine (warming caches, a
     throttling GPU) adds as much to one arm as to the other instead of always favouring the later run."""
@@ -54,6 +63,7 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
                                               min_effect=contract.verify.min_effect, sigma_log=doctor.sigma_log)
     n = plan.looks[-1] if plan is not None else (pairs or doctor.verify_pairs)
     baseline = Candidate.of(contract.defaults())
+    printed_loss = splits_batch_as_baseline(contract, candidate)
     policy = VerifyPolicy(min_effect=contract.verify.min_effect, alpha=contract.verify.alpha,
                           max_speedup=contract.verify.max_speedup)
     base_runs: list[TrialRecord] = []
@@ -72,7 +82,8 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
         progress(f"pair {i + 1}/{n}: candidate")
         record = ctx.run(run_id, candidate, witness=True)
         cand_runs.append(record)
-        broken = [c for c in trial_invariants(record, doctor.loss_band, doctor.work) if not c.ok]
+        broken = [c for c in trial_invariants(record, doctor.loss_band, doctor.work, printed_loss=printed_loss)
+                  if not c.ok]
         if i == 0 and record.outcome is Outcome.OK and candidate.patches:
             check = metadata_check(ctx.repo, record.commit)
             if check is not None:
@@ -94,7 +105,8 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
                 break
     peak = doctor.peak_flops.get("bf16") or max(doctor.peak_flops.values(), default=None)
     verdict = judge(base_runs, cand_runs, band=doctor.loss_band, policy=policy, peak_flops=peak,
-                    model_flops_per_step=doctor.model_flops_per_step, reference=doctor.work)
+                    model_flops_per_step=doctor.model_flops_per_step, reference=doctor.work,
+                    printed_loss=printed_loss)
     verdict = replace(verdict, pairs=len(cand_runs), stop=stop)
     if plan is not None and verdict.promoted and (last_look is None or last_look.stop != "efficacy"):
         # The plan's levels, not the fixed design's alpha, decide a sequential verification: a final p-value

@@ -22,7 +22,7 @@ class DriftingContext:
     drift: float = 0.0
     start: float = 1.0
     order: list[str] = field(default_factory=list)
-    contract = SimpleNamespace(defaults=lambda: {"dtype": "fp32"},
+    contract = SimpleNamespace(defaults=lambda: {"dtype": "fp32"}, knobs=(), constraints=(),
                                verify=SimpleNamespace(min_effect=0.01, alpha=0.05, max_speedup=10.0))
     repo = Path(".")
 

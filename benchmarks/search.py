@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.doc_sections import keep_marked
 from benchmarks.search_tuners import METHODS, Trial, key, play, run_engine, to_candidate
 from infrarsi.bank import Effect as BankEffect
 from infrarsi.bank import Finding, FindingOutcome, SqliteBank, as_pairs, hardware_fingerprint, workload_fingerprint
@@ -386,9 +387,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.render_from is not None:
         data = json.loads(args.render_from.read_text(encoding="utf-8"))
         rows = [Row(**r) for r in data["rows"]]
-        args.out.write_text(render(rows, data["transfers"], data["methods"], data["budgets"], data["seeds"],
-                                   [tuple(p) for p in data["pairs"]], data["elapsed_s"], data["jobs"],
-                                   data["command"], data["transfer_budget"]), encoding="utf-8")
+        _write_page(args.out, render(rows, data["transfers"], data["methods"], data["budgets"], data["seeds"],
+                                     [tuple(p) for p in data["pairs"]], data["elapsed_s"], data["jobs"],
+                                     data["command"], data["transfer_budget"]))
         return 0
     seeds = args.seeds if args.seeds is not None else (3 if args.quick else 10)
     budgets = tuple(sorted(set(args.budgets)))
@@ -451,12 +452,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"[{time.time() - started:6.0f}s] transfer {i}/{len(ttasks)} {t['workload']} {t['cluster']}",
                       file=sys.stderr, flush=True)
     elapsed = time.time() - started
-    args.out.write_text(render(rows, transfers, methods, budgets, seeds, chosen, elapsed, args.jobs, command.strip(),
-                               args.transfer_budget or max(budgets)),
-                        encoding="utf-8")
+    _write_page(args.out, render(rows, transfers, methods, budgets, seeds, chosen, elapsed, args.jobs,
+                                 command.strip(), args.transfer_budget or max(budgets)))
     dump(partial=False)
     print(f"wrote {args.out} in {elapsed:.0f} s", file=sys.stderr)
     return 0
+
+
+def _write_page(path: Path, text: str) -> None:
+    """The page, keeping the sections other scripts generate in it (``benchmarks/doc_sections.py``)."""
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    path.write_text(keep_marked(old, text), encoding="utf-8")
 
 
 def render(rows: Sequence[Row], transfers: Sequence[dict[str, Any]], methods: Sequence[str], budgets: Sequence[int],

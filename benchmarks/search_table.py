@@ -92,7 +92,8 @@ def table_header(table: Table, path: str) -> str:
     m = table.machine
     flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in m.get("flags", {}).items())
     meta = table.meta
-    wall = f"{meta['wall_s'] / 3600:.1f} h" if meta.get("wall_s") else "unknown time"
+    wall_s = float(meta.get("wall_s") or 0.0)
+    wall = (f"{wall_s / 3600:.1f} h" if wall_s >= 3600 else f"{wall_s / 60:.0f} min") if wall_s else "unknown time"
     default = f"{t_def:.3f} s ({t_def / t_opt:.2f}x the optimum's)" if t_def != float("inf") else "does not run"
     failed = sum(1 for c in table.configs.values() if true_time(table, c) == float("inf"))
     return (f"Table `{path}`: {len(table.configs)} configurations x {table.repeats} repeats "

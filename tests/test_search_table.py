@@ -99,3 +99,14 @@ def test_generated_sections_are_replaced_in_place_and_kept_when_the_page_is_rewr
     assert page.count("## Cost") == 1 and "new" in page and "old" not in page
     rewritten = keep_marked(page, "# Benchmarks\n\nnew body\n")
     assert rewritten.startswith("# Benchmarks\n\nnew body") and "## Cost\n\nnew" in rewritten
+
+
+def test_measurement_rounds_run_every_configuration_once_each_in_its_own_order():
+    from benchmarks.measure_space import schedule
+
+    configs = _table().design()
+    plan = schedule(configs, 3, seed=0)
+    rounds = [[c for r, c in plan if r == i] for i in range(3)]
+    assert [r for r, _ in plan] == sorted(r for r, _ in plan)  # round by round
+    assert all(sorted(map(str, rnd)) == sorted(map(str, configs)) for rnd in rounds)
+    assert rounds[0] != rounds[1] != rounds[2]

@@ -94,7 +94,9 @@ DESIGNS: dict[str, dict[str, Any]] = {
 }
 #: tinymoe's 700MiB is a first guess from its size, not calibrated: check with ``--smoke`` on the measuring
 #: machine that the peaks straddle it (some micro-batch 16 points over, the default under) before the real run.
-#: A tinygpt trial takes about 14 s on 2 quiet cores: 160 x 3 trials are about 2 hours.
+#: A tinygpt trial takes about 14 s on 2 quiet cores with AVX-512 BF16: 160 x 3 trials are about 2 hours.
+#: On a CPU without avx512_bf16 (the smoke run's AMD EPYC: fp32 mb 2 at 1.2 s per step, bf16 mb 2 at 51 s,
+#: bf16 mb 4 killed by the 600 s trial timeout) every bf16 point costs minutes: check the fingerprint first.
 #: ``--smoke``: four points, no patch.
 SMOKE = {"knobs": {"dtype": ("fp32", "bf16"), "micro_batch": (2, 4)}, "patches": ()}
 

@@ -27,7 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,7 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.search_tuners import METHODS, Trial, key, play, run_engine, to_candidate
+from benchmarks.doc_sections import keep_marked
+from benchmarks.search_tuners import (METHODS, TPE_VARIANTS, Bench, SimBench, Trial, key, play, run_engine,
+                                      to_candidate)
 from infrarsi.bank import Effect as BankEffect
 from infrarsi.bank import Finding, FindingOutcome, SqliteBank, as_pairs, hardware_fingerprint, workload_fingerprint
 from infrarsi.sim import SimulatedJob, catalog
@@ -52,6 +54,8 @@ ALPHA = 0.05
 TARGET_EFFECT = 0.05  # contract.verify.target_effect: sizes the number of pairs
 MAX_PAIRS = 12
 MAX_SPEEDUP = 10.0
+#: What ``--methods`` may name: the default methods and the other two ways of telling TPE an OOM.
+ALL_METHODS = {**METHODS, **TPE_VARIANTS}
 REACH = 0.95          # "reached": a trial ran ok at >= 95% of the optimum's MFU (noiseless)
 
 QUICK_PAIRS = (("llama2-7b", "h100-1x8"), ("llama2-70b", "h100-4x8"), ("mixtral-8x7b", "h100-2x8"),
@@ -108,8 +112,14 @@ def ranked_configs(trials: Sequence[Trial], exclude: Mapping[str, Value] | None 
 def verify(trials: Sequence[Trial], w: Workload, c: Cluster, seed: int) -> list[Verified]:
     """The run stage's verification of the top candidates, against the default, on fresh noise."""
     vjob = SimulatedJob(w, c, seed=VERIFY_SEED + seed)
-    default = vjob.space.default()
-    pairs = repeats_for_effect(vjob.sigma_log, TARGET_EFFECT, ALPHA, 0.8, min_effect=MIN_EFFECT, n_max=MAX_PAIRS)
+    return verify_on(trials, SimBench(vjob), vjob.sigma_log)
+
+
+def verify_on(trials: Sequence[Trial], vjob: Bench, sigma_log: float) -> list[Verified]:
+    """:func:`verify` on any job: ``vjob`` runs the reruns (fresh noise), ``sigma_log`` (the job's
+    run-to-run sd of log step time) sizes the number of pairs as the doctor does."""
+    default = vjob.default()
+    pairs = repeats_for_effect(sigma_log, TARGET_EFFECT, ALPHA, 0.8, min_effect=MIN_EFFECT, n_max=MAX_PAIRS)
     out = []
     for config in ranked_configs(trials, exclude=default)[:TOP_K]:
         base, cand = [], []
@@ -130,7 +140,7 @@ def verify(trials: Sequence[Trial], w: Workload, c: Cluster, seed: int) -> list[
     return out
 
 
-def _promoted(verdicts: Sequence[Verified], truth: SimulatedJob) -> Mapping[str, Value] | None:
+def _promoted(verdicts: Sequence[Verified]) -> Mapping[str, Value] | None:
     good = [v for v in verdicts if v.promoted]
     if not good:
         return None
@@ -139,22 +149,42 @@ def _promoted(verdicts: Sequence[Verified], truth: SimulatedJob) -> Mapping[str,
     return max(good, key=lambda v: v.speedup or 0.0).config
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Truth:
+    """What scoring knows and no method sees: a configuration's noiseless step time (``inf`` when it
+    does not run ok), the optimum's, and the default configuration."""
+
+    time: Callable[[Mapping[str, Value]], float]
+    optimum_s: float
+    default: Mapping[str, Value]
+
+
 def score(method: str, trials: Sequence[Trial], budget: int, w: Workload, c: Cluster, seed: int,
           truth: SimulatedJob) -> tuple[Row, list[Verified]]:
     gt = truth.ground_truth()
-    t_opt = gt.step_time_s
+    known = Truth(time=lambda config: _true_time(truth, config), optimum_s=gt.step_time_s,
+                  default=gt.default_config)
+    return score_trials(method, trials, budget, workload=w.name, cluster=c.name, seed=seed, truth=known,
+                        verify=lambda first: verify(first, w, c, seed))
+
+
+def score_trials(method: str, trials: Sequence[Trial], budget: int, *, workload: str, cluster: str, seed: int,
+                 truth: Truth, verify: Callable[[Sequence[Trial]], list[Verified]]) -> tuple[Row, list[Verified]]:
+    """One method's run at ``budget``: best found, trials to 95%, failure cost, and what the same
+    verification promotes (``verify`` reruns the top candidates)."""
+    t_opt = truth.optimum_s
     first = list(trials[:budget])
     reached = next((i + 1 for i, t in enumerate(first)
-                    if t.outcome == "ok" and _true_time(truth, t.config) <= t_opt / REACH), None)
+                    if t.outcome == "ok" and truth.time(t.config) <= t_opt / REACH), None)
     ranked = ranked_configs(first)
-    best_t = _true_time(truth, ranked[0]) if ranked else math.inf
-    truly_best = min((_true_time(truth, cfg) for cfg in ranked), default=math.inf)
-    verdicts = verify(first, w, c, seed)
-    promoted = _promoted(verdicts, truth)
-    default_t = _true_time(truth, gt.default_config)
-    promoted_t = _true_time(truth, promoted) if promoted is not None else default_t
+    best_t = truth.time(ranked[0]) if ranked else math.inf
+    truly_best = min((truth.time(cfg) for cfg in ranked), default=math.inf)
+    verdicts = verify(first)
+    promoted = _promoted(verdicts)
+    default_t = truth.time(truth.default)
+    promoted_t = truth.time(promoted) if promoted is not None else default_t
     false = promoted is not None and not (promoted_t * (1 + MIN_EFFECT) <= default_t)
-    row = Row(method=method, workload=w.name, cluster=c.name, seed=seed, budget=budget, trials=len(first),
+    row = Row(method=method, workload=workload, cluster=cluster, seed=seed, budget=budget, trials=len(first),
               best_fraction=t_opt / best_t, reached_at=reached,
               oom_s=sum(t.cost_s for t in first if t.outcome == "oom"),
               crash_s=sum(t.cost_s for t in first if t.outcome == "crash"),
@@ -171,7 +201,7 @@ def run_pair_seed(w: Workload, c: Cluster, seed: int, budgets: Sequence[int],
     rows: list[Row] = []
     engine: dict[str, Any] = {}
     for name in methods:
-        trials = play(METHODS[name], SimulatedJob(w, c, seed=seed), max(budgets), seed)
+        trials = play(ALL_METHODS[name], SimulatedJob(w, c, seed=seed), max(budgets), seed)
         for b in budgets:
             row, verdicts = score(name, trials, b, w, c, seed, truth)
             rows.append(row)
@@ -371,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="4 pairs, 3 seeds (a smoke run; not the published table)")
     ap.add_argument("--seeds", type=int, default=None, help="seeds per pair (default 10, quick 3)")
     ap.add_argument("--budgets", type=int, nargs="+", default=[10, 20, 40])
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(ALL_METHODS))
     ap.add_argument("--pairs", nargs="+", default=None, help="workload:cluster pairs (default: the whole catalog)")
     ap.add_argument("--no-transfer", action="store_true", help="skip the bank-transfer table")
     ap.add_argument("--transfer-budget", type=int, default=None,
@@ -386,9 +416,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.render_from is not None:
         data = json.loads(args.render_from.read_text(encoding="utf-8"))
         rows = [Row(**r) for r in data["rows"]]
-        args.out.write_text(render(rows, data["transfers"], data["methods"], data["budgets"], data["seeds"],
-                                   [tuple(p) for p in data["pairs"]], data["elapsed_s"], data["jobs"],
-                                   data["command"], data["transfer_budget"]), encoding="utf-8")
+        _write_page(args.out, render(rows, data["transfers"], data["methods"], data["budgets"], data["seeds"],
+                                     [tuple(p) for p in data["pairs"]], data["elapsed_s"], data["jobs"],
+                                     data["command"], data["transfer_budget"]))
         return 0
     seeds = args.seeds if args.seeds is not None else (3 if args.quick else 10)
     budgets = tuple(sorted(set(args.budgets)))
@@ -451,12 +481,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"[{time.time() - started:6.0f}s] transfer {i}/{len(ttasks)} {t['workload']} {t['cluster']}",
                       file=sys.stderr, flush=True)
     elapsed = time.time() - started
-    args.out.write_text(render(rows, transfers, methods, budgets, seeds, chosen, elapsed, args.jobs, command.strip(),
-                               args.transfer_budget or max(budgets)),
-                        encoding="utf-8")
+    _write_page(args.out, render(rows, transfers, methods, budgets, seeds, chosen, elapsed, args.jobs,
+                                 command.strip(), args.transfer_budget or max(budgets)))
     dump(partial=False)
     print(f"wrote {args.out} in {elapsed:.0f} s", file=sys.stderr)
     return 0
+
+
+def _write_page(path: Path, text: str) -> None:
+    """The page, keeping the sections other scripts generate in it (``benchmarks/doc_sections.py``)."""
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    path.write_text(keep_marked(old, text), encoding="utf-8")
 
 
 def render(rows: Sequence[Row], transfers: Sequence[dict[str, Any]], methods: Sequence[str], budgets: Sequence[int],

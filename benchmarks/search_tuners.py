@@ -12,9 +12,14 @@ without sequence parallelism) are learnt from trials, as they would be on a clus
 
 Methods (``METHODS``): the InfraRSI engine as ``bot/stages/run/search.py`` drives it, random
 search, a one-change-at-a-time greedy tuner, Optuna's TPE with a constraints
-function for OOM, and a DeepSpeed-Autotuning-style model-based tuner. Each is
-sequential and none looks at its budget, so the first ``B`` trials of a run at
-the largest budget are exactly the run at ``B``.
+function for OOM, and a DeepSpeed-Autotuning-style model-based tuner;
+``TPE_VARIANTS`` adds TPE with an OOM told as a failed trial and as a penalty
+value. Each is sequential and none looks at its budget, so the first ``B``
+trials of a run at the largest budget are exactly the run at ``B``.
+
+The methods drive a :class:`Bench`, not the simulator itself: :class:`SimBench`
+wraps a ``SimulatedJob``, and ``benchmarks/search_table.py`` replays a measured
+table through the same drivers.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -52,6 +57,64 @@ PATCH_PRIORS: dict[str, Effect] = {
 }
 
 
+class Result(Protocol):
+    """One run as the job reports it."""
+
+    @property
+    def outcome(self) -> str: ...  # ok / oom / crash
+    @property
+    def step_time_s(self) -> float | None: ...
+    @property
+    def peak_mem_bytes(self) -> float: ...
+    @property
+    def cost_s(self) -> float: ...
+
+
+class Bench(Protocol):
+    """What a tuner may ask of the job it tunes: its axes, its default, the launcher's static checks,
+    a run, and the contract a user would write for the engine (its space and memory limit)."""
+
+    @property
+    def dimensions(self) -> Sequence[Dimension]: ...
+    @property
+    def memory_limit(self) -> float | None: ...
+    def default(self) -> Config: ...
+    def valid(self, config: Mapping[str, Value]) -> bool: ...
+    def run(self, config: Mapping[str, Value]) -> Result: ...
+    def engine_space(self) -> SearchSpace: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SimBench:
+    """A simulated job as a :class:`Bench`."""
+
+    job: SimulatedJob
+
+    @property
+    def dimensions(self) -> Sequence[Dimension]:
+        return self.job.space.dimensions
+
+    @property
+    def memory_limit(self) -> float:
+        return self.job.cluster.usable_hbm_bytes
+
+    def default(self) -> Config:
+        return self.job.space.default()
+
+    def valid(self, config: Mapping[str, Value]) -> bool:
+        return known_valid(config, self.job.cluster.world_size)
+
+    def run(self, config: Mapping[str, Value]) -> Result:
+        return self.job.run(config)
+
+    def engine_space(self) -> SearchSpace:
+        return engine_space(self.job)
+
+
+def as_bench(job: SimulatedJob | Bench) -> Bench:
+    return SimBench(job) if isinstance(job, SimulatedJob) else job
+
+
 class BudgetSpent(Exception):
     """Raised by :meth:`Session.run` once the method has used its trials."""
 
@@ -71,7 +134,7 @@ class Trial:
 class Session:
     """One method's access to one simulated job: at most ``budget`` trials, every one kept."""
 
-    job: SimulatedJob
+    job: Bench
     budget: int
     trials: list[Trial] = field(default_factory=list)
 
@@ -136,13 +199,13 @@ def known_constraints(job: SimulatedJob) -> list[Constraint]:
     return out
 
 
-def random_configs(job: SimulatedJob, rng: np.random.Generator) -> Iterator[Config]:
-    """Uniform draws over the configurations that pass :func:`known_valid`."""
-    dims = job.space.dimensions
-    world = job.cluster.world_size
+def random_configs(job: SimulatedJob | Bench, rng: np.random.Generator) -> Iterator[Config]:
+    """Uniform draws over the configurations that pass the static checks (:func:`known_valid`)."""
+    bench = as_bench(job)
+    dims = bench.dimensions
     while True:
         config = {d.name: d.values[int(rng.integers(len(d.values)))] for d in dims}
-        if known_valid(config, world):
+        if bench.valid(config):
             yield config
 
 
@@ -169,10 +232,10 @@ def to_candidate(config: Mapping[str, Value], dims: Sequence[Dimension]) -> Cand
     return Candidate.of(knobs, sorted(d.name for d in dims if d.role == "patch" and config[d.name]))
 
 
-def to_config(candidate: Candidate, dims: Sequence[Dimension]) -> Config:
+def to_config(candidate: Candidate, dims: Sequence[Dimension], default: Mapping[str, Value] = DEFAULT) -> Config:
     values = candidate.knob_dict()
     chosen = set(candidate.patches)
-    return {d.name: (d.name in chosen) if d.role == "patch" else values.get(d.name, DEFAULT[d.name]) for d in dims}
+    return {d.name: (d.name in chosen) if d.role == "patch" else values.get(d.name, default[d.name]) for d in dims}
 
 
 def to_record(trial: Trial, trial_no: int, dims: Sequence[Dimension], run_id: str = "bench") -> TrialRecord:
@@ -189,21 +252,22 @@ def run_engine(session: Session, seed: int, *, bank: Sequence[tuple[Candidate, f
     """``bot/stages/run/search.py``'s loop: the baseline (the doctor's run), a diverse first batch, then one by one
     by constrained EI, until the budget or the stop advice."""
     job = session.job
-    dims = job.space.dimensions
-    space = engine_space(job)
-    engine = SearchEngine(space, builtin_priors(space), memory_limit=job.cluster.usable_hbm_bytes, seed=seed)
+    dims = job.dimensions
+    default = job.default()
+    space = job.engine_space()
+    engine = SearchEngine(space, builtin_priors(space), memory_limit=job.memory_limit, seed=seed)
 
     def run(config: Mapping[str, Value]) -> None:
         trial = session.run(config)
         engine.observe([to_record(trial, len(session.trials), dims)])
 
-    run(job.space.default())
+    run(default)
     searched = 0
     first = engine.initial_batch(min(initial, session.left), bank, include_baseline=False)
     while session.left > 0:
         if first:  # the first batch, one trial at a time, revised after each (as bot/stages/run/search.py without --parallel)
             proposal, first = first[0], first[1:]
-            run(to_config(proposal.candidate, dims))
+            run(to_config(proposal.candidate, dims, default))
             searched += 1
             first = engine.refresh_initial(first, bank)
             continue
@@ -212,7 +276,7 @@ def run_engine(session: Session, seed: int, *, bank: Sequence[tuple[Candidate, f
         proposals = engine.next_batch(q=1)
         if not proposals:
             return
-        run(to_config(proposals[0].candidate, dims))
+        run(to_config(proposals[0].candidate, dims, default))
         searched += 1
 
 
@@ -220,11 +284,16 @@ def run_engine(session: Session, seed: int, *, bank: Sequence[tuple[Candidate, f
 
 def run_random(session: Session, seed: int) -> None:
     """The default, then distinct uniform draws among the configurations the launcher accepts."""
-    session.run(session.job.space.default())
+    session.run(session.job.default())
     seen = session.tried()
+    misses = 0
     for config in random_configs(session.job, np.random.default_rng([seed, 11])):
         if key(config) in seen:
+            misses += 1
+            if misses > 100_000:  # a small space (a measured table) run out of untried points
+                return
             continue
+        misses = 0
         seen.add(key(config))
         session.run(config)
 
@@ -236,19 +305,18 @@ def run_greedy(session: Session, seed: int) -> None:
     with the rest fixed, move to the fastest if it beats the incumbent; repeat passes until a pass
     changes nothing, then stop. Deterministic (``seed`` unused)."""
     job = session.job
-    world = job.cluster.world_size
-    inc = dict(job.space.default())
+    inc = dict(job.default())
     first = session.run(inc)
     inc_time = first.step_time_s if first.outcome == "ok" else math.inf
     seen = session.tried()
     improved = True
     while improved:
         improved = False
-        for d in job.space.dimensions:
+        for d in job.dimensions:
             best: tuple[float, Config] | None = None
             for v in d.values:
                 config = {**inc, d.name: v}
-                if v == inc[d.name] or key(config) in seen or not known_valid(config, world):
+                if v == inc[d.name] or key(config) in seen or not job.valid(config):
                     continue
                 seen.add(key(config))
                 t = session.run(config)
@@ -265,12 +333,17 @@ def run_greedy(session: Session, seed: int) -> None:
 OOM_VALUE = 1e9
 
 
-def run_tpe(session: Session, seed: int) -> None:
-    """Optuna's TPESampler (defaults) with a constraint "oom" = 1 for an OOM, -1 otherwise.
+def run_tpe(session: Session, seed: int, *, oom: str = "constraint") -> None:
+    """Optuna's TPESampler (defaults); how an OOM is told is ``oom``:
 
-    Optuna 5 deprecated ``TPESampler(constraints_func=...)`` for
-    ``Trial.set_constraint``, which TPE reads the same way (feasible when <= 0);
-    the constraint is set from the trial's outcome before it is told.
+    * ``constraint`` (``METHODS["optuna-tpe"]``): a constraint "oom" = 1 (-1
+      otherwise) and the value :data:`OOM_VALUE`. Optuna 5 deprecated
+      ``TPESampler(constraints_func=...)`` for ``Trial.set_constraint``, which
+      TPE reads the same way (feasible when <= 0); the constraint is set from the
+      trial's outcome before it is told;
+    * ``penalty``: the value :data:`OOM_VALUE`, no constraint (the usual objective
+      that returns a large number on failure);
+    * ``fail``: a failed trial, which TPE ignores (its default for an exception).
 
     The default is enqueued first. A crash is a failed trial (TPE ignores it);
     a configuration the launcher rejects is told as failed without a run (no
@@ -280,25 +353,28 @@ def run_tpe(session: Session, seed: int) -> None:
     from optuna.trial import TrialState
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if oom not in ("constraint", "penalty", "fail"):
+        raise ValueError(f"oom: expected constraint, penalty or fail, got {oom!r}")
     job = session.job
-    world = job.cluster.world_size
     sampler = optuna.samplers.TPESampler(seed=seed)
     study = optuna.create_study(direction="minimize", sampler=sampler)
-    study.enqueue_trial(job.space.default())
+    study.enqueue_trial(job.default())
     rejected = 0
     while session.left > 0 and rejected < 100 * session.budget:
         t = study.ask()
-        config = {d.name: t.suggest_categorical(d.name, list(d.values)) for d in job.space.dimensions}
-        if not known_valid(config, world):
+        config = {d.name: t.suggest_categorical(d.name, list(d.values)) for d in job.dimensions}
+        if not job.valid(config):
             rejected += 1
             study.tell(t, state=TrialState.FAIL)
             continue
         r = session.run(config)
         if r.outcome == "ok":
-            t.set_constraint("oom", -1.0)
+            if oom == "constraint":
+                t.set_constraint("oom", -1.0)
             study.tell(t, r.step_time_s)
-        elif r.outcome == "oom":
-            t.set_constraint("oom", 1.0)
+        elif r.outcome == "oom" and oom != "fail":
+            if oom == "constraint":
+                t.set_constraint("oom", 1.0)
             study.tell(t, OOM_VALUE)
         else:
             study.tell(t, state=TrialState.FAIL)
@@ -329,9 +405,9 @@ def run_dsmodel(session: Session, seed: int, *, init: int = 2, explore: float = 
     random pool of launcher-valid configurations (DeepSpeed enumerates its far smaller space).
     """
     job = session.job
-    dims = job.space.dimensions
+    dims = job.dimensions
     rng = np.random.default_rng([seed, 13])
-    first = session.run(job.space.default())
+    first = session.run(job.default())
     seen = session.tried()
     draws = random_configs(job, rng)
     cands: dict[tuple[Any, ...], Config] = {}
@@ -374,9 +450,25 @@ METHODS: dict[str, Method] = {
 }
 
 
-def play(method: Method, job: SimulatedJob, budget: int, seed: int, **kw: Any) -> list[Trial]:
-    """Run ``method`` on ``job`` for at most ``budget`` trials; the trials it ran."""
-    session = Session(job=job, budget=budget)
+def _tpe_penalty(session: Session, seed: int) -> None:
+    run_tpe(session, seed, oom="penalty")
+
+
+def _tpe_fail(session: Session, seed: int) -> None:
+    run_tpe(session, seed, oom="fail")
+
+
+#: TPE told an OOM the two other usual ways (``optuna-tpe`` is the constraint).
+TPE_VARIANTS: dict[str, Method] = {
+    "optuna-tpe-penalty": _tpe_penalty,
+    "optuna-tpe-fail": _tpe_fail,
+}
+
+
+def play(method: Method, job: SimulatedJob | Bench, budget: int, seed: int, **kw: Any) -> list[Trial]:
+    """Run ``method`` on ``job`` (a simulated job or any :class:`Bench`) for at most ``budget`` trials;
+    the trials it ran."""
+    session = Session(job=as_bench(job), budget=budget)
     try:
         method(session, seed, **kw)
     except BudgetSpent:
@@ -384,6 +476,6 @@ def play(method: Method, job: SimulatedJob, budget: int, seed: int, **kw: Any) -
     return session.trials
 
 
-__all__ = ["BudgetSpent", "METHODS", "Session", "Trial", "engine_space", "known_constraints", "known_valid",
+__all__ = ["Bench", "BudgetSpent", "METHODS", "Result", "Session", "SimBench", "TPE_VARIANTS", "as_bench", "Trial", "engine_space", "known_constraints", "known_valid",
            "play", "run_dsmodel", "run_engine", "run_greedy", "run_random", "run_tpe", "to_candidate",
            "to_config", "to_record"]

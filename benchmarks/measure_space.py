@@ -1,0 +1,248 @@
+"""Measure every configuration of a designed space of a fixture through ``infrarsi trial``: a table of real trials.
+
+    nice -n 19 .venv/bin/python -m benchmarks.measure_space tinygpt     # -> benchmarks/data/tinygpt.json
+    nice -n 19 .venv/bin/python -m benchmarks.measure_space tinymoe     # -> benchmarks/data/tinymoe.json
+    nice -n 19 .venv/bin/python -m benchmarks.measure_space tinygpt --smoke --out /tmp/tiny.json
+
+On a fresh copy of the fixture (``benchmarks/fixture_search.py``'s
+``make_repo``: a git repository with its contract and lock), every
+configuration of the design in :data:`DESIGNS` (the knobs that move time or
+memory crossed with every valid set of the patches that matter: 160 per
+fixture) runs ``--repeats`` times (3) as ``infrarsi trial --json`` with the
+stated memory limit (an OOM is recorded as censored: the peak seen is a lower
+bound). Rounds are interleaved: round ``r`` runs every configuration once, in
+an order shuffled per round, so slow drift of the machine spreads evenly over
+configurations. Each trial's result is written to the table as it finishes;
+a restart skips what is done (same ``--out``). ``--smoke`` measures a 4-point
+space once (to check the plumbing; never commit its output as a table).
+Reading a table: ``benchmarks/space_table.py``; replaying tuners on it:
+``benchmarks/search_table.py``. Timing needs a quiet machine.
+
+Table schema (JSON, ``version`` 1)::
+
+    {
+      "version": 1,
+      "fixture": "tinygpt",
+      "machine": {"cpu": "AMD EPYC ...", "flags": {"avx2": true, "avx512_bf16": true, "amx": false},
+                  "cores": 2, "torch": "2.13.0+cpu", "python": "3.11.9", "platform": "Linux-..."},
+      "memory_limit_bytes": 1181116006,          # every trial ran under this limit
+      "repeats": 3,                               # runs wanted per configuration
+      "knobs": [{"name": "dtype", "kind": "categorical", "values": ["fp32", "bf16"], "default": "fp32"},
+                {"name": "grad_ckpt", "kind": "bool", "default": false}, ...],   # the measured domains
+      "constraints": [{"kind": "divides", "knob": "micro_batch", "value": 16, "reason": "..."}],
+      "patches": [<PatchSpec.to_dict()>, ...],   # ids, requires/conflicts/decides, prior effects
+      "workload": "python train.py ...",          # the fixed job (the contract's command and args)
+      "command": "python -m benchmarks.measure_space tinygpt",
+      "wall_s": 7200.0,                           # wall time of every session of the measurement so far
+      "started": "2026-12-04T05:00:00Z", "updated": "...",
+      "configs": [
+        {"knobs": {"dtype": "bf16", "grad_ckpt": false, "micro_batch": 4, ...},
+         "patches": ["fused_gelu"],
+         "runs": [{"round": 0, "outcome": "ok", "step_time_s": 0.71, "peak_mem_bytes": 678428672,
+                   "censored": false, "cost_s": 14.2},
+                  {"round": 1, "outcome": "oom", "step_time_s": null, "peak_mem_bytes": 1181116006,
+                   "censored": true, "cost_s": 6.1}, ...]}
+      ]
+    }
+
+The space is the contract's knobs restricted to ``knobs``' values with the
+listed patches (``SearchSpace.from_contract``), and a complete table holds
+every valid point of it. ``outcome`` is ``ok``, ``oom`` or ``crash`` (a
+timeout or an invalid trial is read as crash); ``cost_s`` is the device-seconds
+the bot charged; ``step_time_s`` is the bot's own median over the measured
+steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import random
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from benchmarks.fixture_search import REPO_ROOT, infrarsi, make_repo
+from benchmarks.search_tuners import key
+from benchmarks.space_table import Run, Table, config_candidate, load, save, to_json
+from infrarsi.contract import load_contract
+from infrarsi.contract.load import parse_memory
+from infrarsi.sim.knobs import Value
+
+#: What is measured per fixture: knob values (the other knobs stay at their defaults), the patches whose
+#: every valid subset is crossed with them, and the memory limit. Chosen from each fixture's README: the
+#: settings that moved step time or memory beyond noise (tinygpt: dtype, micro-batch, checkpointing, the
+#: SDPA and GELU edits; tinymoe: the same knobs, the grouped-experts and fused cross-entropy patches), plus
+#: the fused optimizer to reach 160 points. ``compile`` is left out: a cold inductor cache makes its first
+#: trial 30 s slower, which a table of three repeats cannot separate from the steady state.
+DESIGNS: dict[str, dict[str, Any]] = {
+    "tinygpt": {"knobs": {"dtype": ("fp32", "bf16"), "micro_batch": (1, 2, 4, 8, 16), "grad_ckpt": (False, True),
+                          "optimizer": ("adamw", "adamw_fused")},
+                "patches": ("sdpa_causal_attention", "fused_gelu"), "memory_limit": "1.1GiB"},
+    "tinymoe": {"knobs": {"dtype": ("fp32", "bf16"), "micro_batch": (1, 2, 4, 8, 16), "grad_ckpt": (False, True),
+                          "optimizer": ("adamw", "adamw_fused")},
+                "patches": ("grouped_experts", "fused_cross_entropy"), "memory_limit": "700MiB"},
+}
+#: tinymoe's 700MiB is a first guess from its size, not calibrated: check with ``--smoke`` on the measuring
+#: machine that the peaks straddle it (some micro-batch 16 points over, the default under) before the real run.
+#: A tinygpt trial takes about 14 s on 2 quiet cores with AVX-512 BF16: 160 x 3 trials are about 2 hours.
+#: On a CPU without avx512_bf16 (the smoke run's AMD EPYC: fp32 mb 2 at 1.2 s per step, bf16 mb 2 at 51 s,
+#: bf16 mb 4 killed by the 600 s trial timeout) every bf16 point costs minutes: check the fingerprint first.
+#: ``--smoke``: four points, no patch.
+SMOKE = {"knobs": {"dtype": ("fp32", "bf16"), "micro_batch": (2, 4)}, "patches": ()}
+
+
+def machine_fingerprint() -> dict[str, Any]:
+    """CPU model, the flags that decide bf16 speed, cores, torch: what a table's figures depend on."""
+    cpu, flags = platform.processor() or "unknown", set()
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+        if m := re.search(r"^model name\s*:\s*(.+)$", text, re.M):
+            cpu = m.group(1).strip()
+        if m := re.search(r"^flags\s*:\s*(.+)$", text, re.M):
+            flags = set(m.group(1).split())
+    except OSError:
+        pass
+    try:
+        torch = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch = "absent"
+    return {"cpu": cpu, "flags": {"avx2": "avx2" in flags, "avx512_bf16": "avx512_bf16" in flags,
+                                  "amx": bool({"amx_bf16", "amx_tile"} & flags)},
+            "cores": os.cpu_count(), "torch": torch, "python": platform.python_version(),
+            "platform": platform.platform()}
+
+
+def _contract_text(fixture: str, memory_limit: str) -> str | None:
+    """The fixture's committed contract with the memory limit set, or None to let ``infrarsi init`` write it."""
+    path = REPO_ROOT / "fixtures" / fixture / "infrarsi.toml"
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8")
+    text = re.sub(r'(?m)^memory_limit\s*=.*\n', "", text)
+    return text.replace("[budget]\n", f'[budget]\nmemory_limit = "{memory_limit}"\n', 1)
+
+
+def new_table(repo: Path, fixture: str, design: Mapping[str, Any], memory_limit: float, repeats: int,
+              command: str) -> Table:
+    """The table's space from the fixture's contract: its knobs restricted to the design, the design's patches."""
+    from bot.patching.catalog import applicable_patches
+
+    contract = load_contract(repo)
+    knobs = {k.name: k for k in contract.knobs}
+    chosen = []
+    for name, values in design["knobs"].items():
+        if name not in knobs:
+            raise SystemExit(f"{fixture}: the contract has no knob {name!r} (knobs: {', '.join(knobs)})")
+        k = knobs[name]
+        chosen.append(k if k.kind == "bool" else replace(k, values=tuple(values)))
+    names = {k.name for k in chosen}
+    patches = applicable_patches(contract)
+    missing = [p for p in design["patches"] if p not in patches]
+    if missing:
+        raise SystemExit(f"{fixture}: patch {missing[0]} does not apply (applicable: {', '.join(sorted(patches))})")
+    constraints = tuple(c for c in contract.constraints
+                        if {c.knob, *c.knobs, *(k for k, _ in c.when)} - {None} <= names)
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Table(fixture=fixture, machine=machine_fingerprint(), memory_limit_bytes=memory_limit,
+                 knobs=tuple(chosen), constraints=constraints,
+                 patches=tuple(patches[p] for p in design["patches"]), repeats=repeats,
+                 meta={"workload": " ".join(contract.workload.command), "command": command, "wall_s": 0.0,
+                       "started": now, "updated": now})
+
+
+def _knob_text(value: Value) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def trial(repo: Path, table: Table, config: Mapping[str, Value], memory_limit: str, round_: int) -> Run:
+    """One ``infrarsi trial --json`` of ``config``."""
+    args = []
+    for k in table.knobs:
+        args += ["--knob", f"{k.name}={_knob_text(config[k.name])}"]
+    for p in table.patches:
+        if config[p.id]:
+            args += ["--patch", p.id]
+    out = infrarsi("trial", str(repo), *args, "--memory-limit", memory_limit, "--run-id", "measure", "--json")
+    record = json.loads(out.stdout)
+    outcome = record["outcome"] if record["outcome"] in ("ok", "oom") else "crash"
+    return Run(outcome=outcome, step_time_s=record.get("step_time_s") if outcome == "ok" else None,
+               peak_mem_bytes=float(record.get("peak_mem_bytes") or 0.0), cost_s=float(record["cost_s"]),
+               censored=bool(record.get("peak_mem_censored")) or outcome == "oom", round=round_)
+
+
+def schedule(configs: Sequence[Mapping[str, Value]], repeats: int, seed: int) -> list[tuple[int, Mapping[str, Value]]]:
+    """Rounds of every configuration once, each in its own shuffled order."""
+    out = []
+    for r in range(repeats):
+        order = list(configs)
+        random.Random(seed * 1000 + r).shuffle(order)
+        out += [(r, c) for c in order]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.measure_space", description=__doc__.split("\n")[0])
+    ap.add_argument("fixture", choices=sorted(DESIGNS))
+    ap.add_argument("--out", type=Path, help="the table (default benchmarks/data/<fixture>.json); resumed if it exists")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--memory-limit", help="the limit every trial runs under (default: the design's)")
+    ap.add_argument("--workdir", type=Path, help="where the fixture copy goes (default: a new temp dir)")
+    ap.add_argument("--seed", type=int, default=0, help="seeds the order of each round")
+    ap.add_argument("--smoke", action="store_true", help="4 configurations x 1 repeat (a plumbing check)")
+    args = ap.parse_args(argv)
+    design = {**DESIGNS[args.fixture], **(SMOKE if args.smoke else {})}
+    repeats = 1 if args.smoke else args.repeats
+    limit_text = args.memory_limit or design["memory_limit"]
+    limit = parse_memory(limit_text)
+    if limit is None:
+        raise SystemExit(f"--memory-limit: expected bytes or a size like 1.1GiB, got {limit_text!r}")
+    out = args.out or (REPO_ROOT / "benchmarks" / "data" / f"{args.fixture}.json")
+    if args.smoke and args.out is None:
+        raise SystemExit("--smoke needs --out (a smoke table is not a measurement to keep)")
+    work = args.workdir or Path(tempfile.mkdtemp(prefix=f"infrarsi-measure-{args.fixture}-"))
+    repo = make_repo(work / args.fixture, limit_text, _contract_text(args.fixture, limit_text))
+    command = "nice -n 19 .venv/bin/python -m benchmarks.measure_space " + " ".join(argv or sys.argv[1:])
+    fresh = new_table(repo, args.fixture, design, float(limit), repeats, command.strip())
+    if out.exists():
+        table = load(out)
+        same = [(to_json(t)["knobs"], [p.id for p in t.patches], t.memory_limit_bytes) for t in (table, fresh)]
+        if same[0] != same[1]:
+            raise SystemExit(f"{out}: measured a different space or memory limit; use another --out")
+        table.repeats = max(table.repeats, repeats)
+    else:
+        table = fresh
+    out.parent.mkdir(parents=True, exist_ok=True)
+    configs = table.design()
+    done = {(k_, r.round) for k_, rs in table.runs.items() for r in rs}
+    todo = [(r, c) for r, c in schedule(configs, repeats, args.seed) if (key(c), r) not in done]
+    print(f"{args.fixture}: {len(configs)} configurations x {repeats} repeats under {limit_text}; "
+          f"{len(todo)} trials to run ({len(done)} done) -> {out}", file=sys.stderr, flush=True)
+    started = time.time()
+    base_wall = float(table.meta.get("wall_s", 0.0))
+    for i, (r, config) in enumerate(todo, start=1):
+        run = trial(repo, table, config, limit_text, r)
+        table.add(config, run)
+        now = time.time()
+        table.meta["wall_s"] = base_wall + now - started
+        table.meta["updated"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        save(table, out)
+        eta = (now - started) / i * (len(todo) - i)
+        step = f"{run.step_time_s * 1000:.0f} ms" if run.step_time_s else "-"
+        print(f"[{now - started:6.0f}s] round {r + 1}/{repeats} {i}/{len(todo)} {run.outcome:<5} {step:>8} "
+              f"{config_candidate(config, table).describe()} (eta {eta / 60:.0f} min)", file=sys.stderr, flush=True)
+    print(f"done: {out} ({table.meta['wall_s'] / 60:.0f} min of measurement in all)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

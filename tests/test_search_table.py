@@ -1,0 +1,112 @@
+"""The replay of tuners against a measured table (benchmarks/search_table.py, benchmarks/space_table.py).
+
+A synthetic table with a known optimum and an OOM configuration, small enough to
+reason about by hand: greedy (deterministic) is replayed on it and its best
+found, trials to 95%, OOM device-seconds and verification are checked exactly.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.doc_sections import keep_marked, replace_section
+from benchmarks.search_table import check_complete, replay
+from benchmarks.space_table import (Run, Table, TableBench, TableError, coverage, from_json, optimum, sigma_log,
+                                    to_json, true_time)
+from infrarsi.contract.model import Constraint, Knob
+from infrarsi.patches import Effect, PatchSpec
+
+OK_COST, OOM_COST = 10.0, 5.0
+
+
+def _table() -> Table:
+    """dtype x micro_batch x one patch: time = base[dtype] x mb factor x 0.9 with the patch; fp32 at
+    micro-batch 4 runs out of memory. Repeats at 0.99, 1.00, 1.01 of the time: the mean is the time."""
+    patch = PatchSpec(id="fast_patch", title="fast", rationale="test", targets=("model.py",), kind="codemod",
+                      codemod="fast_patch", effect=Effect(time_ratio=0.9, time_sigma=0.1, mem_ratio=1.0,
+                                                          mem_sigma=0.05, source="test"))
+    table = Table(fixture="synthetic", machine={"cpu": "test"}, memory_limit_bytes=2.0 * 2**30,
+                  knobs=(Knob(name="dtype", kind="categorical", default="fp32", values=("fp32", "bf16")),
+                         Knob(name="micro_batch", kind="int", default=2, values=(1, 2, 4))),
+                  constraints=(Constraint(kind="divides", knob="micro_batch", value=4),), patches=(patch,), repeats=3)
+    base = {"fp32": 1.0, "bf16": 0.6}
+    mbf = {1: 1.1, 2: 1.0, 4: 0.9}
+    for dtype in base:
+        for mb in mbf:
+            for p in (False, True):
+                config = {"dtype": dtype, "micro_batch": mb, "fast_patch": p}
+                for i, jitter in enumerate((0.99, 1.0, 1.01)):
+                    if dtype == "fp32" and mb == 4:
+                        table.add(config, Run(outcome="oom", step_time_s=None, peak_mem_bytes=2.1 * 2**30,
+                                              censored=True, cost_s=OOM_COST, round=i))
+                    else:
+                        t = base[dtype] * mbf[mb] * (0.9 if p else 1.0) * jitter
+                        table.add(config, Run(outcome="ok", step_time_s=t, peak_mem_bytes=2**30, cost_s=OK_COST,
+                                              round=i))
+    return table
+
+
+def test_the_truth_of_a_table_is_the_mean_of_its_repeats_and_an_oom_has_none():
+    table = _table()
+    config, t_opt = optimum(table)
+    assert config == {"dtype": "bf16", "micro_batch": 4, "fast_patch": True}
+    assert t_opt == pytest.approx(0.6 * 0.9 * 0.9)
+    assert true_time(table, {"dtype": "fp32", "micro_batch": 4, "fast_patch": False}) == float("inf")
+    assert sigma_log(table) == pytest.approx(0.01, rel=0.01)
+    assert coverage(table) == (12, 12)
+    check_complete(table, "synthetic")
+    bench = TableBench(table, seed=0)
+    assert bench.valid(table.default()) and bench.run(table.default()).outcome == "ok"
+
+
+def test_greedy_replayed_on_the_table_finds_the_optimum_and_pays_for_its_oom():
+    """Greedy's path is fixed by the 10% margins (the 1% repeat jitter cannot reorder it): default;
+    bf16; micro-batch 1 then 4 (moves to 4); the patch (the optimum, trial 5); a second pass tries fp32
+    (OOM, trial 6) and micro-batch 1 and 2 with the patch, then stops: 8 trials."""
+    table = _table()
+    short, full = replay(table, "greedy", seed=0, budgets=(4, 10))
+    assert full.trials == 8
+    assert full.best_fraction == pytest.approx(1.0)
+    assert full.reached_at == 5
+    assert full.oom_s == OOM_COST and full.total_s == 7 * OK_COST + OOM_COST
+    assert full.promoted and not full.false_promotion
+    assert full.promoted_fraction == pytest.approx(1.0)
+    # after 4 trials: bf16 at micro-batch 4 without the patch is the best seen, 0.9 of the optimum
+    assert short.trials == 4 and short.reached_at is None and short.oom_s == 0.0
+    assert short.best_fraction == pytest.approx(0.9)
+
+
+def test_a_table_survives_json_and_a_broken_one_names_the_key():
+    table = _table()
+    again = from_json(json.loads(json.dumps(to_json(table))))
+    assert again.runs == table.runs and again.configs == table.configs
+    assert optimum(again) == optimum(table)
+    data = to_json(table)
+    del data["configs"][3]["runs"][0]["cost_s"]
+    with pytest.raises(TableError, match=r"configs\[3\]\.runs\[0\]"):
+        from_json(data, "t.json")
+    partial = to_json(table)
+    partial["configs"] = partial["configs"][:5]
+    with pytest.raises(TableError, match="5 of the 12 configurations"):
+        check_complete(from_json(partial), "t.json")
+
+
+def test_generated_sections_are_replaced_in_place_and_kept_when_the_page_is_rewritten():
+    page = replace_section("# Benchmarks\n\nbody\n", "cost", "## Cost\n\nold")
+    page = replace_section(page, "cost", "## Cost\n\nnew")
+    assert page.count("## Cost") == 1 and "new" in page and "old" not in page
+    rewritten = keep_marked(page, "# Benchmarks\n\nnew body\n")
+    assert rewritten.startswith("# Benchmarks\n\nnew body") and "## Cost\n\nnew" in rewritten
+
+
+def test_measurement_rounds_run_every_configuration_once_each_in_its_own_order():
+    from benchmarks.measure_space import schedule
+
+    configs = _table().design()
+    plan = schedule(configs, 3, seed=0)
+    rounds = [[c for r, c in plan if r == i] for i in range(3)]
+    assert [r for r, _ in plan] == sorted(r for r, _ in plan)  # round by round
+    assert all(sorted(map(str, rnd)) == sorted(map(str, configs)) for rnd in rounds)
+    assert rounds[0] != rounds[1] != rounds[2]

@@ -76,7 +76,9 @@ def _subclasses(cls: type) -> set[type]:
 
 def exit_codes() -> dict[str, int]:
     _import_everything()
-    return {f"{c.__module__}.{c.__qualname__}": c.exit_code for c in _subclasses(InfraRSIError)}
+    # The product's errors only: a benchmark or test module imported earlier in the session may define its own.
+    return {f"{c.__module__}.{c.__qualname__}": c.exit_code for c in _subclasses(InfraRSIError)
+            if c.__module__.split(".")[0] in ("bot", "infrarsi")}
 
 
 def surface() -> dict[str, Any]:

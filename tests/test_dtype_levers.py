@@ -107,3 +107,10 @@ def test_a_probe_of_the_bots_machine_leaves_nothing_out_for_remote_runners() -> 
     assert local.patches == ("cuda_backend_flags",) and len(local.constraints) == 1
     for executor in ("actions", "slurm"):
         assert not for_doctor([bf16], [flags], {"device": "cpu", "executor": executor}, AVX2)
+
+
+def test_the_plausibility_ceiling_is_the_fastest_dtype_not_an_emulated_bf16() -> None:
+    from bot.stages.run.verify import plausibility_ceiling
+
+    assert plausibility_ceiling(AVX2) == AVX2["fp32"]  # bf16 emulated at 1/15: fp32 is the ceiling
+    assert plausibility_ceiling(GPU) == GPU["bf16"] and plausibility_ceiling({}) is None

@@ -49,6 +49,13 @@ def splits_batch_as_baseline(contract: Contract, candidate: Candidate) -> bool:
     return all(values.get(k.name, k.default) == k.default for k in contract.knobs if k.name in coupled)
 
 
+def plausibility_ceiling(peaks: dict[str, float]) -> float | None:
+    """The fastest matmul rate this device reached in any dtype: no candidate computes faster. Not the bf16
+    peak as such: a CPU without AVX-512 bf16 emulates bf16 at 1/15-1/250 of fp32's rate, and an fp32
+    candidate would then look impossible (hydrajob's compiled 2.6x was quarantined so)."""
+    return max(peaks.values(), default=None)
+
+
 def candidate_first(pair: int) -> bool:
     """A B, B A, A B, B A …: counterbalanced, so a steady drift of the machine (warming caches, a
     throttling GPU) adds as much to one arm as to the other instead of always favouring the later run."""
@@ -103,7 +110,7 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
                 progress(decided.reason)
                 stop = decided.stop
                 break
-    peak = doctor.peak_flops.get("bf16") or max(doctor.peak_flops.values(), default=None)
+    peak = plausibility_ceiling(doctor.peak_flops)
     verdict = judge(base_runs, cand_runs, band=doctor.loss_band, policy=policy, peak_flops=peak,
                     model_flops_per_step=doctor.model_flops_per_step, reference=doctor.work,
                     printed_loss=printed_loss)

@@ -258,3 +258,17 @@ def test_draft_reads_a_log_interval_as_steps_per_line(tmp_path: Path) -> None:
     assert timing["steps_per_line"] == 10
     assert (timing["warmup_steps"], timing["measured_steps"]) == (2, 12)
     assert draft.data["workload"]["tokens_per_step"] == 12 * 40 * 1024
+
+
+def test_a_thread_count_knob_offers_no_more_threads_than_the_job_may_use(tmp_path: Path) -> None:
+    # taskset, a container's cpuset or a Slurm allocation pin a job to fewer cores than the machine has.
+    import os
+    settings = discover(_repo(tmp_path, TYPER, {}), "train.py")
+    given = given_values([])
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(before)})
+        plan = plan_knobs(classify(settings, given), given, taken=set())
+    finally:
+        os.sched_setaffinity(0, before)
+    assert plan.knobs["num_threads"]["values"] == [1, 4]  # 4: the script's own default stays offered

@@ -6,13 +6,13 @@ note above the value as a comment, so a reviewer sees what was inferred.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.stages.init import conventions
+from bot.stages.init.cores import usable_cores
 from bot.stages.init.scan import ArgFlag, RepoSummary
 from infrarsi.contract.knob_codec import guess_value
 
@@ -116,7 +116,7 @@ def _knob_table(flag: ArgFlag, current: Any, global_batch: int | None) -> tuple[
         table.update(kind="int", values=sorted({default, *_powers_of_two_dividing(global_batch)}), default=default)
         note += f"; values are the powers of two dividing the global batch ({global_batch})"
     elif flag.type == "int" and "thread" in reason:
-        cores = os.cpu_count() or 1
+        cores = usable_cores()
         values = sorted({int(current or 0), *[v for v in (1, 2, 4, 8, 16, 32, 64) if v <= cores]})
         table.update(kind="int", values=values, default=int(current or 0))
         note += f"; values up to this machine's {cores} cores"

@@ -9,13 +9,13 @@ dropped silently.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.stages.init.classify import Classified, Coupled, current
+from bot.stages.init.cores import usable_cores
 from bot.stages.init.discover import Setting
 
 _EXPRESSIBLE = ("flag-space", "flag-equals", "hydra", "switch", "env")
@@ -97,7 +97,7 @@ def _domain(setting: Setting, value: Any, reason: str) -> dict[str, Any] | None:
     if reason == "numeric precision" and isinstance(value, str) and value in ("fp32", "bf16", "fp16"):
         return {"kind": "categorical", "values": sorted({value, "fp32", "bf16"}), "default": value}
     if isinstance(value, int) and "thread" in reason:
-        cores = os.cpu_count() or 1
+        cores = usable_cores()
         return {"kind": "int", "values": sorted({value, *[v for v in (1, 2, 4, 8, 16, 32, 64) if v <= cores]}),
                 "default": value}
     if isinstance(value, int) and "worker" in reason:

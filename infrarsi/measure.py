@@ -7,6 +7,12 @@ that prints one step line every *k* optimizer steps (``steps_per_line``) gets
 each interval divided by *k*, and each line then stands for *k* steps' tokens.
 A job the launcher ended after its expected steps (it is configured for days)
 is judged on those steps; its exit status is the signal we sent, not a crash.
+
+Lines printed faster than the bot reads them (steps of a few milliseconds)
+arrive several to one read and carry one stamp: the first of them holds the
+whole gap and the rest none. Such a run is shared evenly among its lines,
+which keeps the measured total exact; a job whose lines all arrive at once
+(it buffers its output) cannot be timed and is ``invalid``.
 """
 
 from __future__ import annotations
@@ -25,6 +31,34 @@ def _intervals(stamps: list[float]) -> list[float]:
     return [b - a for a, b in zip(stamps, stamps[1:])]
 
 
+# An interval under this share of the median gap is a line that arrived in the same read as the one
+# before it (no step of a real job takes 5% of its neighbours' time).
+_COALESCED = 0.05
+
+
+def _shared_out(intervals: list[float]) -> list[float]:
+    """Intervals with each run of coalesced lines given an even share of the gap they arrived after."""
+    gaps = [t for t in intervals if t > 0]
+    if not gaps:
+        return list(intervals)
+    floor = _COALESCED * statistics.median(gaps)
+    out, start = list(intervals), 0
+    while start < len(out):
+        end = start + 1
+        while end < len(out) and out[end] < floor:
+            end += 1
+        # a run of coalesced lines at the very start has no gap before it: it shares the next one
+        if out[start] < floor and end < len(out):
+            end += 1
+            while end < len(out) and out[end] < floor:
+                end += 1
+        if end - start > 1:
+            share = sum(out[start:end]) / (end - start)
+            out[start:end] = [share] * (end - start)
+        start = end
+    return out
+
+
 def _cv(values: list[float]) -> float | None:
     if len(values) < 2:
         return None
@@ -37,7 +71,7 @@ def summarize(execution: Execution, *, warmup: int, measured: int,
     """Metrics over the measured steps (the ``measured`` step lines after ``warmup``)."""
     steps = list(execution.events)
     window = steps[warmup - 1: warmup + measured] if warmup >= 1 else []
-    times = [t / steps_per_line for t in _intervals([e.stamp for e in window])]
+    times = [t / steps_per_line for t in _shared_out(_intervals([e.stamp for e in window]))]
     child = [e.child_t for e in window]
     child_times = _intervals([t for t in child if t is not None]) if all(t is not None for t in child) else []
     measured_events = window[1:]
@@ -121,6 +155,9 @@ def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measur
     expected = warmup + measured
     if metrics.steps_seen < expected:
         return Outcome.INVALID, f"expected {expected} step events, saw {metrics.steps_seen}"
+    if metrics.step_times_s and max(metrics.step_times_s) <= 0:
+        return Outcome.INVALID, ("the step lines arrived all at once, so no step can be timed: the job buffers "
+                                 "its output (print with flush=True, or log through an unbuffered handler)")
     per_line = tokens_per_step * steps_per_line
     bad = [e for e in execution.events if e.tokens is not None and e.tokens != per_line]
     if bad:

@@ -19,6 +19,9 @@ ALLOW = (
     "ROCR_VISIBLE_DEVICES", "OMP_*", "MKL_*", "KMP_*", "OPENBLAS_*", "GOMP_*",
     "TORCH_*", "TORCHINDUCTOR_*", "TRITON_*", "PYTORCH_*", "MASTER_ADDR", "MASTER_PORT",
     "SLURM_*", "HF_HOME", "HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "XDG_CACHE_HOME",
+    # The machine's MPI and fabric set-up: Lightning probes mpi4py when it looks for a cluster, and an
+    # Open MPI that needs its site settings (OMPI_MCA_plm=isolated in a container) aborts without them.
+    "OMPI_*", "OPAL_*", "PMIX_*", "PRTE_*", "UCX_*", "FI_*", "I_MPI_*", "MPICH_*",
 )
 
 # Never passed on, whatever the allowlist says.

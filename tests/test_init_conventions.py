@@ -210,9 +210,9 @@ def test_coupled_pair_becomes_a_product_constraint_and_tokens(tmp_path: Path) ->
     classified = classify(settings, given)
     plan = plan_knobs(classified, given, taken=set())
     assert plan.knobs["per_device_train_batch_size"]["values"] == [1, 2, 4, 8, 16, 32]
-    assert plan.constraints == [{"kind": "product", "knobs": ["per_device_train_batch_size",
-                                                             "gradient_accumulation_steps"], "value": 32,
-                                 "reason": "micro-batch x gradient accumulation = the fixed global batch"}]
+    assert [c for c in plan.constraints if c["kind"] == "product"] == [
+        {"kind": "product", "knobs": ["per_device_train_batch_size", "gradient_accumulation_steps"], "value": 32,
+         "reason": "micro-batch x gradient accumulation = the fixed global batch"}]
     assert "learning_rate" not in plan.knobs and "max_steps" not in plan.knobs
     tokens = infer_tokens(settings, classified, given)
     assert tokens is not None and tokens[0] == 32 * 128
@@ -272,3 +272,27 @@ def test_a_thread_count_knob_offers_no_more_threads_than_the_job_may_use(tmp_pat
     finally:
         os.sched_setaffinity(0, before)
     assert plan.knobs["num_threads"]["values"] == [1, 4]  # 4: the script's own default stays offered
+
+
+@pytest.mark.parametrize("has_gpu", [False, True])
+def test_hf_precision_flags_get_the_constraints_the_trainer_enforces(tmp_path: Path, has_gpu: bool) -> None:
+    # TrainingArguments raises for fp16 with bf16, and for bf16 without a GPU unless use_cpu is set
+    # (transformers 5.x, training_args.py): a search would otherwise spend a crashed trial on each.
+    from bot.stages.init.framework_rules import hf_precision_rules
+    settings = discover(_repo(tmp_path, HF, {}), "train.py")
+    given = given_values(["--per_device_train_batch_size", "8"])
+    classified = classify(settings, given)
+    plan = plan_knobs(classified, given, taken=set())
+    knobs = {k: v for k, v in plan.knobs.items() if k != "use_cpu"}
+    rules = hf_precision_rules(knobs, classified, given, has_gpu=has_gpu)
+    assert {"kind": "forbid", "when": {"bf16": True, "fp16": True},
+            "reason": "TrainingArguments refuses fp16 and bf16 together"} in rules
+    cpu_rule = [r for r in rules if r["when"].get("use_cpu") is False]
+    if has_gpu:
+        assert not cpu_rule and "use_cpu" not in knobs
+    else:
+        assert cpu_rule and knobs["use_cpu"] == {"flag": "--use_cpu", "kind": "bool", "default": False}
+    pinned = given_values(["--use_cpu"])
+    assert not [r for r in hf_precision_rules({k: v for k, v in plan.knobs.items() if k != "use_cpu"}, classified,
+                                              pinned, has_gpu=False)
+                if "use_cpu" in r["when"]]

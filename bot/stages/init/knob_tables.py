@@ -17,6 +17,7 @@ from typing import Any
 from bot.stages.init.classify import Classified, Coupled, current
 from bot.stages.init.cores import usable_cores
 from bot.stages.init.discover import Setting
+from bot.stages.init.framework_rules import hf_precision_rules, machine_has_gpu
 
 _EXPRESSIBLE = ("flag-space", "flag-equals", "hydra", "switch", "env")
 _LIGHTNING_PRECISION = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
@@ -133,6 +134,10 @@ def plan_knobs(classified: Classified, given: dict[str, str], *, taken: set[str]
                                        + (f" (line {s.line} of the entry script)" if s.line else ""))
     for pair in classified.coupled:
         _couple(plan, pair, given, taken)
+    before = set(plan.knobs)
+    plan.constraints += hf_precision_rules(plan.knobs, classified, given, has_gpu=machine_has_gpu())
+    for name in set(plan.knobs) - before:
+        plan.notes[f"knobs.{name}"] = "guessed: Hugging Face TrainingArguments needs it for bf16 on this GPU-less machine"
     return plan
 
 

@@ -253,11 +253,44 @@ def test_draft_reads_a_log_interval_as_steps_per_line(tmp_path: Path) -> None:
                 print(f"iter {iter_num}: loss {lossf:.4f}, time {dt*1000:.2f}ms")
     ''')
     root = _repo(tmp_path, source, {})
-    draft = draft_contract("python train.py --max_iters=2000", scan_repo(root, "train.py"))
+    # the user chose the interval: a line stands for 10 optimizer steps
+    draft = draft_contract("python train.py --max_iters=2000 --log_interval=10", scan_repo(root, "train.py"))
     timing = draft.data["timing"]
     assert timing["steps_per_line"] == 10
     assert (timing["warmup_steps"], timing["measured_steps"]) == (2, 12)
     assert draft.data["workload"]["tokens_per_step"] == 12 * 40 * 1024
+    # the script's default: the bot asks for a line every step, which changes no computation
+    draft = draft_contract("python train.py --max_iters=2000", scan_repo(root, "train.py"))
+    assert draft.data["timing"].get("steps_per_line", 1) == 1
+    assert draft.data["workload"]["args"][-1] == "--log_interval=1"
+
+
+def test_an_argparse_log_interval_is_set_to_one_on_the_command(tmp_path: Path) -> None:
+    # pytorch/examples word_language_model: `--log-interval` 200, the line counts batches within an epoch
+    from bot.stages.init.draft import draft_contract
+    from bot.stages.init.scan import scan_repo
+
+    source = textwrap.dedent('''
+        import argparse, math
+        parser = argparse.ArgumentParser()
+        parser.add_argument('--batch_size', type=int, default=20)
+        parser.add_argument('--bptt', type=int, default=35)
+        parser.add_argument('--epochs', type=int, default=40)
+        parser.add_argument('--log-interval', type=int, default=200)
+        args = parser.parse_args()
+        epoch, lr, total_loss = 1, 20.0, 0.0
+        for batch in range(1000):
+            total_loss += 5.0
+            if batch % args.log_interval == 0 and batch > 0:
+                cur_loss = total_loss / args.log_interval
+                print('| epoch {:3d} | {:5d}/{:5d} batches | lr {:02.2f} | ms/batch {:5.2f} | '
+                      'loss {:5.2f} | ppl {:8.2f}'.format(epoch, batch, 1000, lr, 3.1, cur_loss, math.exp(cur_loss)))
+                total_loss = 0
+    ''')
+    draft = draft_contract("python train.py --epochs 6", scan_repo(_repo(tmp_path, source, {}), "train.py"))
+    assert draft.data["workload"]["args"] == ["--epochs", "6", "--log-interval", "1"]
+    assert draft.data["timing"].get("steps_per_line", 1) == 1
+    assert draft.data["workload"]["tokens_per_step"] == 20 * 35
 
 
 def test_a_thread_count_knob_offers_no_more_threads_than_the_job_may_use(tmp_path: Path) -> None:

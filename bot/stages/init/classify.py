@@ -43,10 +43,11 @@ _FIXED: tuple[tuple[str, str], ...] = (
      r"num_epochs|lr_decay_iters|n_steps|num_iterations|max_iterations|train_iters)$", "training length"),
     (r"^(seed|data_seed|random_seed|manual_seed)$", "seed"),
     (r"^(block_size|seq_len|seq_length|max_seq_len|max_seq_length|context_length|sequence_length|max_length|"
-     r"n_ctx|n_positions|ctx_len|max_position_embeddings|max_len)$", "sequence length"),
+     r"n_ctx|n_positions|ctx_len|context_len|context_size|max_position_embeddings|max_len|bptt)$", "sequence length"),
     (r"^(n_layer|n_layers|num_layers|num_hidden_layers|depth|n_head|n_heads|num_heads|num_attention_heads|n_embd|"
      r"d_model|hidden_size|dim|emb_dim|vocab_size|intermediate_size|ffn_dim|model_name_or_path|model_name|"
-     r"model_type|config_name|model_size|model|arch|init_from|bias|n_kv_heads|num_key_value_heads)$", "model"),
+     r"model_type|config_name|model_size|model|arch|init_from|bias|n_kv_heads|num_key_value_heads|nlayers|nhead|"
+     r"nheads|nhid|emsize|embed_dim|embedding_dim|hidden_dim|n_hidden|d_ff|mlp_ratio|num_classes)$", "model"),
     (r"^(dataset|dataset_name|dataset_config_name|data|data_dir|data_path|train_file|validation_file|"
      r"tokenizer|tokenizer_name|data_root|train_data|data_files|dataset_path)$", "data"),
     (r"dropout|pdrop|drop_rate|drop_path", "dropout"),

@@ -22,7 +22,7 @@ from bot.stages.init.framework_rules import hf_precision_rules, machine_has_gpu
 _EXPRESSIBLE = ("flag-space", "flag-equals", "hydra", "switch", "env")
 _LIGHTNING_PRECISION = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
 _SEQ = re.compile(r"^(block_size|seq_len|seq_length|max_seq_len|max_seq_length|context_length|sequence_length|"
-                  r"max_length|n_ctx|ctx_len)$")
+                  r"max_length|n_ctx|ctx_len|context_len|context_size|bptt)$")
 _STEPS = re.compile(r"^(steps|max_steps|iters|max_iters|num_steps|train_steps|total_steps|num_iterations|"
                     r"max_iterations|train_iters)$")
 

@@ -10,7 +10,10 @@ are meaningful: the profiler slows the job down.
 
 With ``--steps N`` the pass ends after the N-th optimizer step (a real job is
 configured for days; the doctor needs the steps a trial measures, not the run):
-the profile is written then and the process exits at once.
+the profile is written then and the process exits at once. A job that updates
+its weights by hand (pytorch/examples' word_language_model: ``p.data.add_(p.grad,
+alpha=-lr)``) builds no ``torch.optim`` optimizer; there the N-th backward pass
+ends it instead.
 """
 
 from __future__ import annotations
@@ -50,16 +53,36 @@ def main(argv: list[str]) -> int:
     sys.argv = rest
     code = 0
     prof = profile(activities=activities)
-    done = {"steps": 0}
+    done = {"steps": 0, "backwards": 0, "optimizers": 0}
 
-    def enough(opt, args, kwargs) -> None:  # noqa: ANN001
-        done["steps"] += 1
-        if steps and done["steps"] >= steps:
+    def stop_if(count: int) -> None:
+        if steps and count >= steps:
             prof.stop()
             _write(out, prof, 0)
             os._exit(0)  # the job's own teardown (checkpoints, loggers) is not what the doctor measures
 
+    def enough(opt, args, kwargs) -> None:  # noqa: ANN001
+        done["steps"] += 1
+        stop_if(done["steps"])
+
+    backward = torch.autograd.backward
+
+    def counted_backward(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        result = backward(*args, **kwargs)
+        done["backwards"] += 1
+        if not done["optimizers"]:
+            stop_if(done["backwards"])
+        return result
+
+    optimizer_init = torch.optim.Optimizer.__init__
+
+    def counted_init(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        done["optimizers"] += 1
+        return optimizer_init(self, *args, **kwargs)
+
     register_optimizer_step_post_hook(enough)
+    torch.autograd.backward = counted_backward  # Tensor.backward looks it up here at each call
+    torch.optim.Optimizer.__init__ = counted_init
     prof.start()
     try:
         runpy.run_path(rest[0], run_name="__main__")

@@ -201,9 +201,23 @@ class _Walker:
             def visit_SimpleString(self, s: cst.SimpleString) -> None:
                 walker.mentioned.update(_IDENT.findall(s.value))
 
+            # getattr(x, <not a literal>) may fetch any method; it dispatches only if what it fetched is
+            # called. A config walker (minGPT's CfgNode: `obj = getattr(obj, k)` then `setattr`) never calls
+            # it, and calling every method reached for it would keep `from_pretrained` alive.
+            fetched: set[str] = set()  # names assigned from such a getattr
+            called: set[str] = set()
+            quiet: set[int] = set()  # id() of the getattr calls assigned to a name
+
+            def visit_Assign(self, assign: cst.Assign) -> None:
+                if _dynamic_getattr(assign.value) and len(assign.targets) == 1 \
+                        and isinstance(assign.targets[0].target, cst.Name):
+                    self.fetched.add(assign.targets[0].target.value)
+                    self.quiet.add(id(assign.value))
+
             def visit_Call(self, call: cst.Call) -> None:
-                if (isinstance(call.func, cst.Name) and call.func.value in {"getattr", "hasattr", "setattr"}
-                        and (len(call.args) < 2 or not isinstance(call.args[1].value, cst.SimpleString))):
+                if isinstance(call.func, cst.Name):
+                    self.called.add(call.func.value)
+                if _dynamic_getattr(call) and id(call) not in self.quiet:
                     walker.dynamic = True
 
             def visit_Import(self, imp: cst.Import) -> None:
@@ -222,7 +236,10 @@ class _Walker:
                     for alias in imp.names:
                         walker._import(f"{base}.{_code(alias.name)}" if base else _code(alias.name), path)
 
-        node.visit(_Collect())
+        collect = _Collect()
+        node.visit(collect)
+        if collect.fetched & collect.called:
+            self.dynamic = True
 
     def _import(self, dotted: str, importer: str) -> None:
         parts = dotted.split(".")
@@ -379,6 +396,12 @@ class _Walker:
             for branch, reason in self.dead_branches.get(path, []):
                 mark(branch, reason)
         return Reach(dead={p: frozenset(v) for p, v in dead.items() if v}, why=why)
+
+
+def _dynamic_getattr(node: cst.BaseExpression) -> bool:
+    """``getattr(x, name)`` with a name that is not a literal (``hasattr``/``setattr`` call nothing)."""
+    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "getattr"
+            and (len(node.args) < 2 or not isinstance(node.args[1].value, cst.SimpleString)))
 
 
 def _defs(tree: cst.Module) -> list[tuple[cst.FunctionDef | cst.ClassDef, cst.ClassDef | None]]:

@@ -151,6 +151,36 @@ def test_a_string_reference_in_a_config_file_keeps_a_class_reached(tmp_path: Pat
     assert reach.unreached("model.py", lines_of(repo / "model.py", "return 0")) is None
 
 
+# karpathy/minGPT's CfgNode.merge_from_args walks the config with getattr(obj, k) and sets with setattr:
+# nothing it fetches is called, so it dispatches to no method. A getattr whose result is called does.
+CONFIG_WALK = '''
+def merge(cfg, key, val):
+    obj = cfg
+    for k in key.split('.')[:-1]:
+        obj = getattr(obj, k)
+    setattr(obj, key.split('.')[-1], val)
+    return hasattr(obj, key)
+'''
+DISPATCH = '''
+def merge(cfg, key, val):
+    hook = getattr(cfg, key)
+    hook(val)
+'''
+
+
+@pytest.mark.parametrize(("helper", "dead"), [(CONFIG_WALK, True), (DISPATCH, False),
+                                              ("def merge(cfg, key, val):\n    getattr(cfg, key)(val)\n", False)])
+def test_only_a_getattr_whose_result_is_called_keeps_every_method_alive(tmp_path: Path, helper: str,
+                                                                       dead: bool) -> None:
+    repo = write_repo(tmp_path / "repo")
+    (repo / "cfg.py").write_text(textwrap.dedent(helper).lstrip())
+    train = repo / "train.py"
+    train.write_text("from cfg import merge\nmerge(object(), 'a', 1)\n" + train.read_text())
+    reach = analyse(repo, ["python", "train.py"])
+    found = reach.unreached("model.py", lines_of(repo / "model.py", "return 0"))
+    assert (found is not None) is dead
+
+
 @pytest.mark.slow
 def test_the_catalog_says_does_not_apply_for_unreached_targets_and_offers_what_runs(tmp_path: Path) -> None:
     repo = write_repo(tmp_path / "repo")

@@ -119,6 +119,8 @@ def discover_all(summary: RepoSummary, user_args: list[str], *, taken: set[str])
                 found.extra_args += every_step
             else:
                 found.steps_per_line = k  # the job prints every k optimizer steps (the user chose k)
+        elif found.step_lines[0].every > 1:
+            found.steps_per_line = found.step_lines[0].every  # `if it % 10 == 0:` around the print, a literal
     found.data_paths, found.data_note = draft_data_paths(summary.root, [f.path for f in summary.files],
                                                          " ".join(user_args))
     return found

@@ -34,7 +34,7 @@ class Setting:
     """One launch setting as the code defines it."""
 
     key: str  # as the code names it: dest, field, global, dotted Hydra key, env var
-    convention: str  # argparse | hf | globals | hydra | lightning | lightning-cli | click | typer | env
+    convention: str  # argparse | hf | globals | hydra | lightning | lightning-cli | click | typer | cfgnode | env
     passing: Passing
     token: str  # what goes on the command line (``--bf16``, ``trainer.precision``) or the variable name
     default: Any = None
@@ -391,8 +391,11 @@ def discover(root: Path, entry: str | None) -> list[Setting]:
         return []
     out = read_argparse(source)
     have = {s.key for s in out}
+    from bot.stages.init.cfgnode import read_cfgnode  # it builds on this module's helpers
+
     for s in (read_hf(source, module) + read_globals(source, module) + read_hydra(source, path.parent)
-              + read_lightning(source, module) + read_click_typer(source, module) + read_env(source)):
+              + read_lightning(source, module) + read_click_typer(source, module) + read_cfgnode(source, module, root)
+              + read_env(source)):
         if s.key not in have:
             out.append(s)
             have.add(s.key)

@@ -52,6 +52,7 @@ class StepLine:
     origin: str  # "f-string print", "logging", "HF Trainer", "Lightning progress bar", ...
     has_step: bool
     in_loop: bool
+    every: int = 1  # printed under ``if <counter> % N == 0`` with a literal N: one line per N steps
 
 
 # --- templates -> regex --------------------------------------------------------------------------------------
@@ -227,6 +228,24 @@ def _callee(func: cst.BaseExpression, module: cst.Module) -> tuple[str, str]:
     return "", ""
 
 
+def _literal_modulo(test: cst.BaseExpression) -> int:
+    """N in ``x % N == 0`` or ``not x % N`` with N an integer literal (minGPT: ``trainer.iter_num % 10 == 0``)."""
+    if isinstance(test, cst.BooleanOperation):  # `... and batch > 0`
+        return max(_literal_modulo(test.left), _literal_modulo(test.right))
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    elif isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
+            and isinstance(test.comparisons[0].operator, cst.Equal) \
+            and isinstance(test.comparisons[0].comparator, cst.Integer) and test.comparisons[0].comparator.value == "0":
+        test = test.left
+    else:
+        return 1
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo) \
+            and isinstance(test.right, cst.Integer):
+        return max(1, int(test.right.value, 0))
+    return 1
+
+
 class _Finder(cst.CSTVisitor):
     METADATA_DEPENDENCIES = (cst.metadata.PositionProvider,)
 
@@ -234,6 +253,7 @@ class _Finder(cst.CSTVisitor):
         self.module = module
         self.found: list[StepLine] = []
         self.loops = 0
+        self.every: list[int] = []  # per enclosing `if`: its literal modulo, else 1
         self.stdout_logging = stdout_logging
         self.tqdm_stdout = tqdm_stdout
 
@@ -246,6 +266,12 @@ class _Finder(cst.CSTVisitor):
     def visit_While(self, node: cst.While) -> None:
         self.loops += 1
 
+    def visit_If(self, node: cst.If) -> None:
+        self.every.append(_literal_modulo(node.test))
+
+    def leave_If(self, node: cst.If) -> None:
+        self.every.pop()
+
     def leave_While(self, node: cst.While) -> None:
         self.loops -= 1
 
@@ -257,8 +283,9 @@ class _Finder(cst.CSTVisitor):
         if bar and not has_step:
             regex, has_step = rf"{regex}.*?{_BAR_COUNT}", True
         line = self.get_metadata(cst.metadata.PositionProvider, node).start.line
+        every = next((n for n in reversed(self.every) if n > 1), 1)
         self.found.append(StepLine(regex=regex, stream=stream, line=line, origin=origin, has_step=has_step,
-                                   in_loop=self.loops > 0))
+                                   in_loop=self.loops > 0, every=every))
 
     def visit_Call(self, node: cst.Call) -> None:
         receiver, name = _callee(node.func, self.module)

@@ -54,6 +54,8 @@ def scrubbed_environment(extra: Mapping[str, str] = (), *, base: Mapping[str, st
     for key, value in dict(extra).items():
         if is_secret(key) and not key.startswith("INFRARSI_PROBE"):
             raise ValueError(f"refusing to pass {key!r} to trial code: it looks like a secret")
+        if key == "PYTHONPATH" and env.get(key):  # the trial's import roots lead, the machine's path follows
+            value = os.pathsep.join([value, env[key]])
         env[key] = value
     # Step lines must reach the bot the moment they are printed.
     env["PYTHONUNBUFFERED"] = "1"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from infrarsi.contract.lock import Lock, verify_lock
+from bot.stages.run.import_roots import import_roots, with_import_roots
 from infrarsi.contract.job_line import contract_job_line
 from infrarsi.contract.knob_codec import KnobValueError
 from infrarsi.contract.model import Contract, KnobValue
@@ -62,8 +63,9 @@ def trial_spec(contract: Contract, candidate: Candidate, *, tree: Path, memory_l
                timeout_s: float | None = None, log_dir: Path | None = None) -> TrialSpec:
     """The launch of ``candidate`` in ``tree``: fixed arguments first, then every knob explicitly."""
     line = contract_job_line(contract, candidate.knob_dict(), interpreter=sys.executable)
+    cwd = tree / contract.workload.cwd
     return TrialSpec(
-        argv=line.argv, cwd=str(tree / contract.workload.cwd), env=line.env,
+        argv=line.argv, cwd=str(cwd), env=with_import_roots(line.env, import_roots(cwd, line.argv)),
         timeout_s=timeout_s if timeout_s is not None else contract.budget.trial_timeout_s,
         memory_limit_bytes=memory_limit_bytes, source=contract.timing.source,
         stdout_regex=contract.timing.stdout_regex, expected_steps=contract.timing.total_steps,

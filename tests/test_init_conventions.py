@@ -127,6 +127,47 @@ rank = int(os.environ.get("RANK", 0))
 lr = float(os.environ["LR"])
 '''
 
+# karpathy/minGPT's projects/chargpt: a CfgNode tree built in code, groups from the repo's own classes,
+# overridden by `--trainer.batch_size=32` (merge_from_args)
+CFGNODE = '''
+import sys
+from mingpt.trainer import Trainer
+from mingpt.utils import CfgNode as CN
+
+def get_config():
+    C = CN()
+    C.system = CN()
+    C.system.seed = 3407
+    C.data = CharDataset.get_default_config()
+    C.trainer = Trainer.get_default_config()
+    C.trainer.learning_rate = 5e-4
+    return C
+
+class CharDataset:
+    @staticmethod
+    def get_default_config():
+        C = CN()
+        C.block_size = 128
+        return C
+
+if __name__ == '__main__':
+    config = get_config()
+    config.merge_from_args(sys.argv[1:])
+'''
+CFGNODE_TRAINER = '''
+from mingpt.utils import CfgNode as CN
+
+class Trainer:
+    @staticmethod
+    def get_default_config():
+        C = CN()
+        C.num_workers = 4
+        C.max_iters = None
+        C.batch_size = 64
+        C.learning_rate = 3e-4
+        return C
+'''
+
 # convention -> (source, extra files, command args, expected {"free", "fixed", "coupled"} (subsets))
 TABLE = {
     "argparse": (ARGPARSE, {}, [], {
@@ -156,6 +197,10 @@ TABLE = {
         "free": {"compile", "num_workers"}, "fixed": {"learning_rate", "epochs"}, "coupled": set()}),
     "typer": (TYPER, {}, [], {
         "free": {"gradient_checkpointing", "num_threads"}, "fixed": {"seed", "max_steps"}, "coupled": set()}),
+    "cfgnode": (CFGNODE, {"mingpt/__init__.py": "", "mingpt/trainer.py": CFGNODE_TRAINER}, [], {
+        "free": {"trainer.num_workers"},
+        "fixed": {"system.seed", "data.block_size", "trainer.learning_rate", "trainer.max_iters"},
+        "coupled": set()}),
     "env": (ENV, {}, [], {
         "free": {"NUM_WORKERS", "PRECISION"}, "fixed": {"SEED", "LR"}, "coupled": set()}),
 }
@@ -329,3 +374,29 @@ def test_hf_precision_flags_get_the_constraints_the_trainer_enforces(tmp_path: P
     assert not [r for r in hf_precision_rules({k: v for k, v in plan.knobs.items() if k != "use_cpu"}, classified,
                                               pinned, has_gpu=False)
                 if "use_cpu" in r["when"]]
+
+
+def test_a_cfgnode_tree_is_passed_as_dotted_key_equals_value_and_gives_tokens(tmp_path: Path) -> None:
+    settings = discover(_repo(tmp_path, CFGNODE, {"mingpt/__init__.py": "", "mingpt/trainer.py": CFGNODE_TRAINER}),
+                        "train.py")
+    by_key = {s.key: s for s in settings}
+    assert by_key["trainer.learning_rate"].default == 5e-4  # the project's override of the class default
+    assert (by_key["trainer.num_workers"].passing, by_key["trainer.num_workers"].token) == \
+        ("flag-equals", "--trainer.num_workers")
+    given = given_values(["--trainer.max_iters=100000"])
+    tokens = infer_tokens(settings, classify(settings, given), given)
+    assert tokens is not None and tokens[0] == 64 * 128
+
+
+def test_a_print_under_a_literal_modulo_sets_steps_per_line(tmp_path: Path) -> None:
+    from bot.stages.init.draft import draft_contract
+    from bot.stages.init.scan import scan_repo
+
+    source = CFGNODE + textwrap.indent(textwrap.dedent('''
+        def batch_end_callback(trainer):
+            if trainer.iter_num % 10 == 0:
+                print(f"iter_dt {trainer.iter_dt * 1000:.2f}ms; iter {trainer.iter_num}: train loss {trainer.loss.item():.5f}")
+    '''), "    ")
+    root = _repo(tmp_path, source, {"mingpt/__init__.py": "", "mingpt/trainer.py": CFGNODE_TRAINER})
+    draft = draft_contract("python train.py --trainer.max_iters=100000", scan_repo(root, "train.py"))
+    assert draft.data["timing"]["steps_per_line"] == 10

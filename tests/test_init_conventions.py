@@ -400,3 +400,29 @@ def test_a_print_under_a_literal_modulo_sets_steps_per_line(tmp_path: Path) -> N
     root = _repo(tmp_path, source, {"mingpt/__init__.py": "", "mingpt/trainer.py": CFGNODE_TRAINER})
     draft = draft_contract("python train.py --trainer.max_iters=100000", scan_repo(root, "train.py"))
     assert draft.data["timing"]["steps_per_line"] == 10
+
+
+def test_a_switch_and_a_short_alias_on_the_command_keep_the_users_values(tmp_path: Path) -> None:
+    # timm's train.py: `-b/--batch-size`, `--grad-accum-steps`, `--amp` (store_true) given on the command
+    from bot.stages.init.draft import draft_contract
+    from bot.stages.init.scan import scan_repo
+
+    source = textwrap.dedent('''
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument('-b', '--batch-size', type=int, default=128, metavar='N')
+        parser.add_argument('--grad-accum-steps', type=int, default=1)
+        parser.add_argument('--amp', action='store_true', default=False)
+        parser.add_argument('--epochs', type=int, default=300)
+        args = parser.parse_args()
+        for step in range(10):
+            loss = 1.0 / (step + 1)
+            print(f"step {step} loss {loss:.4f}")
+    ''')
+    draft = draft_contract("python train.py -b 64 --grad-accum-steps 2 --epochs 90 --amp",
+                           scan_repo(_repo(tmp_path, source, {}), "train.py"))
+    knobs = draft.data["knobs"]
+    assert knobs["amp"]["default"] is True  # the user's --amp stays on in the baseline
+    assert knobs["batch_size"]["default"] == 64 and draft.data["workload"]["args"] == ["--epochs", "90"]
+    assert draft.data["constraints"][-1]["value"] == 128
+    assert draft.data["workload"]["tokens_per_step"] == 128  # samples: no sequence length

@@ -19,14 +19,15 @@ from bot.stages.init.discover import Setting
 _FREE: tuple[tuple[str, str], ...] = (
     (r"^(dtype|precision|amp|autocast|mixed_precision|amp_dtype|bf16|fp16|tf32|use_amp|half|use_bf16|"
      r"use_fp16|allow_tf32)$", "numeric precision"),
-    (r"^(compile|torch_compile|use_compile|compile_model)$", "torch.compile"),
+    (r"^(compile|torch_compile|use_compile|compile_model|torchcompile)$", "torch.compile"),
     (r"^(threads|num_threads|nthreads|torch_threads|intra_op_threads|omp_num_threads)$", "thread count"),
     (r"^(optim)$", "optimizer implementation"),
     (r"^(grad_ckpt|gradient_checkpointing|activation_checkpointing|checkpoint_activations|recompute|"
      r"use_gradient_checkpointing|grad_checkpointing)$", "activation checkpointing"),
     (r"^(num_workers|workers|dataloader_workers|dataloader_num_workers|n_workers|loader_workers)$",
      "data-loader workers"),
-    (r"^(pin_memory|dataloader_pin_memory|persistent_workers|dataloader_persistent_workers)$", "data-loader memory"),
+    (r"^(pin_memory|pin_mem|dataloader_pin_memory|persistent_workers|dataloader_persistent_workers)$",
+     "data-loader memory"),
     (r"^(fused|foreach|flash|use_flash|sdpa|fused_adam|flash_attn|use_flash_attn|use_fused_adam|"
      r"attn_implementation)$", "fused kernels"),
     (r"^(benchmark|cudnn_benchmark|channels_last)$", "kernel selection"),

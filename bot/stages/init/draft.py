@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.stages.init import conventions
 from bot.stages.init.cores import usable_cores
+from bot.stages.init.knob_tables import given_values
 from bot.stages.init.scan import ArgFlag, RepoSummary
 from infrarsi.contract.knob_codec import guess_value
 
@@ -72,19 +73,16 @@ def _knob_reason(dest: str) -> str | None:
     return None
 
 
-def _command_values(argv: list[str]) -> dict[str, str]:
-    """Flag values given on the human's command line (``--x 1`` and ``--x=1``)."""
-    out: dict[str, str] = {}
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg.startswith("--") and "=" in arg:
-            k, v = arg.split("=", 1)
-            out[k] = v
-        elif arg.startswith("-") and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
-            out[arg] = argv[i + 1]
-            i += 1
-        i += 1
+def canonical_flags(argv: list[str], flags: tuple[ArgFlag, ...]) -> list[str]:
+    """``argv`` with each argparse alias spelled as the argument's main flag (``-b 128`` → ``--batch-size 128``).
+
+    A knob is passed by its main flag after the fixed arguments; an alias left among those would set the
+    same argument twice, and its value would not be the knob's default (timm's train.py: ``-b``)."""
+    main = {alias: f.flag for f in flags for alias in f.aliases}
+    out = []
+    for arg in argv:
+        name, eq, value = arg.partition("=")
+        out.append(main[name] + eq + value if name in main else arg)
     return out
 
 
@@ -143,8 +141,8 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
         prog, rest = ["python"], argv[1:]
     script = rest[0] if rest and not rest[0].startswith("-") else None
     prog += rest[:1] if script else []
-    user_args = rest[1:] if script else rest
-    given = _command_values(user_args)
+    user_args = canonical_flags(rest[1:] if script else rest, summary.flags)
+    given = given_values(user_args)
 
     values = {f.dest: _value_of(f, given) for f in summary.flags}
     global_batch = next((v for d, v in values.items() if _GLOBAL_BATCH.match(d) and isinstance(v, int)), None)

@@ -169,21 +169,24 @@ def _style(s: Setting) -> str:
 
 
 def infer_tokens(settings: list[Setting], classified: Classified, given: dict[str, str]) -> tuple[int, str] | None:
-    """Tokens per optimizer step: micro x accumulation x sequence length, or global batch x sequence length."""
+    """Tokens per optimizer step: micro x accumulation x sequence length, or global batch x sequence length.
+
+    A job with a batch and no sequence length (an image classifier: timm's ``train.py``) counts samples:
+    each one is a token, so throughput reads as samples per second."""
     seq = next((s for s in settings if _SEQ.match(s.leaf) and isinstance(current(s, given), int)
                 and not isinstance(current(s, given), bool) and current(s, given) > 0), None)
-    if seq is None:
-        return None
-    seq_len = current(seq, given)
+    seq_len = current(seq, given) if seq is not None else 1
+    per = f" x {seq.token} ({seq_len})" if seq is not None else \
+        " samples (no sequence length found: each sample counts as one token)"
     for pair in classified.coupled:
         if pair.global_batch:
-            return (pair.global_batch * seq_len, f"guessed: {pair.micro.token} x {pair.accum.token} "
-                    f"({pair.global_batch}) x {seq.token} ({seq_len})")
+            return pair.global_batch * seq_len, f"guessed: {pair.micro.token} x {pair.accum.token} " \
+                f"({pair.global_batch}){per}"
     batch = next((s for s, r in classified.fixed if r.startswith("global batch")
                   and isinstance(current(s, given), int)), None)
     if batch is not None:
         b = current(batch, given)
-        return b * seq_len, f"guessed: {batch.token} ({b}) x {seq.token} ({seq_len})"
+        return b * seq_len, f"guessed: {batch.token} ({b}){per}"
     return None
 
 

@@ -5,7 +5,6 @@ Nothing here imports the user's code: ``init`` must be safe on any repo.
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,6 +32,7 @@ class ArgFlag:
     action: str | None = None
     help: str = ""
     line: int = 0
+    aliases: tuple[str, ...] = ()  # the other option strings of the same argument (``-b`` for ``--batch-size``)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -112,7 +112,8 @@ class _ArgparseVisitor(cst.CSTVisitor):
         type_name = _name(keywords["type"]) if "type" in keywords else None
         pos = self.get_metadata(cst.metadata.PositionProvider, node)
         self.flags.append(ArgFlag(flag=flag, dest=dest, type=type_name, default=default, has_default=has_default,
-                                  choices=choices, action=action, help=help_text, line=pos.start.line))
+                                  choices=choices, action=action, help=help_text, line=pos.start.line,
+                                  aliases=tuple(n for n in names if n != flag and n.startswith("-"))))
 
 
 def scan_flags(source: str) -> tuple[ArgFlag, ...]:

@@ -1,7 +1,8 @@
 """Every cheat ends ``invalid`` or ``rejected``; every honest catalog patch and knob still passes.
 
-The cheats in the shared training step run on tinygpt (``REDTEAM_FULL=1``: on tinymoe too); the model
-cheats and every honest candidate run on both fixtures. Each candidate runs once, witnessed, through the same worktree/patch/audit path
+The cheats in the shared training step and the honest knobs (the same harness in both fixtures) run on
+tinygpt (``REDTEAM_FULL=1``: on tinymoe too); the model cheats and every honest catalog patch run on both
+fixtures. Each candidate runs once, witnessed, through the same worktree/patch/audit path
 a model-written patch takes, and is held to the invariants verification uses
 (the baseline's witnessed reference and the doctor's calibrated loss band).
 The verdict and the checks that broke are printed: ``pytest -s`` shows the
@@ -69,8 +70,7 @@ HONEST_KNOBS = ({"dtype": "bf16"}, {"micro_batch": 4}, {"micro_batch": 1}, {"gra
 
 
 @pytest.mark.parametrize("knobs", HONEST_KNOBS, ids=[",".join(f"{k}={v}" for k, v in h.items()) for h in HONEST_KNOBS])
-def test_an_honest_knob_passes_every_invariant(each_bench: Bench, knobs: dict) -> None:
-    bench = each_bench
+def test_an_honest_knob_passes_every_invariant(bench: Bench, knobs: dict) -> None:
     judged = bench.judge(knobs=knobs)
     _show(bench.repo.name, str(knobs), judged)
     assert judged.verdict == "ok", [c for c in judged.checks if not c.ok]

@@ -168,6 +168,25 @@ class Trainer:
         return C
 '''
 
+# lucidrains/x-transformers' train_enwik8.py: python-fire over a function's keyword parameters
+FIRE = '''
+import fire
+
+def train(
+    num_batches = int(1e5),
+    batch_size = 4,
+    gradient_accumulate_every = 4,
+    learning_rate = 1e-4,
+    seq_len = 1024,
+    cpu = False
+):
+    for i in range(num_batches):
+        print(f'training loss: {1.0}')
+
+if __name__ == '__main__':
+    fire.Fire(train)
+'''
+
 # convention -> (source, extra files, command args, expected {"free", "fixed", "coupled"} (subsets))
 TABLE = {
     "argparse": (ARGPARSE, {}, [], {
@@ -201,6 +220,9 @@ TABLE = {
         "free": {"trainer.num_workers"},
         "fixed": {"system.seed", "data.block_size", "trainer.learning_rate", "trainer.max_iters"},
         "coupled": set()}),
+    "fire": (FIRE, {}, ["--num_batches=100000"], {
+        "free": set(), "fixed": {"num_batches", "learning_rate", "seq_len"},
+        "coupled": {"batch_size*gradient_accumulate_every"}}),
     "env": (ENV, {}, [], {
         "free": {"NUM_WORKERS", "PRECISION"}, "fixed": {"SEED", "LR"}, "coupled": set()}),
 }

@@ -36,12 +36,14 @@ _MICRO = re.compile(r"^(micro_?batch(_size)?|mbs|micro_bs|per_device_(train_)?ba
                     r"train_micro_batch_size_per_gpu|local_batch_size)$")
 _BATCH = re.compile(r"^(batch_size|train_batch_size|bs|batch)$")
 _ACCUM = re.compile(r"^(gradient_accumulation_steps|grad_accum(_steps)?|accumulate_grad_batches|accum(_steps|_iter)?|"
-                    r"accumulation_steps|gradient_accumulation|grad_acc(_steps)?)$")
+                    r"accumulation_steps|gradient_accumulation|grad_acc(_steps)?|gradient_accumulate_every|"
+                    r"grad_accum_every|accum_every|accumulate_every)$")
 _GLOBAL = re.compile(r"^(global_batch(_size)?|total_batch(_size)?|gbs|effective_batch_size)$")
 _FIXED: tuple[tuple[str, str], ...] = (
     (r"(^|_)(lr|learning_rate)$|^(min_lr|max_lr|base_lr|lr_.*|.*_lr)$", "learning rate"),
     (r"^(steps|max_steps|iters|max_iters|num_steps|train_steps|total_steps|num_train_epochs|epochs|max_epochs|"
-     r"num_epochs|lr_decay_iters|n_steps|num_iterations|max_iterations|train_iters)$", "training length"),
+     r"num_epochs|lr_decay_iters|n_steps|num_iterations|max_iterations|train_iters|num_batches|"
+     r"num_train_steps|training_steps)$", "training length"),
     (r"^(seed|data_seed|random_seed|manual_seed)$", "seed"),
     (r"^(block_size|seq_len|seq_length|max_seq_len|max_seq_length|context_length|sequence_length|max_length|"
      r"n_ctx|n_positions|ctx_len|context_len|context_size|max_position_embeddings|max_len|bptt)$", "sequence length"),

@@ -34,7 +34,7 @@ class Setting:
     """One launch setting as the code defines it."""
 
     key: str  # as the code names it: dest, field, global, dotted Hydra key, env var
-    convention: str  # argparse | hf | globals | hydra | lightning | lightning-cli | click | typer | cfgnode | env
+    convention: str  # argparse | hf | globals | hydra | lightning | lightning-cli | click | typer | fire | cfgnode | env
     passing: Passing
     token: str  # what goes on the command line (``--bf16``, ``trainer.precision``) or the variable name
     default: Any = None
@@ -344,7 +344,25 @@ def read_click_typer(source: str, module: cst.Module) -> list[Setting]:
                 out.append(Setting(key=p.name.value, convention="typer",
                                    passing="switch" if isinstance(v, bool) else "flag-space", token=flag,
                                    default=v, has_default=True, type=_type_of(v)))
+    fired = re.search(r"\bFire\(\s*([A-Za-z_]\w*)\s*\)", source) if "fire" in source else None
+    if fired:  # python-fire: `fire.Fire(train)` makes each keyword parameter a `--name=value` flag
+        for fn in (s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == fired.group(1)):
+            for p in [*fn.params.params, *fn.params.kwonly_params]:
+                ok, v = _lit(_cast_literal(p.default))
+                if ok and p.default is not None:
+                    out.append(Setting(key=p.name.value, convention="fire", passing="flag-equals",
+                                       token=f"--{p.name.value}", default=v, has_default=True, type=_type_of(v)))
     return out
+
+
+def _cast_literal(node: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """``int(1e5)`` → ``1e5`` cast later by its caller's int: defaults written as a cast of a literal."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("int", "float") \
+            and len(node.args) == 1:
+        ok, v = _lit(node.args[0].value)
+        if ok and isinstance(v, int | float) and not isinstance(v, bool):
+            return cst.parse_expression(repr(int(v) if node.func.value == "int" else float(v)))
+    return node
 
 
 # --- environment variables ------------------------------------------------------------------------------------

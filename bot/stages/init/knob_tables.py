@@ -24,7 +24,7 @@ _LIGHTNING_PRECISION = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", 
 _SEQ = re.compile(r"^(block_size|seq_len|seq_length|max_seq_len|max_seq_length|context_length|sequence_length|"
                   r"max_length|n_ctx|ctx_len|context_len|context_size|bptt)$")
 _STEPS = re.compile(r"^(steps|max_steps|iters|max_iters|num_steps|train_steps|total_steps|num_iterations|"
-                    r"max_iterations|train_iters)$")
+                    r"max_iterations|train_iters|num_batches|num_train_steps|training_steps)$")
 
 
 def given_values(argv: list[str]) -> dict[str, str]:

@@ -194,23 +194,28 @@ def _fmt_flops(n: float) -> str:
 
 def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_seen: int,
                     reference: WorkReference, trial: int | str = "?",
-                    steps_at_report: int | None = None, split: bool = False) -> list[InvariantCheck]:
+                    steps_at_report: int | None = None, split: bool = False,
+                    steps_per_line: int = 1) -> list[InvariantCheck]:
     """Each invariant of one witnessed candidate trial against the baseline's reference.
 
     A report written before exit (the bot stops a long job after its measured steps) is held to the step
     lines that had arrived when it was written (``steps_at_report``), give or take the one whose line is
     printed after its optimizer step; one written on SIGTERM is not held to the baseline's count, which
-    then depends on when the signal came."""
+    then depends on when the signal came. A job that prints a line every ``steps_per_line`` optimizer steps
+    (minGPT: every 10) is held to that many steps per line, give or take one line's worth."""
     t = f"trial {trial}"
     base = reference.reports[0]
     checks: list[InvariantCheck] = []
 
     early = report.at != "exit" and steps_at_report is not None
     lines = steps_at_report if early else steps_seen
-    ok = abs(report.optimizer_steps - lines) <= (1 if early else 0) \
+    k = max(1, steps_per_line)
+    slack = k if early or k > 1 else 0
+    ok = abs(report.optimizer_steps - lines * k) <= slack \
         and (report.at == "sigterm" or base.at == "sigterm" or report.optimizer_steps == base.optimizer_steps)
     checks.append(InvariantCheck(name="optimizer_steps", ok=ok, detail=(
         f"{t}: {report.optimizer_steps} optimizer steps for {lines} reported steps"
+        + (f" of {k} optimizer steps each" if k > 1 else "")
         + (f" (when the witness reported, at {report.at})" if early else "")
         + f" (baseline {base.optimizer_steps})")))
 
@@ -313,4 +318,5 @@ def record_invariants(record: TrialRecord, reference: WorkReference, *,
     return work_invariants(report, first_loss=first_loss(record) if printed_loss else None,
                            steps_seen=record.metrics.steps_seen, split=not printed_loss,
                            steps_at_report=record.metrics.steps_at_witness,
+                           steps_per_line=record.metrics.steps_per_line,
                            reference=reference, trial=record.trial_no)

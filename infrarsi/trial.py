@@ -84,6 +84,7 @@ class TrialMetrics:
     child_step_time_s: float | None = None  # what the candidate's own clock claimed
     steps_seen: int = 0
     steps_at_witness: int | None = None  # step lines that arrived before the witness reported (not at exit)
+    steps_per_line: int = 1  # optimizer steps each step line stands for (timing.steps_per_line)
     wall_s: float = 0.0
     phases_s: tuple[tuple[str, float], ...] = ()  # mean seconds per measured step, by the job's clock
     parameters: int | None = None  # as the job reported it (probe.info)

@@ -138,6 +138,22 @@ def _step_count(report: WitnessReport, *, seen: int, at_report: int | None) -> b
     return next(c.ok for c in checks if c.name == "optimizer_steps")
 
 
+@pytest.mark.parametrize("optimizer_steps, at_report, ok", [
+    (131, 14, True),  # minGPT prints at iter 0, 10, ...: line 14 comes after optimizer step 131
+    (131, 13, True),  # the HF Trainer prints at step 10, 20, ...: 13 lines by step 131
+    (131, 7, False),  # a step skipped every other time: half the lines' worth
+])
+def test_a_line_every_k_steps_is_held_to_k_optimizer_steps_per_line(optimizer_steps: int, at_report: int,
+                                                                     ok: bool) -> None:
+    # Seen on karpathy/minGPT's chargpt: each line stands for 10 steps, and every honest candidate was
+    # `invalid: 14 optimizer steps for 2 reported steps` before the witness and the count knew it.
+    baseline = _report(at="step", t=1.0, optimizer_steps=131)
+    reference = replace(REFERENCE, reports=(baseline, baseline))
+    checks = work_invariants(replace(baseline, optimizer_steps=optimizer_steps), first_loss=4.8, steps_seen=16,
+                             steps_at_report=at_report, reference=reference, trial=7, steps_per_line=10)
+    assert next(c.ok for c in checks if c.name == "optimizer_steps") is ok
+
+
 @pytest.mark.parametrize("report, seen, at_report, ok", [
     (_report(), 8, None, True),  # at exit: every line a step
     (_report(optimizer_steps=4), 8, None, False),  # a step every other line, at exit

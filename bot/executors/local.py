@@ -12,7 +12,7 @@ from pathlib import Path
 from bot.executors.environment import scrubbed_environment
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
-from bot.executors.witness import open_channel
+from bot.executors.witness import open_channel, witness_final_step
 from bot.executors.streams import (LineReader, StepCollector, ignore, on_step_line, open_probe_pipe,
                                    probe_handler, regex_handler)
 from infrarsi.seams.executor import Execution, TrialSpec
@@ -49,7 +49,7 @@ class LocalExecutor:
         env = scrubbed_environment({**dict(spec.env), FD_ENV: str(probe_fd)}, base=self.base_env,
                                    passthrough=self.passthrough_env)
         witness = open_channel(count_step=spec.witness, pythonpath=env.get("PYTHONPATH"),
-                               final_step=spec.expected_steps) if spec.witness else None
+                               final_step=witness_final_step(spec)) if spec.witness else None
         if witness is not None:
             env.update(witness.env)
         log_dir = Path(spec.log_dir) if spec.log_dir else None

@@ -30,6 +30,7 @@ class TrialSpec:
     step_stream: Literal["stdout", "stderr"] = "stdout"  # where stdout_regex reads step lines
     log_dir: str | None = None  # where stdout/stderr are kept in full
     witness: int | None = None  # witnessed: the optimizer step whose work the witness counts; None: unwitnessed
+    steps_per_line: int = 1  # optimizer steps per step line: the witness reports after expected x this
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -115,7 +115,7 @@ def recover_pending(executor: SlurmExecutor, contract: Contract, journal: Journa
         timing = contract.timing
         memory_limit = contract.budget.memory_limit_bytes
         metrics = summarize(execution, warmup=timing.warmup_steps, measured=timing.measured_steps,
-                            memory_limit_bytes=memory_limit)
+                            memory_limit_bytes=memory_limit, steps_per_line=timing.steps_per_line)
         outcome, reason = classify(execution, metrics, warmup=timing.warmup_steps, measured=timing.measured_steps,
                                    tokens_per_step=contract.workload.tokens_per_step)
         record = TrialRecord(run_id=run_id, trial_no=pending.trial_no,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from infrarsi.seams.executor import TrialSpec
 from infrarsi.witness import WITNESS_ENV, WitnessResult, authenticate, new_key, source_sha256
 
 SITE_DIR = Path(__file__).resolve().parent / "site"
@@ -68,6 +69,18 @@ class WitnessChannel:
             except OSError:
                 pass
         self.report_read.close()
+
+
+def witness_final_step(spec: TrialSpec) -> int | None:
+    """The optimizer step after which the witness reports: the last the bot's stop is sure to come after.
+
+    With a line every ``k`` optimizer steps the E-th line comes at step (E-1)k+1 (a job that prints at step
+    0: minGPT) or at Ek (one that prints at k: the HF Trainer); the first is reached by both before the bot
+    stops the job, so baseline and candidate report at the same step."""
+    if not spec.expected_steps:
+        return None
+    k = max(1, spec.steps_per_line)
+    return spec.expected_steps if k == 1 else (spec.expected_steps - 1) * k + 1
 
 
 def open_channel(*, count_step: int, pythonpath: str | None, final_step: int | None = None) -> WitnessChannel:

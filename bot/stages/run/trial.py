@@ -69,6 +69,7 @@ def trial_spec(contract: Contract, candidate: Candidate, *, tree: Path, memory_l
         timeout_s=timeout_s if timeout_s is not None else contract.budget.trial_timeout_s,
         memory_limit_bytes=memory_limit_bytes, source=contract.timing.source,
         stdout_regex=contract.timing.stdout_regex, expected_steps=contract.timing.total_steps,
+        steps_per_line=contract.timing.steps_per_line,
         step_stream=contract.timing.stream,
         log_dir=str(log_dir) if log_dir else None,
     )

@@ -156,9 +156,6 @@ def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measur
     expected = warmup + measured
     if metrics.steps_seen < expected:
         return Outcome.INVALID, f"expected {expected} step events, saw {metrics.steps_seen}"
-    if metrics.step_times_s and max(metrics.step_times_s) <= 0:
-        return Outcome.INVALID, ("the step lines arrived all at once, so no step can be timed: the job buffers "
-                                 "its output (print with flush=True, or log through an unbuffered handler)")
     per_line = tokens_per_step * steps_per_line
     bad = [e for e in execution.events if e.tokens is not None and e.tokens != per_line]
     if bad:
@@ -168,5 +165,8 @@ def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measur
     if any(e.loss is not None and e.loss != e.loss for e in execution.events):
         first = next(e for e in execution.events if e.loss is not None and e.loss != e.loss)
         return Outcome.INVALID, f"loss is NaN at step {first.step}"
+    if metrics.step_times_s and max(metrics.step_times_s) <= 0:
+        return Outcome.INVALID, ("the step lines arrived all at once, so no step can be timed: the job buffers "
+                                 "its output (print with flush=True, or log through an unbuffered handler)")
     return Outcome.OK, ""
 

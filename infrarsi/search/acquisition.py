@@ -24,6 +24,15 @@ device-seconds without lowering the best found (``docs/search.md``). Before
 anything has run ok (a baseline that OOMs) there is no floor: fitting at all
 is the point. Stop advice still reads the unfloored score.
 
+**What an OOM costs.** Where the records show an OOM costing ``r`` times an ok
+trial (``Models.oom_cost_ratio``, median device-seconds; 32 GPUs held until
+the kill), the score is divided by the expected cost in ok trials,
+``P(fit) + (1 - P(fit)) r``, and the floor becomes ``1 - 0.15 / r``: the
+expected device-seconds lost to OOMs stay what they are at ``r = 1``. Only
+the OOM's cost is priced, never the ok trial's own time: EI per expected
+device-second of the whole trial steered away from the slow configurations
+that are the best on the large models (``docs/search.md``). ``r`` is at least 1.
+
 A batch of ``q`` is chosen greedily with the kriging believer: after each pick
 the time posterior is updated with a fantasy observation equal to its own
 prediction, which leaves means alone and shrinks the variance of everything
@@ -40,8 +49,7 @@ import numpy as np
 from scipy import special
 
 from infrarsi.contract.knob_codec import assignment_text
-from infrarsi.search.models import Models
-from infrarsi.search.time_model import TimePosterior
+from infrarsi.search.models import Models, TimeModel
 from infrarsi.trial import Candidate
 
 #: Once something has run ok, a candidate is proposed only if P(fit) >= this, while any candidate is.
@@ -124,7 +132,7 @@ class _Scored:
     sd: np.ndarray
 
 
-def _time_ei(post: TimePosterior, x: np.ndarray, x_inc: np.ndarray, inc: Incumbent) -> np.ndarray:
+def _time_ei(post: TimeModel, x: np.ndarray, x_inc: np.ndarray, inc: Incumbent) -> np.ndarray:
     if inc.log_time is not None:
         mu, var = post.predict(x)
         return log_expected_improvement(mu, np.sqrt(var), inc.log_time)
@@ -241,9 +249,12 @@ def propose_batch(models: Models, q: int, rng: np.random.Generator, *, tried: Co
     pok = models.feasibility.prob_ok(x)
     with np.errstate(divide="ignore"):
         log_feas = np.log(pf) + np.log(pok)
+        # expected cost in ok trials: an OOM costs oom_cost_ratio of them (module docstring)
+        log_feas = log_feas - np.log(pf + (1.0 - pf) * models.oom_cost_ratio)
     if incumbent.log_time is not None:
         # the risk floor (module docstring): everything under it ranks after everything over it
-        log_feas = np.where(pf >= MIN_PROB_FITS, log_feas, log_feas - _BELOW_FLOOR)
+        floor = 1.0 - (1.0 - MIN_PROB_FITS) / models.oom_cost_ratio
+        log_feas = np.where(pf >= floor, log_feas, log_feas - _BELOW_FLOOR)
     post, inc = models.time, incumbent
     x_inc = models.design([inc.candidate])[0]
     taken = np.zeros(len(cands), dtype=bool)

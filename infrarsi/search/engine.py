@@ -197,10 +197,11 @@ class SearchEngine:
 
     def posterior_report(self) -> PosteriorReport:
         m = self._models
+        baseline_log_time = float(m.time.predict(np.zeros((1, len(self.features.names))))[0][0])
         counts = Counter(r.outcome.value for r in self._records.values())
         return PosteriorReport(
             time_effects=tuple(m.time.effects()), memory_effects=tuple(m.memory.effects()),
             memory_prices=tuple(m.memory.prices()), crash_effects=tuple(m.feasibility.effects()),
             time_sigma=m.time.sigma, memory_sigma=m.memory.sigma,
-            baseline_step_time_s=math.exp(float(m.time.mean[0])), baseline_peak_bytes=m.memory.baseline_bytes,
+            baseline_step_time_s=math.exp(baseline_log_time), baseline_peak_bytes=m.memory.baseline_bytes,
             counts={o.value: counts.get(o.value, 0) for o in Outcome})

@@ -63,7 +63,10 @@ class Priors:
     the peak a feature acts on, ``"states"`` (parameters, gradients, optimizer
     state) or ``"activations"``; when it names any feature of the space, peak
     memory is fitted as the sum of the two parts (:mod:`.memory_parts`), else as
-    one log-linear model (:mod:`.memory_model`).
+    one log-linear model (:mod:`.memory_model`). ``time_parts`` likewise says
+    which part of the step a feature acts on, ``"compute"`` or
+    ``"communication"`` (exposed); when it names any feature, step time is
+    fitted as their sum (:mod:`.time_parts`), else as one log-linear model.
     """
 
     time: Mapping[str, tuple[float, float]] = field(default_factory=dict)
@@ -80,16 +83,18 @@ class Priors:
     time_noise: tuple[float, float] = (0.05, 2.0)
     memory_noise: tuple[float, float] = (0.03, 4.0)
     memory_parts: Mapping[str, str] = field(default_factory=dict)
+    time_parts: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "time", MappingProxyType(dict(self.time)))
         object.__setattr__(self, "memory", MappingProxyType(dict(self.memory)))
         object.__setattr__(self, "memory_parts", MappingProxyType(dict(self.memory_parts)))
+        object.__setattr__(self, "time_parts", MappingProxyType(dict(self.time_parts)))
 
     def unknown_names(self, space: SearchSpace) -> list[str]:
         """Names in ``time``/``memory`` that are not features of ``space`` (likely typos)."""
         known = set(space.feature_names)
-        return sorted((set(self.time) | set(self.memory) | set(self.memory_parts)) - known)
+        return sorted((set(self.time) | set(self.memory) | set(self.memory_parts) | set(self.time_parts)) - known)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

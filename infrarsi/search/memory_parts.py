@@ -82,10 +82,11 @@ class PartsMemoryPosterior:
     n_exact: int
     n_censored: int
     converged: bool = True
+    part_names: tuple[str, str] = PARTS  # the time model (:mod:`.time_parts`) names its own two parts
 
     @property
     def coefficient_names(self) -> tuple[str, ...]:
-        return tuple(f"{self.names[k]} [{part}]" for part, cols in zip(PARTS, self.columns) for k in cols)
+        return tuple(f"{self.names[k]} [{part}]" for part, cols in zip(self.part_names, self.columns) for k in cols)
 
     def _parts(self, xt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(log peak, share of states, Jacobian of log peak in the coefficients) at rows ``xt``."""
@@ -138,9 +139,9 @@ class PartsMemoryPosterior:
 
 
 def column_parts(main_parts: Sequence[str | None], squares: Sequence[int],
-                 pairs: Sequence[tuple[int, int]]) -> list[frozenset[str]]:
+                 pairs: Sequence[tuple[int, int]], part_names: tuple[str, str] = PARTS) -> list[frozenset[str]]:
     """The parts each design column (main, squares, pairs; no intercept) acts on."""
-    both = frozenset(PARTS)
+    both = frozenset(part_names)
     main = [frozenset({p}) if p else both for p in main_parts]
     return main + [main[i] for i in squares] + [main[i] & main[j] for i, j in pairs]
 
@@ -156,19 +157,22 @@ def part_prior(mean: float, sd: float, share: float) -> tuple[float, float]:
 def fit_memory_parts(x: np.ndarray, y: np.ndarray, censored: np.ndarray, *, names: tuple[str, ...],
                      parts: Sequence[frozenset[str]], n_main: int, prior_mean: np.ndarray, prior_sd: np.ndarray,
                      intercept: tuple[float, float], noise: tuple[float, float] = (0.03, 4.0),
-                     states_share: float = STATES_SHARE) -> PartsMemoryPosterior:
+                     states_share: float = STATES_SHARE,
+                     part_names: tuple[str, str] = PARTS) -> PartsMemoryPosterior:
     """MAP and Laplace covariance of the two-part model (see the module docstring).
 
     ``parts[k]`` is the set of parts design column ``k`` acts on; ``prior_mean``
     and ``prior_sd`` are total-peak priors per column; the first ``n_main``
     columns are main effects (restated per part when they act on one part only).
+    ``part_names`` name the two parts (states first); the Tobit likelihood with
+    nothing censored is the Gaussian one, which the two-part time model uses.
     """
     p = len(prior_mean)
     x = np.asarray(x, dtype=float).reshape(-1, p)
     y = np.asarray(y, dtype=float).reshape(-1)
     cens = np.asarray(censored, dtype=bool).reshape(-1)
     columns, m0, s0 = [], [], []
-    for part, share in ((STATES, states_share), (ACTIVATIONS, 1.0 - states_share)):
+    for part, share in ((part_names[0], states_share), (part_names[1], 1.0 - states_share)):
         cols = [0] + [k + 1 for k in range(p) if part in parts[k]]
         means = [intercept[0] + math.log(share)]
         sds = [intercept[1]]
@@ -208,7 +212,8 @@ def fit_memory_parts(x: np.ndarray, y: np.ndarray, censored: np.ndarray, *, name
     k = len(m0a)
     return PartsMemoryPosterior(names=(INTERCEPT, *names), columns=(columns[0], columns[1]), prior_mean=m0a,
                                 prior_sd=s0a, mean=theta[:k], cov=cov[:k, :k], sigma=math.exp(float(theta[k])),
-                                n_exact=int((~cens).sum()), n_censored=int(cens.sum()), converged=converged)
+                                n_exact=int((~cens).sum()), n_censored=int(cens.sum()), converged=converged,
+                                part_names=part_names)
 
 
 def _sum_of_parts(blocks: tuple[np.ndarray, np.ndarray],
@@ -234,9 +239,10 @@ def _gauss_newton(theta: np.ndarray, blocks: tuple[np.ndarray, np.ndarray], y: n
     return tobit_curvature(theta, mu, jac, y, cens, s0, noise)
 
 
-def parts_by_feature(names: Sequence[str], tags: Mapping[str, str]) -> list[str | None]:
+def parts_by_feature(names: Sequence[str], tags: Mapping[str, str], part_names: tuple[str, str] = PARTS,
+                     what: str = "memory") -> list[str | None]:
     """The part each main feature is tagged with, None for both; unknown part names are refused."""
-    bad = sorted({v for v in tags.values() if v not in PARTS})
+    bad = sorted({v for v in tags.values() if v not in part_names})
     if bad:
-        raise ValueError(f"memory part must be one of {', '.join(PARTS)}; got {', '.join(bad)}")
+        raise ValueError(f"{what} part must be one of {', '.join(part_names)}; got {', '.join(bad)}")
     return [tags.get(n) for n in names]

@@ -30,6 +30,7 @@ from infrarsi.search.memory_model import MemoryPosterior, fit_memory
 from infrarsi.search.memory_parts import PartsMemoryPosterior, column_parts, fit_memory_parts, parts_by_feature
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import TimePosterior, fit_time
+from infrarsi.search.time_parts import TIME_PARTS, PartsTimePosterior, fit_time_parts, intercept_for
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 
 FAILED: frozenset[Outcome] = frozenset({Outcome.CRASH, Outcome.TIMEOUT, Outcome.INVALID})
@@ -37,6 +38,9 @@ RAN: frozenset[Outcome] = frozenset({Outcome.OK, Outcome.OOM})
 
 #: Either memory model: one log-linear Tobit fit, or states plus activations.
 MemoryModel = MemoryPosterior | PartsMemoryPosterior
+
+#: Either time model: one log-linear fit, or compute plus exposed communication.
+TimeModel = TimePosterior | PartsTimePosterior
 
 #: Memory intercept prior when the caller gives none: the baseline is a job its
 #: owner runs, so it probably fits: centred on half the limit, sd 1.5 in log
@@ -50,10 +54,11 @@ class Models:
 
     space: SearchSpace
     features: FeatureMap
-    time: TimePosterior
+    time: TimeModel
     memory: MemoryModel
     feasibility: FeasibilityPosterior
     memory_limit: float | None
+    oom_cost_ratio: float = 1.0  # device-seconds of an OOM over those of an ok trial, as recorded (at least 1)
 
     def design(self, candidates: Sequence[Candidate]) -> np.ndarray:
         return self.features.expand(self.space.encode_many(candidates)) if candidates else \
@@ -108,6 +113,8 @@ def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records
     """Fit all three models on ``records`` (any order; sorted by trial identity here)."""
     names = features.names
     t_x, t_y, m_x, m_y, m_c, f_x, f_y = [], [], [], [], [], [], []
+    ok_cost: list[float] = []
+    oom_cost: list[float] = []
     for r in sorted(records, key=lambda r: (r.run_id, r.trial_no)):
         cand = space.complete(r.candidate)
         if r.outcome in (Outcome.REJECTED, Outcome.INTERRUPTED) or not in_domain(space, cand):
@@ -128,6 +135,8 @@ def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records
             m_x.append(z)
             m_y.append(math.log(peak))
             m_c.append(False)
+        if r.cost_s > 0 and r.outcome in RAN:
+            (ok_cost if r.outcome == Outcome.OK else oom_cost).append(r.cost_s)
         if r.outcome in RAN or r.outcome in FAILED:
             f_x.append(z)
             f_y.append(1.0 if r.outcome in FAILED else 0.0)
@@ -136,8 +145,16 @@ def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records
         return features.expand(np.vstack(rows)) if rows else np.zeros((0, len(names)))
 
     tm, ts = features.prior(space, priors, "time")
-    time = fit_time(design(t_x), np.asarray(t_y), names=names, prior_mean=tm, prior_sd=ts,
-                    intercept=priors.time_intercept, noise=priors.time_noise)
+    time_parts = parts_by_feature(features.main_names, priors.time_parts, TIME_PARTS, "time")
+    time: TimeModel
+    if set(filter(None, time_parts)) == set(TIME_PARTS) and t_y:
+        time = fit_time_parts(design(t_x), np.asarray(t_y), names=names,
+                              parts=column_parts(time_parts, features.squares, features.pairs, TIME_PARTS),
+                              n_main=features.n_main, prior_mean=tm, prior_sd=ts,
+                              intercept=intercept_for(np.asarray(t_y), priors.time_intercept), noise=priors.time_noise)
+    else:  # a part nothing moves (CPU knobs: no communication) or nothing measured yet: the single model
+        time = fit_time(design(t_x), np.asarray(t_y), names=names, prior_mean=tm, prior_sd=ts,
+                        intercept=priors.time_intercept, noise=priors.time_noise)
     mm, ms = features.prior(space, priors, "memory")
     intercept = priors.memory_intercept
     if intercept is None:
@@ -157,5 +174,6 @@ def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records
     feas = fit_feasibility(design(f_x), np.asarray(f_y), names=names, prior_mean=fm, prior_sd=fs,
                            base_rate=priors.crash_base_rate, levels=level_indicators(space),
                            level_sd=priors.crash_sd)
+    ratio = float(np.median(oom_cost) / np.median(ok_cost)) if ok_cost and oom_cost else 1.0
     return Models(space=space, features=features, time=time, memory=memory, feasibility=feas,
-                  memory_limit=memory_limit)
+                  memory_limit=memory_limit, oom_cost_ratio=max(ratio, 1.0))

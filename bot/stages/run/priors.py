@@ -62,6 +62,30 @@ MEMORY_PARTS: tuple[tuple[str, str], ...] = (
 )
 
 
+# (feature pattern, the part of step time it acts on): compute (the micro-batches' kernels,
+# recomputation) or communication that compute does not hide. A feature named nowhere acts on both
+# (tp, pp, ep, micro_batch change both: the bubble stretches all of a micro-batch, fewer micro-batches
+# mean fewer ZeRO-2/3 collectives). docs/priors.md § Time parts.
+TIME_PARTS: tuple[tuple[str, str], ...] = (
+    (r"^(grad_ckpt|gradient_checkpointing|activation_checkpointing|checkpoint_activations)=", "compute"),
+    (r"^(recompute|recompute_granularity|activation_recompute)=", "compute"),
+    (r"^(sequence_parallel)=", "compute"),
+    (r"^(compile|torch_compile|use_compile)=", "compute"),
+    (r"^(optimizer|optim|optimizer_impl)=", "compute"),
+    (r"^patch:.*comm.*overlap.*$", "communication"),
+    (r"^patch:.*(attention|sdpa|flash|cross_entropy|gelu|norm|gemm|checkpoint|compile|optimizer).*$",
+     "compute"),
+    (r"^(zero|zero_stage)=", "communication"),
+    (r"^(overlap_grad_reduce|overlap_param_gather)=", "communication"),
+    (r"^(bucket_mb|bucket_cap_mb|ddp_bucket_size)$", "communication"),
+)
+
+
+def time_part(feature: str) -> str | None:
+    """The part of step time ``feature`` acts on by :data:`TIME_PARTS` (first match), None for both."""
+    return next((part for pattern, part in TIME_PARTS if re.match(pattern, feature)), None)
+
+
 def memory_part(feature: str) -> str | None:
     """The part of peak memory ``feature`` acts on by :data:`MEMORY_PARTS` (first match), None for both."""
     return next((part for pattern, part in MEMORY_PARTS if re.match(pattern, feature)), None)
@@ -72,6 +96,7 @@ def builtin_priors(space: SearchSpace) -> Priors:
     time: dict[str, tuple[float, float]] = {}
     memory: dict[str, tuple[float, float]] = {}
     parts = {name: part for name in space.feature_names if (part := memory_part(name))}
+    time_parts = {name: part for name in space.feature_names if (part := time_part(name))}
     for name in space.feature_names:
         if name.startswith("patch:"):
             continue
@@ -80,4 +105,4 @@ def builtin_priors(space: SearchSpace) -> Priors:
                 time[name] = (math.log(t), t_sd)
                 memory[name] = (math.log(m), m_sd)
                 break
-    return Priors(time=time, memory=memory, memory_parts=parts)
+    return Priors(time=time, memory=memory, memory_parts=parts, time_parts=time_parts)

@@ -188,6 +188,11 @@ def good_baseline_runs(records: Sequence[TrialRecord]) -> list[TrialRecord]:
         reasons = "; ".join(f"trial {r.trial_no}: {r.outcome.value} {r.reason}" for r in records
                             if r.outcome is not Outcome.OK)
         raise DoctorError(f"only {len(good)} of {len(records)} baseline runs succeeded ({reasons or 'too few steps'})")
+    untimed = [r.trial_no for r in good if max(r.metrics.step_times_s) <= 0]
+    if untimed:
+        raise DoctorError(f"the step lines of baseline trial {untimed[0]} arrived all at once, so no step can be "
+                          "timed: the job buffers its output (print with flush=True, or log through an unbuffered "
+                          "handler), or its steps take microseconds")
     return good
 
 

@@ -46,8 +46,14 @@ def test_uneven_steps_are_left_as_they_came() -> None:
     assert statistics.median(m.step_times_s) == pytest.approx(0.01)
 
 
-def test_a_job_whose_lines_all_arrive_at_exit_is_invalid_not_infinitely_fast() -> None:
+def test_lines_that_all_arrive_at_once_give_the_doctor_a_clear_error_not_a_traceback() -> None:
+    from infrarsi.doctor import DoctorError, good_baseline_runs
+    from infrarsi.trial import Candidate, TrialRecord
+
     stamps = [5.0] * 8
     m = summarize(_execution(stamps), warmup=2, measured=6)
-    outcome, why = classify(_execution(stamps), m, warmup=2, measured=6, tokens_per_step=0)
-    assert outcome is Outcome.INVALID and "buffers its output" in why
+    assert classify(_execution(stamps), m, warmup=2, measured=6, tokens_per_step=0)[0] is Outcome.OK
+    records = [TrialRecord(run_id="r", trial_no=i, candidate=Candidate.of({}, ()), outcome=Outcome.OK, metrics=m)
+               for i in (1, 2)]
+    with pytest.raises(DoctorError, match="arrived all at once"):
+        good_baseline_runs(records)

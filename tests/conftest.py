@@ -7,6 +7,10 @@ import os
 # Small matrix products in the engine's models crawl when multi-threaded OpenBLAS
 # competes with trials for two cores; set before numpy is imported anywhere.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# The doctor's device probe is cached for hours under XDG_CACHE_HOME: a figure measured by an earlier session
+# on a busier machine would stand in for this one's (the peak-FLOP/s check of test_doctor_verify failed on it).
+# One fresh cache per test session, shared by its tests, as on a clean CI machine.
+os.environ["XDG_CACHE_HOME"] = __import__("tempfile").mkdtemp(prefix="infrarsi-test-cache-")
 # Runs started by tests write their findings here, never to the user's own bank.
 os.environ.setdefault("INFRARSI_BANK", os.path.join(__import__("tempfile").mkdtemp(prefix="infrarsi-test-bank-"),
                                                     "bank.sqlite"))

@@ -204,9 +204,11 @@ class _Walker:
             # getattr(x, <not a literal>) may fetch any method; it dispatches only if what it fetched is
             # called. A config walker (minGPT's CfgNode: `obj = getattr(obj, k)` then `setattr`) never calls
             # it, and calling every method reached for it would keep `from_pretrained` alive.
-            fetched: set[str] = set()  # names assigned from such a getattr
-            called: set[str] = set()
-            quiet: set[int] = set()  # id() of the getattr calls assigned to a name
+            def __init__(self) -> None:
+                super().__init__()
+                self.fetched: set[str] = set()  # names assigned from such a getattr
+                self.called: set[str] = set()
+                self.quiet: set[int] = set()  # id() of the getattr calls assigned to a name
 
             def visit_Assign(self, assign: cst.Assign) -> None:
                 if _dynamic_getattr(assign.value) and len(assign.targets) == 1 \

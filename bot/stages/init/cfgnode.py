@@ -15,8 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import libcst as cst
+import libcst.matchers as m
 
 from bot.stages.init.discover import Setting, _lit, _type_of
+from bot.stages.init.scan import _imported_from
 
 _MERGE = "merge_from_args"
 
@@ -28,7 +30,7 @@ def read_cfgnode(source: str, module: cst.Module, root: Path) -> list[Setting]:
     builder = _builder_name(module)
     if builder is None or builder not in functions:
         return []
-    imports = _imports(module)
+    imports = _imported_from(module)
     defaults: dict[str, object] = {}
     _walk(functions[builder], "", defaults, module, imports, root, depth=0)
     return [Setting(key=key, convention="cfgnode", passing="flag-equals", token=f"--{key}", default=value,
@@ -43,7 +45,7 @@ def _builder_name(module: cst.Module) -> str | None:
     """``get_config`` in ``config = get_config(); config.merge_from_args(...)``."""
     assigned: dict[str, str] = {}
     merged: str | None = None
-    for node in _all_nodes(module):
+    for node in m.findall(module, m.Assign() | m.Call()):  # in source order
         if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) \
                 and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name):
             assigned[node.targets[0].target.value] = node.value.func.value
@@ -51,34 +53,6 @@ def _builder_name(module: cst.Module) -> str | None:
                 and isinstance(node.func.value, cst.Name):
             merged = node.func.value.value
     return assigned.get(merged) if merged else None
-
-
-def _all_nodes(module: cst.Module) -> list[cst.CSTNode]:
-    out: list[cst.CSTNode] = []
-
-    class _Collect(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            out.append(node)
-            return True
-
-    module.visit(_Collect())
-    return out
-
-
-def _imports(module: cst.Module) -> dict[str, str]:
-    """Imported name → its module's dotted path (``GPT`` → ``mingpt.model``)."""
-    out: dict[str, str] = {}
-    for stmt in module.body:
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            continue
-        for small in stmt.body:
-            if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative \
-                    and not isinstance(small.names, cst.ImportStar):
-                dotted = cst.Module(body=[]).code_for_node(small.module)
-                for alias in small.names:
-                    name = alias.asname.name.value if alias.asname else alias.name.value  # type: ignore[union-attr]
-                    out[name] = dotted
-    return out
 
 
 def _path(target: cst.BaseExpression, root_name: str) -> str | None:
@@ -113,7 +87,7 @@ def _walk(func: cst.FunctionDef, prefix: str, defaults: dict[str, object], modul
             continue
         group = _default_config_of(stmt.value, module, imports, root)
         if group is not None:
-            _walk(group[0], f"{prefix}{key}.", defaults, group[1], _imports(group[1]), root, depth + 1)
+            _walk(group[0], f"{prefix}{key}.", defaults, group[1], _imported_from(group[1]), root, depth + 1)
 
 
 def _statements(func: cst.FunctionDef) -> list[cst.BaseSmallStatement]:

@@ -9,8 +9,11 @@ and the page's writer carries the marked sections over when it rewrites it.
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from pathlib import Path
+from typing import Any
 
 
 def _pattern(name: str) -> re.Pattern[str]:
@@ -52,3 +55,15 @@ def write_section(path: Path, name: str, body: str) -> None:
     """Replace (or append) section ``name`` of the page at ``path``, creating the page if needed."""
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     path.write_text(replace_section(text, name, body), encoding="utf-8")
+
+
+def publish(text: str, *, section: str, page: Path | None, raw: Path | None, payload: dict[str, Any]) -> None:
+    """A benchmark's output: ``text`` printed, ``payload`` as JSON at ``raw``, ``text`` as ``section`` of ``page``
+    (either skipped when None)."""
+    print(text)
+    if raw is not None:
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        raw.write_text(json.dumps(payload) + "\n", encoding="utf-8")
+    if page is not None:
+        write_section(page, section, text)
+        print(f"wrote the section to {page}", file=sys.stderr)

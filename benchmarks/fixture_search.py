@@ -61,13 +61,15 @@ def git(repo: Path, *args: str) -> None:
                    check=True, capture_output=True)
 
 
-def make_repo(dest: Path, memory_limit: str, contract: str | None) -> Path:
-    shutil.copytree(FIXTURE, dest, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.*"))
+def make_repo(dest: Path, memory_limit: str, contract: str | None, *, source: Path = FIXTURE,
+              command: str = "python train.py") -> Path:
+    """A git repository of ``source`` with ``contract`` (or the one ``init --command`` drafts) and its lock."""
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.*"))
     git(dest, "init", "-q", "-b", "main")
     git(dest, "add", "-A")
-    git(dest, "commit", "-qm", "tinygpt")
+    git(dest, "commit", "-qm", source.name)
     if contract is None:
-        infrarsi("init", str(dest), "--command", "python train.py")
+        infrarsi("init", str(dest), "--command", command)
         text = (dest / "infrarsi.toml").read_text(encoding="utf-8")
         text = text.replace("[budget]\n", f'[budget]\nmemory_limit = "{memory_limit}"\n', 1)
         (dest / "infrarsi.toml").write_text(text, encoding="utf-8")

@@ -79,26 +79,51 @@ from infrarsi.contract.load import parse_memory
 from infrarsi.sim.knobs import Value
 
 #: What is measured per fixture: knob values (the other knobs stay at their defaults), the patches whose
-#: every valid subset is crossed with them, and the memory limit. Chosen from each fixture's README: the
-#: settings that moved step time or memory beyond noise (tinygpt: dtype, micro-batch, checkpointing, the
-#: SDPA and GELU edits; tinymoe: the same knobs, the grouped-experts and fused cross-entropy patches), plus
-#: the fused optimizer to reach 160 points. ``compile`` is left out: a cold inductor cache makes its first
-#: trial 30 s slower, which a table of three repeats cannot separate from the steady state.
+#: every valid subset is crossed with them, the workload and the memory limit. Chosen from each fixture's
+#: README: the settings that moved step time or memory beyond noise (tinygpt: dtype, micro-batch,
+#: checkpointing, the SDPA and GELU edits; tinymoe: the same knobs, the grouped-experts and fused
+#: cross-entropy patches), plus the fused optimizer to reach 160 points. ``compile`` is left out: a cold
+#: inductor cache makes its first trial 30 s slower, which a table of three repeats cannot separate from the
+#: steady state. tinygpt runs at 64 x 16 tokens a step (tinymoe's contract already does) so that a trial
+#: takes seconds; the memory limits put the largest micro-batches without checkpointing over the limit
+#: (tinygpt at this size on the AMD EPYC: 447 MiB at micro-batch 1, 641 MiB at 16).
 DESIGNS: dict[str, dict[str, Any]] = {
     "tinygpt": {"knobs": {"dtype": ("fp32", "bf16"), "micro_batch": (1, 2, 4, 8, 16), "grad_ckpt": (False, True),
                           "optimizer": ("adamw", "adamw_fused")},
-                "patches": ("sdpa_causal_attention", "fused_gelu"), "memory_limit": "1.1GiB"},
+                "patches": ("sdpa_causal_attention", "fused_gelu"), "memory_limit": "600MiB",
+                "command": "python train.py --seq-len 64 --global-batch 16"},
     "tinymoe": {"knobs": {"dtype": ("fp32", "bf16"), "micro_batch": (1, 2, 4, 8, 16), "grad_ckpt": (False, True),
                           "optimizer": ("adamw", "adamw_fused")},
                 "patches": ("grouped_experts", "fused_cross_entropy"), "memory_limit": "700MiB"},
 }
 #: tinymoe's 700MiB is a first guess from its size, not calibrated: check with ``--smoke`` on the measuring
 #: machine that the peaks straddle it (some micro-batch 16 points over, the default under) before the real run.
-#: A tinygpt trial takes about 14 s on 2 quiet cores with AVX-512 BF16: 160 x 3 trials are about 2 hours.
-#: On a CPU without avx512_bf16 (the smoke run's AMD EPYC: fp32 mb 2 at 1.2 s per step, bf16 mb 2 at 51 s,
-#: bf16 mb 4 killed by the 600 s trial timeout) every bf16 point costs minutes: check the fingerprint first.
+#: On a CPU without native bf16 (no avx512_bf16, no AMX; the smoke run's AMD EPYC: fp32 micro-batch 2 at
+#: 1.2 s per step, bf16 at 51 s, bf16 micro-batch 4 killed by the 600 s trial timeout) a bf16 point costs
+#: minutes, and ``run`` leaves bf16 out of the search there anyway (the doctor's device probe): the design
+#: then measures the thread count (torch's default, or 1) in its place, still 160 points — the space the
+#: engine really searches on that machine. :func:`design_for` makes the swap; the table's fingerprint says
+#: which machine it was.
+WITHOUT_NATIVE_BF16 = {"drop": "dtype", "add": ("threads", (0, 1))}
 #: ``--smoke``: four points, no patch.
-SMOKE = {"knobs": {"dtype": ("fp32", "bf16"), "micro_batch": (2, 4)}, "patches": ()}
+SMOKE = {"knobs": {"micro_batch": (2, 4), "grad_ckpt": (False, True)}, "patches": ()}
+
+
+def native_bf16(machine: Mapping[str, Any]) -> bool:
+    """Whether the fingerprinted CPU computes bf16 natively (AVX-512 BF16 or AMX) rather than emulating it."""
+    flags = machine.get("flags", {})
+    return bool(flags.get("avx512_bf16") or flags.get("amx"))
+
+
+def design_for(fixture: str, machine: Mapping[str, Any]) -> dict[str, Any]:
+    """The fixture's design, with dtype swapped for the thread count where bf16 would be emulated."""
+    design = dict(DESIGNS[fixture])
+    if native_bf16(machine):
+        return design
+    knobs = {k: v for k, v in design["knobs"].items() if k != WITHOUT_NATIVE_BF16["drop"]}
+    name, values = WITHOUT_NATIVE_BF16["add"]
+    design["knobs"] = {**knobs, name: values}
+    return design
 
 
 def machine_fingerprint() -> dict[str, Any]:
@@ -130,6 +155,12 @@ def _contract_text(fixture: str, memory_limit: str) -> str | None:
     text = path.read_text(encoding="utf-8")
     text = re.sub(r'(?m)^memory_limit\s*=.*\n', "", text)
     return text.replace("[budget]\n", f'[budget]\nmemory_limit = "{memory_limit}"\n', 1)
+
+
+def fixture_repo(fixture: str, design: Mapping[str, Any], memory_limit: str, work: Path) -> Path:
+    """A fresh git copy of the fixture with the contract its design measures (limit set, locked)."""
+    return make_repo(work / fixture, memory_limit, _contract_text(fixture, memory_limit),
+                     source=REPO_ROOT / "fixtures" / fixture, command=design.get("command", "python train.py"))
 
 
 def new_table(repo: Path, fixture: str, design: Mapping[str, Any], memory_limit: float, repeats: int,
@@ -200,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seeds the order of each round")
     ap.add_argument("--smoke", action="store_true", help="4 configurations x 1 repeat (a plumbing check)")
     args = ap.parse_args(argv)
-    design = {**DESIGNS[args.fixture], **(SMOKE if args.smoke else {})}
+    design = {**design_for(args.fixture, machine_fingerprint()), **(SMOKE if args.smoke else {})}
     repeats = 1 if args.smoke else args.repeats
     limit_text = args.memory_limit or design["memory_limit"]
     limit = parse_memory(limit_text)
@@ -210,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.smoke and args.out is None:
         raise SystemExit("--smoke needs --out (a smoke table is not a measurement to keep)")
     work = args.workdir or Path(tempfile.mkdtemp(prefix=f"infrarsi-measure-{args.fixture}-"))
-    repo = make_repo(work / args.fixture, limit_text, _contract_text(args.fixture, limit_text))
+    repo = fixture_repo(args.fixture, design, limit_text, work)
     command = "nice -n 19 .venv/bin/python -m benchmarks.measure_space " + " ".join(argv or sys.argv[1:])
     fresh = new_table(repo, args.fixture, design, float(limit), repeats, command.strip())
     if out.exists():
@@ -218,6 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         same = [(to_json(t)["knobs"], [p.id for p in t.patches], t.memory_limit_bytes) for t in (table, fresh)]
         if same[0] != same[1]:
             raise SystemExit(f"{out}: measured a different space or memory limit; use another --out")
+        was, now = ({k: m.get(k) for k in ("cpu", "flags", "cores", "torch")} for m in (table.machine, fresh.machine))
+        if was != now:  # one table, one machine: its repeats are that machine's noise, its optimum that machine's
+            raise SystemExit(f"{out}: measured on {was}, this machine is {now}; resume it there, or use another "
+                             "--out")
         table.repeats = max(table.repeats, repeats)
     else:
         table = fresh

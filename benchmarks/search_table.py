@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks.doc_sections import write_section
+from benchmarks.doc_sections import publish
 from benchmarks.search import (ALL_METHODS, MIN_EFFECT, REACH, TOP_K, VERIFY_SEED, Row, Truth, _median_reach, _q,
                                _reach_value, score_trials, summary_table, verify_on)
 from benchmarks.search_tuners import play
@@ -183,14 +182,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "OPENBLAS_NUM_THREADS=1 nice -n 19 .venv/bin/python -m benchmarks.search_table " + \
         " ".join(argv if argv is not None else sys.argv[1:])
     text = render(tables, rows, methods, budgets, args.seeds, elapsed, args.jobs, command.strip())
-    print(text)
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"command": command, "elapsed_s": elapsed, "tables": [p for p, _ in tables],
-                                         "rows": [asdict(r) for r in rows]}) + "\n", encoding="utf-8")
-    if args.out is not None:
-        write_section(args.out, SECTION, text)
-        print(f"wrote the section to {args.out}", file=sys.stderr)
+    publish(text, section=SECTION, page=args.out, raw=args.json,
+            payload={"command": command, "elapsed_s": elapsed, "tables": [p for p, _ in tables],
+                     "rows": [asdict(r) for r in rows]})
     return 0
 
 

@@ -249,19 +249,12 @@ def coverage(table: Table) -> tuple[int, int]:
     return sum(1 for c in design if table.runs.get(key(c))), len(design)
 
 
-@dataclass(frozen=True, slots=True)
-class TableBench:
-    """A measured table as a :class:`benchmarks.search_tuners.Bench`: a trial of a configuration draws
-    one of its measured repeats uniformly, from a stream seeded by ``seed`` (so trial ``i`` of every
-    method draws the same repeat index, as the simulator draws the same noise). A configuration
-    outside the table is one the launcher rejects (the space is the table)."""
+class TableSpace:
+    """What a :class:`benchmarks.search_tuners.Bench` over ``self.table`` answers from the table alone
+    (the axes, the default, the memory limit, the engine's space); subclasses say how a trial runs."""
 
+    __slots__ = ()
     table: Table
-    seed: int
-    rng: np.random.Generator = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "rng", np.random.default_rng([self.seed, 29]))
 
     @property
     def dimensions(self) -> tuple[Dimension, ...]:
@@ -274,6 +267,24 @@ class TableBench:
     def default(self) -> Config:
         return self.table.default()
 
+    def engine_space(self) -> SearchSpace:
+        return self.table.space()
+
+
+@dataclass(frozen=True, slots=True)
+class TableBench(TableSpace):
+    """A measured table as a :class:`benchmarks.search_tuners.Bench`: a trial of a configuration draws
+    one of its measured repeats uniformly, from a stream seeded by ``seed`` (so trial ``i`` of every
+    method draws the same repeat index, as the simulator draws the same noise). A configuration
+    outside the table is one the launcher rejects (the space is the table)."""
+
+    table: Table
+    seed: int
+    rng: np.random.Generator = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rng", np.random.default_rng([self.seed, 29]))
+
     def valid(self, config: Mapping[str, Value]) -> bool:
         return key(config) in self.table.runs
 
@@ -284,10 +295,7 @@ class TableBench:
                              "(the table does not cover its space: measure it completely first)")
         return runs[int(self.rng.integers(len(runs)))]
 
-    def engine_space(self) -> SearchSpace:
-        return self.table.space()
 
-
-__all__ = ["Run", "SCHEMA_VERSION", "Table", "TableBench", "TableError", "candidate_config", "config_candidate",
+__all__ = ["Run", "SCHEMA_VERSION", "Table", "TableBench", "TableError", "TableSpace", "candidate_config", "config_candidate",
            "coverage", "from_json", "load", "optimum", "save", "sigma_log", "to_json", "true_time"]
 

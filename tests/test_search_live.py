@@ -1,0 +1,67 @@
+"""The live confirmation's bookkeeping (benchmarks/search_live.py): a killed live run resumes from its
+journal without repeating a trial, a journal from another run is refused, and the replay band it is
+judged against is the replay's p10-p90.
+
+The live trials themselves are ``infrarsi trial`` (``benchmarks.measure_space.trial``, exercised by the
+measurement); here the runner answers from the synthetic table of ``tests/test_search_table.py``, counting
+the calls, so that what is checked is which calls reach it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from benchmarks.search_live import Journal, live_method, replay_band
+from benchmarks.search_table import replay
+from benchmarks.space_table import TableBench, TableError
+from tests.test_search_table import _table
+
+
+def _runner(calls: list[dict]):
+    bench = TableBench(_table(), seed=3)
+
+    def run(config):
+        calls.append(dict(config))
+        return bench.run(config)
+    return run
+
+
+def test_a_killed_live_run_resumes_from_its_journal_without_repeating_a_trial(tmp_path: Path) -> None:
+    table, path = _table(), tmp_path / "live.jsonl"
+    first: list[dict] = []
+    row, _ = live_method(table, "greedy", 6, 0, _runner(first), Journal.open(path), lambda _: None)
+    assert 6 <= len(first) == len(path.read_text().splitlines())  # every search trial and verification rerun
+    again: list[dict] = []
+    row2, _ = live_method(table, "greedy", 6, 0, _runner(again), Journal.open(path), lambda _: None)
+    assert again == []  # all answered by the journal
+    assert row2 == row
+    # a run cut short: the journal keeps its first half; the rest is run, once
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:3]) + "\n")
+    rest: list[dict] = []
+    row3, _ = live_method(table, "greedy", 6, 0, _runner(rest), Journal.open(path), lambda _: None)
+    assert len(rest) == len(first) - 3 and row3.best_fraction == row.best_fraction
+
+
+def test_a_journal_from_another_run_is_refused_by_name(tmp_path: Path) -> None:
+    table, path = _table(), tmp_path / "live.jsonl"
+    live_method(table, "greedy", 4, 0, _runner([]), Journal.open(path), lambda _: None)
+    # greedy's trials filed under random's name, as a journal of another seed or method would read
+    with pytest.raises(TableError, match=r"live.jsonl: random/search call \d+ was .*, now .*another table, seed"):
+        live_method(table, "random", 4, 1, _runner([]), Journal(path=path, done={
+            ("random/search", i): v for (s, i), v in Journal.open(path).done.items() if s == "greedy/search"}),
+            lambda _: None)
+    path.write_text("not json\n")
+    with pytest.raises(TableError, match=r"live.jsonl:1: not a journal line"):
+        Journal.open(path)
+
+
+def test_the_band_is_the_replay_p10_to_p90_of_the_same_method_and_budget() -> None:
+    table = _table()
+    rows = [asdict(r) for s in range(10) for r in replay(table, "random", s, (4,))]
+    band = replay_band(rows, "synthetic", "random", 4)
+    best = sorted(r["best_fraction"] for r in rows)
+    assert band is not None and best[0] <= band[0] <= band[1] <= best[-1]
+    assert replay_band(rows, "synthetic", "greedy", 4) is None

@@ -122,3 +122,65 @@ def test_link_data_mirrors_directories_and_keeps_tracked_files(tmp_path: Path) -
     assert (tree / "d" / "sub" / "a.bin").is_symlink()
     assert not (tree / "d" / "sub").is_symlink()
     assert (tree / "d" / "README").read_text() == "tracked copy"
+
+
+PARENT_JOB = textwrap.dedent('''
+    """Reads its dataset from next to the repo, as pytorch/examples' jobs do with `datasets.MNIST('../data')`."""
+    import argparse, os
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--batch_size", type=int, default=4)
+    p.add_argument("--seq_len", type=int, default=8)
+    p.add_argument("--data", default="../data")
+    a = p.parse_args()
+    data = open(os.path.join(a.data, "train.txt")).read()
+    with open(os.path.join(a.data, "cache.idx"), "w") as f:
+        f.write(str(len(data)))
+    for step in range(a.steps):
+        print(f"step {step} loss {len(data) / (step + 1):.4f}", flush=True)
+''')
+
+
+def _parent_repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.txt").write_text("the quick brown fox " * 50)
+    (tmp_path / "outputs").mkdir()  # what a job writes next to the repo is not data
+    (root / "train.py").write_text(PARENT_JOB.replace('"../data")', '"../data")  # also ../outputs'))
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "job")
+    out = subprocess.run(INFRARSI + ["init", str(root), "--command", "python train.py --steps 6"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return root
+
+
+def test_init_names_data_one_level_above_the_repo_and_locks_it(tmp_path: Path) -> None:
+    root = _parent_repo(tmp_path)
+    assert load_contract(root).data.paths == ("../data",)
+    lock = json.loads((root / "infrarsi.lock").read_text())
+    assert set(lock["data"]) == {"../data/train.txt"}
+
+
+@pytest.mark.parametrize("path", ["../../data", "../data/../../x", "/abs/data"])
+def test_data_paths_further_than_one_level_up_are_refused_with_the_way_out(tmp_path: Path, path: str) -> None:
+    root = _parent_repo(tmp_path)
+    text = (root / "infrarsi.toml").read_text().replace('paths = ["../data"]', f'paths = ["{path}"]')
+    (root / "infrarsi.toml").write_text(text)
+    out = subprocess.run(INFRARSI + ["check", str(root)], capture_output=True, text=True)
+    assert out.returncode != 0
+    assert "one level above it" in out.stderr and "absolute path" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.slow
+def test_a_trial_reads_data_above_the_repo_through_links_in_the_worktrees_directory(tmp_path: Path) -> None:
+    root = _parent_repo(tmp_path)
+    out = subprocess.run(INFRARSI + ["trial", str(root), "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout)["outcome"] == "ok"
+    # the cache the job wrote stayed on InfraRSI's side of the link, the original directory is untouched
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["train.txt"]
+    assert subprocess.run(INFRARSI + ["check", str(root)], capture_output=True).returncode == 0

@@ -498,8 +498,12 @@ def _data(t: Table, root: Path) -> DataSpec:
     t.finish()
     for p in paths:
         parts = Path(p).parts
-        if not p or Path(p).is_absolute() or ".." in parts:
-            raise t.error("paths", f"expected paths inside the repo, got {p!r}")
+        # one level above the repo is allowed (`../data`, where pytorch/examples-style jobs keep datasets): a
+        # trial worktree's parent is InfraRSI's worktrees directory, where the links land, shared by the trials
+        inside = parts[1:] if parts[:1] == ("..",) and len(parts) > 1 else parts
+        if not p or Path(p).is_absolute() or ".." in inside:
+            raise t.error("paths", f"expected paths inside the repo or one level above it (../data), got {p!r}; "
+                          "a job that reads data further away can take its absolute path")
         if parts and parts[0] in (".git", ".infrarsi"):
             raise t.error("paths", f"expected a data path, got {p!r} (InfraRSI's or git's own directory)")
         if not (root / p).exists():

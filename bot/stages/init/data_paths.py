@@ -8,6 +8,7 @@ write (outputs, logs, caches, virtual environments).
 
 from __future__ import annotations
 
+import posixpath
 import re
 import subprocess
 from pathlib import Path
@@ -44,10 +45,32 @@ def _strings(root: Path, files: list[str], command: str) -> str:
     return "\n".join(texts)
 
 
+#: A string in the code or the command naming something one level above the repo: ``'../data'``.
+_PARENT_LITERAL = re.compile(r"""(?:^|['"\s=])(\.\./[^'"\s,)]+)""", re.M)
+
+
+def parent_paths(root: Path, text: str) -> list[str]:
+    """Existing paths one level above ``root`` that the code or the command names (``'../data'``).
+
+    Jobs run from a trial worktree, whose ``..`` is InfraRSI's worktrees directory, not the repo's
+    parent: without a link there ``datasets.MNIST('../data')`` would find nothing (or download again).
+    Two levels up would be InfraRSI's own state directory, so such paths are left to the user (an
+    absolute path works from anywhere).
+    """
+    found: list[str] = []
+    for m in _PARENT_LITERAL.finditer(text):
+        rel = posixpath.normpath(m.group(1))
+        if not rel.startswith("../") or rel.startswith("../../") or _OUTPUTS.match(rel[3:]):
+            continue
+        if rel not in found and (root / rel).exists():
+            found.append(rel)
+    return found
+
+
 def draft_data_paths(root: Path, python_files: list[str], command: str) -> tuple[list[str], str]:
-    """(paths, note): git-ignored data the job plausibly reads."""
+    """(paths, note): git-ignored data the job plausibly reads, and data one level above the repo it names."""
     text = _strings(root, python_files, command)
-    keep: list[str] = []
+    keep: list[str] = parent_paths(root, text)
     for rel in ignored_paths(root):
         if _JUNK.search(rel) or _OUTPUTS.match(rel) or not (root / rel).exists():
             continue
@@ -56,6 +79,7 @@ def draft_data_paths(root: Path, python_files: list[str], command: str) -> tuple
                          (rel, parts[0], parts[-1]))
         if referenced or _DATA_NAMES.search(rel):
             keep.append(rel)
-    note = ("guessed: git-ignored files the job reads; trials reach them through links, never a copy, and the "
-            "lock holds their identity (sha256 up to 8 MiB, else size and mtime)")
+    note = ("guessed: git-ignored files the job reads" + (" and data one level above the repo it names" if
+            any(p.startswith("../") for p in keep) else "") + "; trials reach them through links, never a copy, "
+            "and the lock holds their identity (sha256 up to 8 MiB, else size and mtime)")
     return keep, note

@@ -141,6 +141,46 @@ def test_a_native_pytorch_fine_tuning_loop_gets_its_scaler_before_the_epoch_loop
     """)
 
 
+def test_a_device_agnostic_torch_accelerator_loop_gets_its_scaler() -> None:
+    # pytorch/examples' mnist: the device is `torch.accelerator.current_accelerator()`, no "cuda" anywhere.
+    assert_codemod(NAME, """
+        import torch
+        import torch.nn.functional as F
+
+        def train(model, device, train_loader, optimizer):
+            model.train()
+            for data, target in train_loader:
+                data, target = data.to(device), target.to(device)
+                optimizer.zero_grad()
+                output = model(data)
+                loss = F.nll_loss(output, target)
+                loss.backward()
+                optimizer.step()
+
+        def main():
+            device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else "cpu"
+    """, """
+        import torch
+        import torch.nn.functional as F
+
+        def train(model, device, train_loader, optimizer):
+            model.train()
+            scaler = torch.amp.GradScaler("cuda", enabled=next(model.parameters()).is_cuda)
+            for data, target in train_loader:
+                data, target = data.to(device), target.to(device)
+                optimizer.zero_grad()
+                with torch.autocast("cuda", dtype=torch.float16, enabled=scaler.is_enabled()):
+                    output = model(data)
+                    loss = F.nll_loss(output, target)
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+
+        def main():
+            device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else "cpu"
+    """, symbols=("train",))
+
+
 @pytest.mark.parametrize("source,reason", [
     # The device never leaves the CPU: bf16 is the recipe there, not fp16 with a scaler.
     ("""

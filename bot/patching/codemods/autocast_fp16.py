@@ -127,7 +127,8 @@ class AutocastFp16Scaler(PatchCodemod):
             say(f"the name `{_SCALER}` is already taken")
             return None
         if not self._cuda:
-            say("the code never puts anything on CUDA (no \"cuda\" device, `.cuda()` or `torch.cuda`); "
+            say("the code never puts anything on CUDA (no \"cuda\" device, `.cuda()`, `torch.cuda` or "
+                "`torch.accelerator`); "
                 "fp16 with a GradScaler is a CUDA recipe, bf16 autocast is the one for CPUs")
             return None
         backward, step = backwards[0], steps[0]
@@ -373,7 +374,9 @@ def _block(suite: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
 
 
 def _mentions_cuda(tree: cst.Module) -> bool:
-    """Whether the code names a CUDA device: a "cuda..." string, ``.cuda()``, ``torch.cuda``."""
+    """Whether the code may put things on CUDA: a "cuda..." string, ``.cuda()``, ``torch.cuda``, or the
+    device-agnostic ``torch.accelerator`` (``current_accelerator()`` is CUDA on an NVIDIA machine; the
+    pytorch/examples jobs are written that way)."""
     found = False
 
     class _Look(cst.CSTVisitor):
@@ -383,7 +386,8 @@ def _mentions_cuda(tree: cst.Module) -> bool:
 
         def visit_Attribute(self, node: cst.Attribute) -> None:
             nonlocal found
-            found = found or node.attr.value == "cuda"
+            found = found or node.attr.value == "cuda" or (
+                node.attr.value == "accelerator" and isinstance(node.value, cst.Name) and node.value.value == "torch")
 
     tree.visit(_Look())
     return found

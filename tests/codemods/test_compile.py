@@ -48,3 +48,39 @@ def test_compile_ignores_copies_and_traces() -> None:
             return fused_model
     """, "no `model = <constructor>(...)` assignment")
 
+
+
+def test_compile_after_a_model_picked_from_a_registry_of_architectures() -> None:
+    # pytorch/examples' imagenet: the architecture comes from torchvision's namespace, in both branches.
+    assert_codemod("torch_compile_model", """
+        import torch
+        import torchvision.models as models
+
+        def main_worker(args):
+            if args.pretrained:
+                model = models.__dict__[args.arch](pretrained=True)
+            else:
+                model = models.__dict__[args.arch]()
+            model = torch.nn.DataParallel(model).cuda()
+    """, """
+        import torch
+        import torchvision.models as models
+
+        def main_worker(args):
+            if args.pretrained:
+                model = models.__dict__[args.arch](pretrained=True)
+                model.compile()
+            else:
+                model = models.__dict__[args.arch]()
+                model.compile()
+            model = torch.nn.DataParallel(model).cuda()
+    """, scope=["main_worker"])
+
+
+def test_compile_ignores_a_call_picked_from_a_table_of_something_else() -> None:
+    assert_declines("torch_compile_model", """
+        import torch
+
+        def main(args):
+            model = HANDLERS[args.kind](args)
+    """, "no `model = <constructor>(...)` assignment")

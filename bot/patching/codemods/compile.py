@@ -5,7 +5,8 @@ this inserts ``model.compile()``: ``nn.Module.compile`` compiles the forward in
 place, so unlike ``model = torch.compile(model)`` the object keeps its class,
 its attributes and its ``state_dict`` keys (no ``_orig_mod.`` prefix), and
 checkpoints written by the patched job still load into the unpatched one.
-Only construction counts: a class call or a model builder, possibly followed
+Only construction counts: a class call, a model builder or a call into a registry of
+architectures (``models.__dict__[args.arch]()``), possibly followed
 by ``.to(...)``/``.cuda()``/``.train()``; ``model = copy.deepcopy(other)`` does not.
 A file that already calls ``torch.compile`` anywhere (even behind a flag, even
 in a builder whose result is assigned here) is left to the launch knobs, since
@@ -80,6 +81,11 @@ class CompileModel(PatchCodemod):
         if not isinstance(core, cst.Call) or self.is_call_to(core, _COMPILE):
             return None
         func = core.func
+        if isinstance(func, cst.Subscript):
+            # a registry of architectures: `models.__dict__[args.arch]()` (pytorch/examples' imagenet),
+            # `MODELS[name](...)`
+            registry = self.module_node.code_for_node(func.value).lower()
+            return name if re.search(r"model|arch|net", registry) else None
         last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
         # A class (`GPT(config)`, `nn.Sequential(...)`) or a model builder (`build_model(args)`,
         # `AutoModel.from_pretrained(...)`); not `copy.deepcopy(model)` or `symbolic_trace(model)`.

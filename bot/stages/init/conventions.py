@@ -16,6 +16,7 @@ from bot.stages.init.classify import Classified, classify, current
 from bot.stages.init.data_paths import draft_data_paths
 from bot.stages.init.discover import Setting, discover
 from bot.stages.init.knob_tables import KnobPlan, given_values, infer_steps, infer_tokens, plan_knobs
+from bot.stages.init.meter_lines import meter_step_lines
 from bot.stages.init.steplines import StepLine, find_step_lines
 
 if TYPE_CHECKING:
@@ -98,7 +99,8 @@ def discover_all(summary: RepoSummary, user_args: list[str], *, taken: set[str])
     files = _local_imports(summary)
     for rel in files:
         try:
-            found.step_lines += find_step_lines((summary.root / rel).read_text(encoding="utf-8"))
+            source = (summary.root / rel).read_text(encoding="utf-8")
+            found.step_lines += meter_step_lines(source) + find_step_lines(source)
         except (OSError, UnicodeDecodeError):
             continue
     if any(s.origin == "HF Trainer log dict" for s in found.step_lines[:1]):

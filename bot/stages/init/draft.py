@@ -269,6 +269,8 @@ def _scope(summary: RepoSummary) -> tuple[list[str], list[str]]:
             editable += [f"{f.path}::{c}" for c in f.modules]
             editable += [f"{f.path}::{fn}" for fn in f.functions if not fn.startswith("_")]
         elif f.path == summary.entry:
-            editable += [f"{f.path}::{fn}" for fn in f.functions
-                         if re.search(r"(^build_|^make_|step|optimi[sz]er|^create_)", fn)]
+            named = [fn for fn in f.functions if re.search(r"(^build_|^make_|step|optimi[sz]er|^create_)", fn)]
+            # no builder or step function by name (pytorch/examples' imagenet: main_worker, train): the
+            # functions that run the backward pass or build the optimizer and loader
+            editable += [f"{f.path}::{fn}" for fn in named or [t for t in f.trains if not t.startswith("_")]]
     return editable, locked

@@ -47,6 +47,7 @@ class FileSummary:
     uses_probe: bool
     lines: int
     class_bases: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (class, base expressions), for module detection
+    trains: tuple[str, ...] = ()  # top-level functions that run a backward pass or build the optimizer or loader
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -124,6 +125,11 @@ def scan_flags(source: str) -> tuple[ArgFlag, ...]:
     return tuple(visitor.flags)
 
 
+#: Code that trains or builds what trains: a backward pass, an optimizer or a data loader made, the parameters
+#: handed over (pytorch/examples' ``main_worker`` and ``train``, torchvision references' ``train_one_epoch``).
+_TRAINING_CODE = re.compile(r"\.backward\(|\boptim\.[A-Z]\w*\(|\bDataLoader\(|\.parameters\(\)")
+
+
 def summarize_file(root: Path, path: Path) -> FileSummary | None:
     rel = path.relative_to(root).as_posix()
     try:
@@ -131,7 +137,7 @@ def summarize_file(root: Path, path: Path) -> FileSummary | None:
         module = cst.parse_module(source)
     except (UnicodeDecodeError, cst.ParserSyntaxError, OSError):
         return None
-    classes, modules, functions, class_bases = [], [], [], []
+    classes, modules, functions, class_bases, trains = [], [], [], [], []
     imported = _imported_from(module)
     for stmt in module.body:
         if isinstance(stmt, cst.ClassDef):
@@ -142,7 +148,10 @@ def summarize_file(root: Path, path: Path) -> FileSummary | None:
                 modules.append(stmt.name.value)
         elif isinstance(stmt, cst.FunctionDef):
             functions.append(stmt.name.value)
+            if _TRAINING_CODE.search(module.code_for_node(stmt)):
+                trains.append(stmt.name.value)
     return FileSummary(path=rel, modules=tuple(modules), classes=tuple(classes), functions=tuple(functions),
+                       trains=tuple(trains),
                        uses_timing=any(n in source for n in _TIMING_NAMES),
                        uses_probe="infrarsi" in source and "probe" in source,
                        lines=source.count("\n") + 1, class_bases=tuple(class_bases))

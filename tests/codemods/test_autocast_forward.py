@@ -127,3 +127,48 @@ def test_the_patched_model_computes_the_same_loss_within_bf16_tolerance() -> Non
     assert logits_b.dtype == torch.bfloat16  # the matmuls ran in bf16
     assert loss_b.dtype == torch.float32  # the loss did not
     torch.testing.assert_close(loss_b, loss_a, rtol=2e-2, atol=2e-2)
+
+
+def test_only_the_root_of_a_deit_style_file_is_wrapped_and_never_its_loss_module() -> None:
+    # DeiT's models_v2: blocks reach the root as default arguments and through a factory's arguments; a
+    # distillation loss module sits beside the model. Only vit_models.forward is the model's entry.
+    source = norm("""
+        import torch
+        import torch.nn as nn
+
+        class Attention(nn.Module):
+            def forward(self, x):
+                return x
+
+        class Block(nn.Module):
+            def __init__(self, dim, Attention_block=Attention):
+                super().__init__()
+                self.attn = Attention_block()
+
+            def forward(self, x):
+                return x + self.attn(x)
+
+        class LayerScaleBlock(Block):
+            def forward(self, x):
+                return 2 * x
+
+        class vit_models(nn.Module):
+            def __init__(self, depth, block_layers=Block):
+                super().__init__()
+                self.blocks = nn.ModuleList([block_layers(8) for _ in range(depth)])
+
+            def forward(self, x):
+                for blk in self.blocks:
+                    x = blk(x)
+                return x
+
+        class DistillationLoss(nn.Module):
+            def forward(self, outputs, labels):
+                return torch.nn.functional.cross_entropy(outputs, labels)
+
+        def deit_tiny_LS(**kwargs):
+            return vit_models(depth=12, block_layers=LayerScaleBlock, **kwargs)
+    """)
+    result = run_codemod(NAME, source)
+    assert isinstance(result, Rewritten), result
+    assert result.symbols == ("vit_models.forward",)

@@ -84,3 +84,16 @@ def test_compile_ignores_a_call_picked_from_a_table_of_something_else() -> None:
         def main(args):
             model = HANDLERS[args.kind](args)
     """, "no `model = <constructor>(...)` assignment")
+
+
+def test_compile_leaves_registered_factories_to_the_entry_points_create_model() -> None:
+    # timm/DeiT: dozens of `@register_model` factories, one of which runs through `create_model(name)`.
+    assert_declines("torch_compile_model", """
+        import torch
+        from timm.models.registry import register_model
+
+        @register_model
+        def deit_tiny_patch16_224(pretrained=False, **kwargs):
+            model = VisionTransformer(patch_size=16, embed_dim=192, **kwargs)
+            return model
+    """, "registered model factory")

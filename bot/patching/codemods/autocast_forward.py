@@ -10,7 +10,8 @@ editable and every forward of the job runs through it. This wraps that body::
             loss = F.cross_entropy(logits.float(), targets)   # the loss's input cast back to fp32
 
 Only the *root* modules of the file are wrapped: classes with a ``forward``
-that no other class of the file instantiates (a GPT, not its blocks), so the
+that no other class of the file instantiates or names (a GPT, not its blocks; DeiT's
+``Attention_block=Attention`` defaults and ``block_layers=Block`` builder arguments count), so the
 same region is not entered once per layer. The device type comes from the
 module's own parameters at run time, so the patched code is right on CPU and
 GPU. Cross-entropy and NLL losses computed inside the body get their input
@@ -23,6 +24,8 @@ targets, the loss.
 """
 
 from __future__ import annotations
+
+import re
 
 import libcst as cst
 
@@ -112,16 +115,47 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
 
 
 def _root_modules(tree: cst.Module) -> set[str]:
-    """Top-level classes with a ``forward`` method that no other top-level class of the file calls by name."""
+    """Top-level classes with a ``forward`` method that no other top-level class of the file builds or names,
+    and that no function of the file hands to a builder as an argument."""
     classes = {s.name.value: s for s in tree.body if isinstance(s, cst.ClassDef) and s.bases}
     with_forward = {name for name, cls in classes.items()
                     if any(isinstance(m, cst.FunctionDef) and m.name.value == "forward" for m in cls.body.body)}
     built_by_others: set[str] = set()
     for name, cls in classes.items():
-        for called in _called_names(cls):
+        for called in _called_names(cls) | _referenced_names(cls):
             if called != name and called in classes:
                 built_by_others.add(called)
-    return with_forward - built_by_others
+    # a block handed to a builder (`vit_models(block_layers=Layer_scale_init_Block)`, DeiT's factories)
+    for function in (s for s in tree.body if isinstance(s, cst.FunctionDef)):
+        built_by_others |= _passed_names(function) & set(classes)
+    # a loss module (DeiT's DistillationLoss) computes what is kept in fp32
+    losses = {name for name in classes if re.search(r"(Loss|Criterion)$", name)}
+    return with_forward - built_by_others - losses
+
+
+def _referenced_names(node: cst.CSTNode) -> set[str]:
+    """Every bare name in ``node``: a class given as a default (`Attention_block=Attention`) is a component."""
+    names: set[str] = set()
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            names.add(name.value)
+
+    node.visit(_Names())
+    return names
+
+
+def _passed_names(node: cst.CSTNode) -> set[str]:
+    """Names passed as call arguments in ``node`` (not called)."""
+    names: set[str] = set()
+
+    class _Args(cst.CSTVisitor):
+        def visit_Arg(self, arg: cst.Arg) -> None:
+            if isinstance(arg.value, cst.Name):
+                names.add(arg.value.value)
+
+    node.visit(_Args())
+    return names
 
 
 def _called_names(node: cst.CSTNode) -> set[str]:

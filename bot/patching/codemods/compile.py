@@ -46,6 +46,12 @@ class CompileModel(PatchCodemod):
                             updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
         if self.in_class_body:
             return updated_node
+        if self._nodes and isinstance(self._nodes[-1], cst.FunctionDef) and _registered(self._nodes[-1]):
+            # timm/DeiT `@register_model` factories: dozens of them, one runs; the entry point's
+            # `model = create_model(...)` is where the model that trains is built
+            self.decline(f"`{self._nodes[-1].name.value}` is a registered model factory; compiled where the "
+                         "entry point builds the model")
+            return updated_node
         return self._insert(original_node, updated_node)
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
@@ -108,3 +114,13 @@ class CompileModel(PatchCodemod):
 
         module.visit(_Compiles())
         return found
+
+
+def _registered(function: cst.FunctionDef) -> bool:
+    """Decorated by a registry (`@register_model`, `@MODELS.register_module()`)."""
+    for decorator in function.decorators:
+        node = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+        name = node.attr.value if isinstance(node, cst.Attribute) else node.value if isinstance(node, cst.Name) else ""
+        if "register" in name:
+            return True
+    return False

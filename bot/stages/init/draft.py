@@ -273,4 +273,8 @@ def _scope(summary: RepoSummary) -> tuple[list[str], list[str]]:
             # no builder or step function by name (pytorch/examples' imagenet: main_worker, train): the
             # functions that run the backward pass or build the optimizer and loader
             editable += [f"{f.path}::{fn}" for fn in named or [t for t in f.trains if not t.startswith("_")]]
+        else:
+            # a training-loop module beside the entry point (DeiT's and torchvision references' engine.py:
+            # train_one_epoch): where autocast, the scaler and the step are
+            editable += [f"{f.path}::{fn}" for fn in f.trains if not fn.startswith("_")]
     return editable, locked

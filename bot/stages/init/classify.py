@@ -18,7 +18,7 @@ from bot.stages.init.discover import Setting
 
 _FREE: tuple[tuple[str, str], ...] = (
     (r"^(dtype|precision|amp|autocast|mixed_precision|amp_dtype|bf16|fp16|tf32|use_amp|half|use_bf16|"
-     r"use_fp16|allow_tf32)$", "numeric precision"),
+     r"use_fp16|allow_tf32|tensorcores|use_tensorcores|tensor_cores)$", "numeric precision"),
     (r"^(compile|torch_compile|use_compile|compile_model|torchcompile)$", "torch.compile"),
     (r"^(threads|num_threads|nthreads|torch_threads|intra_op_threads|omp_num_threads)$", "thread count"),
     (r"^(optim)$", "optimizer implementation"),
@@ -70,11 +70,22 @@ class Coupled:
     global_batch: int | None  # None when a current value is unknown
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TokenBatch:
+    """A global batch given in tokens (llm.c's ``--total_batch_size``, "in units of #tokens") beside a
+    per-forward ``batch_size``: accumulation is derived (total / (batch x sequence length)), so the batch is
+    free as long as it divides the total."""
+
+    micro: Setting
+    total: Setting
+
+
 @dataclass(kw_only=True)
 class Classified:
     free: list[tuple[Setting, str]] = field(default_factory=list)
     fixed: list[tuple[Setting, str]] = field(default_factory=list)
     coupled: list[Coupled] = field(default_factory=list)
+    token_batch: TokenBatch | None = None
 
     def names(self) -> dict[str, list[str]]:
         """``{"free": [...], "fixed": [...], "coupled": ["micro*accum"]}``, for tables and reports."""
@@ -130,6 +141,13 @@ def classify(settings: list[Setting], given: dict[str, str]) -> Classified:
             gb = m * a if isinstance(m, int) and isinstance(a, int) and not isinstance(m, bool) else None
             out.coupled.append(Coupled(micro=micro, accum=accum, global_batch=gb))
             taken |= {micro.key, accum.key}
+    if not out.coupled:
+        out.token_batch = _token_batch(settings, given)
+    if out.token_batch is not None:
+        out.fixed.append((out.token_batch.total, "global batch in tokens"))
+        out.free.append((out.token_batch.micro, "micro-batch size (accumulation = the token batch / "
+                         "(batch x sequence length))"))
+        taken |= {out.token_batch.micro.key, out.token_batch.total.key}
     for s in settings:
         if s.key in taken:
             continue
@@ -145,3 +163,22 @@ def classify(settings: list[Setting], given: dict[str, str]) -> Classified:
             out.free.append((s, free or "micro-batch size"))
         # anything else (output paths, logging intervals, wandb...) is neither offered nor fixed here
     return out
+
+
+_TOKEN_TOTAL = re.compile(r"^(total_batch_size|total_batch_tokens|global_batch_tokens|batch_tokens|tokens_per_batch|"
+                          r"total_tokens_per_step)$")
+
+
+def _token_batch(settings: list[Setting], given: dict[str, str]) -> TokenBatch | None:
+    """The llm.c convention, where the total's name or help says it counts tokens."""
+    for total in settings:
+        value = current(total, given)
+        if not (_TOKEN_TOTAL.match(total.leaf) and type(value) is int and value > 0):
+            continue
+        if "token" not in total.leaf and not re.search(r"\btokens?\b|#tokens", total.help, re.I):
+            continue
+        micro = next((s for s in settings if s.convention == total.convention and _BATCH.match(s.leaf)
+                      and type(current(s, given)) is int), None)
+        if micro is not None:
+            return TokenBatch(micro=micro, total=total)
+    return None

@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.stages.init.classify import Classified, Coupled, current
+from bot.stages.init.classify import Classified, Coupled, TokenBatch, current
 from bot.stages.init.cores import usable_cores
 from bot.stages.init.discover import Setting
 from bot.stages.init.framework_rules import hf_precision_rules, machine_has_gpu
@@ -103,6 +103,9 @@ def _domain(setting: Setting, value: Any, reason: str) -> dict[str, Any] | None:
                 "default": value}
     if isinstance(value, int) and "worker" in reason:
         return {"kind": "int", "values": sorted({value, 0, 1, 2, 4}), "default": value}
+    if type(value) is int and value in (0, 1):
+        # an int used as a toggle: llm.c's `--compile 0`, `--flash 0`, `--tensorcores 0`
+        return {"kind": "int", "values": [0, 1], "default": value}
     return None
 
 
@@ -116,9 +119,10 @@ def plan_knobs(classified: Classified, given: dict[str, str], *, taken: set[str]
     for s, reason in classified.fixed:
         value = current(s, given)
         plan.fixed.append(f"{s.key} = {value!r} ({reason})")
+    token_micro = classified.token_batch.micro if classified.token_batch is not None else None
     for s, reason in classified.free:
         name = knob_name(s)
-        if name in taken or s.key in taken:
+        if name in taken or s.key in taken or s is token_micro:
             continue
         if s.passing not in _EXPRESSIBLE:
             plan.deferred.append(f"{s.key} ({reason}; passed as {_style(s)})")
@@ -134,6 +138,8 @@ def plan_knobs(classified: Classified, given: dict[str, str], *, taken: set[str]
                                        + (f" (line {s.line} of the entry script)" if s.line else ""))
     for pair in classified.coupled:
         _couple(plan, pair, given, taken)
+    if classified.token_batch is not None:
+        _token_micro(plan, classified.token_batch, settings_seq(classified, given), given, taken)
     before = set(plan.knobs)
     plan.constraints += hf_precision_rules(plan.knobs, classified, given, has_gpu=machine_has_gpu())
     for name in set(plan.knobs) - before:
@@ -162,6 +168,27 @@ def _couple(plan: KnobPlan, pair: Coupled, given: dict[str, str], taken: set[str
                              "reason": "micro-batch x gradient accumulation = the fixed global batch"})
 
 
+def settings_seq(classified: Classified, given: dict[str, str]) -> int | None:
+    """The sequence length among the fixed settings (the token batch's divisor)."""
+    seq = next((s for s, _ in classified.fixed if _SEQ.match(s.leaf) and type(current(s, given)) is int), None)
+    return current(seq, given) if seq is not None else None
+
+
+def _token_micro(plan: KnobPlan, pair: TokenBatch, seq: int | None, given: dict[str, str], taken: set[str]) -> None:
+    """The batch of a token-sized global batch: powers of two whose batch x sequence length divides it."""
+    micro, name = pair.micro, knob_name(pair.micro)
+    total, m = current(pair.total, given), current(micro, given)
+    if name in taken or name in plan.knobs or seq is None or micro.passing not in _EXPRESSIBLE:
+        plan.deferred.append(f"{micro.key} (micro-batch of the token batch {pair.total.key}; "
+                             + ("no sequence length found" if seq is None else f"passed as {_style(micro)}") + ")")
+        return
+    values = sorted({m, *[v for v in _powers_of_two_dividing(total // seq) if total % (v * seq) == 0]})
+    plan.knobs[name] = {**_passing(micro), "kind": "int", "values": values, "default": m}
+    plan.notes[f"knobs.{name}"] = (f"guessed: {micro.token} is the batch of one forward; the global batch is "
+                                   f"{pair.total.token} = {total} tokens, so accumulation follows "
+                                   f"({total} / ({m} x {seq}) = {total // (m * seq)} now)")
+
+
 def _style(s: Setting) -> str:
     return {"flag-equals": f"{s.token}=VALUE", "hydra": f"{s.token}=VALUE (Hydra override)",
             "code": "a literal in the code", "flag-space": f"{s.token} VALUE", "switch": s.token,
@@ -182,6 +209,9 @@ def infer_tokens(settings: list[Setting], classified: Classified, given: dict[st
         if pair.global_batch:
             return pair.global_batch * seq_len, f"guessed: {pair.micro.token} x {pair.accum.token} " \
                 f"({pair.global_batch}){per}"
+    if classified.token_batch is not None:
+        total = classified.token_batch.total
+        return current(total, given), f"guessed: {total.token}, a global batch counted in tokens"
     batch = next((s for s, r in classified.fixed if r.startswith("global batch")
                   and isinstance(current(s, given), int)), None)
     if batch is not None:

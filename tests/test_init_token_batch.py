@@ -1,0 +1,82 @@
+"""llm.c's `train_gpt2.py` conventions: a global batch counted in tokens (`--total_batch_size`, "in units
+of #tokens") with accumulation derived from the per-forward `--batch_size`, and 0/1 ints as toggles
+(`--compile 0`, `--flash 0`, `--tensorcores 0`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from infrarsi.contract.load import load_contract
+
+INFRARSI = [sys.executable, "-m", "bot"]
+
+JOB = textwrap.dedent('''
+    import argparse
+    import torch
+
+    def main():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--batch_size", type=int, default=4, help="batch size, in units of #batch dimensions")
+        parser.add_argument("--sequence_length", type=int, default=64, help="sequence length")
+        parser.add_argument("--total_batch_size", type=int, default=256, help="total desired batch size, in units of #tokens")
+        parser.add_argument("--num_iterations", type=int, default=10, help="number of iterations to run")
+        parser.add_argument("--learning_rate", type=float, default=1e-4)
+        parser.add_argument("--compile", type=int, default=0, help="torch.compile the model")
+        parser.add_argument("--flash", type=int, default=0, help="use flash attention")
+        parser.add_argument("--tensorcores", type=int, default=0, help="use tensorcores")
+        parser.add_argument("--dtype", type=str, default="float32", help="float32|float16|bfloat16")
+        args = parser.parse_args()
+        B, T = args.batch_size, args.sequence_length
+        assert args.total_batch_size % (B * T) == 0
+        grad_accum_steps = args.total_batch_size // (B * T)
+        model = torch.nn.Linear(T, T)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
+        for step in range(args.num_iterations):
+            for micro_step in range(grad_accum_steps):
+                loss = model(torch.ones(B, T)).pow(2).mean() / grad_accum_steps
+                loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            print(f"step {step+1:4d}/{args.num_iterations} | train loss {loss.item():.6f} | norm 1.0")
+
+    if __name__ == "__main__":
+        main()
+''')
+
+
+def _init(tmp_path: Path, command: str) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "train_gpt2.py").write_text(JOB)
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "job"]):
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+    out = subprocess.run(INFRARSI + ["init", str(root), "--command", command], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return root
+
+
+@pytest.mark.parametrize("total,batch,values", [(1024, 4, (1, 2, 4, 8, 16)), (256, 4, (1, 2, 4))])
+def test_a_token_sized_global_batch_fixes_the_tokens_and_frees_the_forward_batch(
+        tmp_path: Path, total: int, batch: int, values: tuple[int, ...]) -> None:
+    root = _init(tmp_path, f"python train_gpt2.py --batch_size {batch} --sequence_length 64 "
+                           f"--total_batch_size {total} --num_iterations 100")
+    contract = load_contract(root)
+    assert contract.workload.tokens_per_step == total  # not batch x sequence length
+    knobs = {k.name: k for k in contract.knobs}
+    assert knobs["batch_size"].values == values and knobs["batch_size"].default == batch
+    assert "--total_batch_size" in contract.workload.args and "--batch_size" not in contract.workload.args
+    # every offered batch runs the same global batch: the job's own assertion holds for each
+    for v in values:
+        assert total % (v * 64) == 0
+
+
+def test_zero_one_ints_are_toggles(tmp_path: Path) -> None:
+    root = _init(tmp_path, "python train_gpt2.py --num_iterations 100")
+    knobs = {k.name: k for k in load_contract(root).knobs}
+    for name in ("compile", "flash", "tensorcores"):
+        assert knobs[name].values == (0, 1) and knobs[name].default == 0

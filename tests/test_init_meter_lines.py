@@ -227,3 +227,21 @@ def test_the_metric_logger_is_read_with_its_interval_and_never_the_test_lines(tm
     steps = _read(root)
     want = [i for i in range(30) if i % every == 0 or i == 29]
     assert [s for s, _ in steps] == want
+
+
+def test_a_batch_written_into_the_training_loader_counts_samples(tmp_path: Path) -> None:
+    # kuangliu/pytorch-cifar: no batch setting, `batch_size=128` in the train loader, 100 in the test one
+    job = textwrap.dedent('''
+        import argparse
+        import torch
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--lr", default=0.1, type=float)
+        args = parser.parse_args()
+        trainset = list(range(1000))
+        testloader = torch.utils.data.DataLoader(trainset, batch_size=100, shuffle=False, num_workers=2)
+        trainloader = torch.utils.data.DataLoader(trainset, batch_size=128, shuffle=True, num_workers=2)
+        for batch_idx, x in enumerate(trainloader):
+            print(f"step {batch_idx} loss {1.0 / (batch_idx + 1):.4f}")
+    ''')
+    root = _repo(tmp_path, {"main.py": job}, "python main.py --lr 0.1")
+    assert load_contract(root).workload.tokens_per_step == 128

@@ -7,9 +7,13 @@ nothing: a hand-written attention in the fallback branch of ``if self.flash:``
 answers, per file, which lines are *decided dead*:
 
 - functions and methods of a reached module whose names nothing reached ever
-  mentions (by name, attribute, string literal, or in a config file of the repo);
+  mentions (by name, attribute, string literal, or in a config file of the repo
+  other than InfraRSI's own contract); a bare name in a module that defines its
+  own top-level def of that name (after any star import, not imported by name)
+  means that def, not a namesake elsewhere;
 - branches of ``if`` statements whose condition is decided: literals,
-  ``TYPE_CHECKING``, ``__name__ == "__main__"``, module globals assigned once
+  ``TYPE_CHECKING``, ``__name__ == "__main__"`` (true in the entry point, false
+  in a module reached by import), module globals assigned once
   from a literal (overridden, nanoGPT-style, by ``--key=value`` arguments of
   the command when the entry point ``exec``s a configurator), attributes
   ``self.x`` assigned once from a decided expression, and
@@ -103,7 +107,9 @@ class _Walker:
         self.entry = entry
         self.argv = argv
         self.knobs = knobs
-        self.mentioned: set[str] = set(_config_identifiers(root))
+        self.mentioned: set[str] = set(_config_identifiers(root))  # attributes, strings, config keys
+        self.named: dict[str, set[str]] = {}  # bare names, per module that mentions them
+        self.shadows: dict[str, set[str]] = {}  # per module: top-level defs its own bare names refer to
         self.reached_modules: set[str] = set()
         self.reached_defs: set[int] = set()  # id() of FunctionDef/ClassDef nodes
         self.dead_branches: dict[str, list[tuple[cst.CSTNode, str]]] = {}
@@ -118,20 +124,25 @@ class _Walker:
             changed = False
             for path in list(self.reached_modules):
                 for node, owner in _defs(self.trees[path]):
-                    if id(node) in self.reached_defs or not self._is_reached(node, owner):
+                    if id(node) in self.reached_defs or not self._is_reached(node, owner, path):
                         continue
                     self.reached_defs.add(id(node))
                     self._scan(path, node, owner)
                     changed = True
         return self._result()
 
-    def _is_reached(self, node: cst.FunctionDef | cst.ClassDef, owner: cst.ClassDef | None) -> bool:
+    def _is_reached(self, node: cst.FunctionDef | cst.ClassDef, owner: cst.ClassDef | None, path: str) -> bool:
         name = node.name.value
         if owner is not None and id(owner) not in self.reached_defs:
             return False
         if owner is not None and isinstance(node, cst.FunctionDef):
-            return name in _ENTRY_METHODS or name in self.mentioned or self.dynamic or _is_property(node)
-        return name in self.mentioned
+            return (name in _ENTRY_METHODS or name in self.mentioned or self.dynamic or _is_property(node)
+                    or any(name in names for names in self.named.values()))
+        # A bare name in another module that defines its own `name` means that one (pytorch-cifar's main.py
+        # calls its own `test(epoch)`, not the `test()` of every models/*.py it star-imports).
+        return name in self.mentioned or any(
+            name in names and (where == path or name not in self.shadows.get(where, ()))
+            for where, names in self.named.items())
 
     def _reach_module(self, path: str) -> None:
         if path in self.reached_modules:
@@ -139,6 +150,7 @@ class _Walker:
         self.reached_modules.add(path)
         tree = self.trees[path]
         self.env[path] = self._module_env(path, tree)
+        self.shadows[path] = _own_names(tree)
         for statement in tree.body:
             if not isinstance(statement, cst.FunctionDef | cst.ClassDef):
                 self._scan(path, statement, None)
@@ -193,7 +205,7 @@ class _Walker:
                 return True
 
             def visit_Name(self, name: cst.Name) -> None:
-                walker.mentioned.add(name.value)
+                walker.named.setdefault(path, set()).add(name.value)
 
             def visit_Attribute(self, attr: cst.Attribute) -> None:
                 walker.mentioned.add(attr.attr.value)
@@ -273,7 +285,10 @@ class _Walker:
                     counts[name] = counts.get(name, 0) + 2
         env = {k: v for k, v in values.items() if counts.get(k) == 1}
         env["TYPE_CHECKING"] = False
-        env["__name__"] = "__main__" if path == self.entry else _UNKNOWN
+        # a module reached by import runs under its dotted name: its `if __name__ == "__main__":` self-test
+        # (pytorch-cifar's models/dla.py: `test()`) never runs on the job's path
+        dotted = next((name for name, p in self.modules.items() if p == path), None)
+        env["__name__"] = "__main__" if path == self.entry else dotted if dotted else _UNKNOWN
         if path == self.entry and configurator:
             env.update(self._configurator_overrides(set(env)))
         for knob in self.knobs:
@@ -406,6 +421,24 @@ def _dynamic_getattr(node: cst.BaseExpression) -> bool:
             and (len(node.args) < 2 or not isinstance(node.args[1].value, cst.SimpleString)))
 
 
+def _own_names(tree: cst.Module) -> set[str]:
+    """Top-level def and class names that the module's own bare names certainly refer to: defined after
+    any star import (a later `from m import *` could rebind them) and never imported by name as well."""
+    last_star, imported, defined = -1, set(), {}
+    for i, statement in enumerate(tree.body):
+        if isinstance(statement, cst.FunctionDef | cst.ClassDef):
+            defined[statement.name.value] = i
+            continue
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
+                last_star = i
+            elif isinstance(small, cst.ImportFrom | cst.Import) and not isinstance(small.names, cst.ImportStar):
+                for alias in small.names:
+                    bound = alias.asname.name if alias.asname is not None else alias.name
+                    imported.add(_code(bound).split(".")[0])
+    return {name for name, i in defined.items() if i > last_star and name not in imported}
+
+
 def _defs(tree: cst.Module) -> list[tuple[cst.FunctionDef | cst.ClassDef, cst.ClassDef | None]]:
     """Top-level defs and classes, and the methods of top-level classes, with their owning class."""
     out: list[tuple[cst.FunctionDef | cst.ClassDef, cst.ClassDef | None]] = []
@@ -501,17 +534,28 @@ def _is_property(fn: cst.FunctionDef) -> bool:
 
 
 def _config_identifiers(root: Path) -> set[str]:
-    """Identifiers in the repo's config files: Hydra's ``_target_: model.GPT`` names a class by string."""
+    """Identifiers in the repo's config files: Hydra's ``_target_: model.GPT`` names a class by string.
+
+    InfraRSI's own contract is not one: its editable scope names every symbol (`models/dla.py::test`), which
+    would keep every one of them alive."""
     found: set[str] = set()
     for path in root.rglob("*"):
-        if path.suffix in _CONFIG_SUFFIXES and path.is_file() and not any(
+        if path.suffix in _CONFIG_SUFFIXES and path.is_file() and path.name != "infrarsi.toml" and not any(
                 part in _SKIP_DIRS for part in path.relative_to(root).parts):
             try:
                 if path.stat().st_size < 1_000_000:
-                    found.update(_IDENT.findall(path.read_text(encoding="utf-8", errors="replace")))
+                    text = path.read_text(encoding="utf-8", errors="replace")
+                    if path.name == "pyproject.toml":
+                        text = _CONTRACT_TABLES.sub("", text)
+                    found.update(_IDENT.findall(text))
             except OSError:
                 continue
     return found
+
+
+#: `[tool.infrarsi]` and its sub-tables in a pyproject.toml, up to the next other table.
+_CONTRACT_TABLES = re.compile(r"^\[+tool\.infrarsi\b.*?(?=^\[(?!\[?tool\.infrarsi\b))|^\[+tool\.infrarsi\b.*\Z",
+                              re.M | re.S)
 
 
 def _code(node: cst.CSTNode) -> str:

@@ -151,6 +151,68 @@ def test_a_string_reference_in_a_config_file_keeps_a_class_reached(tmp_path: Pat
     assert reach.unreached("model.py", lines_of(repo / "model.py", "return 0")) is None
 
 
+def test_the_contract_naming_every_symbol_does_not_keep_them_reached(tmp_path: Path) -> None:
+    # infrarsi.toml's editable scope lists `model.py::GPT.unused_helper`: InfraRSI's file, not the job's config
+    repo = write_repo(tmp_path / "repo")
+    (repo / "infrarsi.toml").write_text('[scope]\neditable = ["model.py::GPT.unused_helper"]\n')
+    (repo / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.infrarsi.scope]\n'
+                                         'editable = ["model.py::GPT.unused_helper"]\n')
+    reach = analyse(repo, ["python", "train.py"])
+    assert "GPT.unused_helper" in (reach.unreached("model.py", lines_of(repo / "model.py", "return 0")) or "")
+
+
+# kuangliu/pytorch-cifar: main.py star-imports models/, whose files each end with a `test()` self-check
+# under `if __name__ == '__main__':`, and defines its own `test(epoch)`, which is the one it calls.
+CIFAR_MAIN = """
+from models import *
+
+net = SimpleDLA()
+
+
+def test(epoch):
+    return net
+
+
+for epoch in range(2):
+    test(epoch)
+"""
+CIFAR_MODEL = """
+import torch.nn as nn
+
+
+class SimpleDLA(nn.Module):
+    def forward(self, x):
+        return x
+
+
+def test():
+    net = SimpleDLA()
+    print(net)
+
+
+if __name__ == '__main__':
+    test()
+"""
+
+
+def test_a_local_def_shadows_a_star_import_and_an_imported_modules_main_guard_is_dead(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "models").mkdir(parents=True)
+    (repo / "main.py").write_text(textwrap.dedent(CIFAR_MAIN).lstrip())
+    (repo / "models" / "__init__.py").write_text("from .dla_simple import *\n")
+    (repo / "models" / "dla_simple.py").write_text(textwrap.dedent(CIFAR_MODEL).lstrip())
+    reach = analyse(repo, ["python", "main.py"])
+    model = repo / "models" / "dla_simple.py"
+    assert "function `test`" in (reach.unreached("models/dla_simple.py", lines_of(model, "print(net)")) or "")
+    assert reach.unreached("models/dla_simple.py", lines_of(model, "return x")) is None
+    assert reach.unreached("main.py", lines_of(repo / "main.py", "return net")) is None
+    # the same self-check stays reached where main.py imports the name itself
+    (repo / "main.py").write_text("from models.dla_simple import test\n" + (repo / "main.py").read_text()
+                                  .replace("def test(epoch):\n    return net\n", ""))
+    reach = analyse(repo, ["python", "main.py"])
+    assert reach.unreached("models/dla_simple.py", lines_of(model, "print(net)")) is None
+
+
 # karpathy/minGPT's CfgNode.merge_from_args walks the config with getattr(obj, k) and sets with setattr:
 # nothing it fetches is called, so it dispatches to no method. A getattr whose result is called does.
 CONFIG_WALK = '''

@@ -14,6 +14,7 @@ from typing import Any
 from bot.stages.init import conventions
 from bot.stages.init.cores import usable_cores
 from bot.stages.init.knob_tables import given_values
+from bot.stages.init.loader_batch import loader_batch
 from bot.stages.init.scan import ArgFlag, RepoSummary
 from infrarsi.contract.knob_codec import guess_value
 
@@ -174,6 +175,8 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
                   f"guessed: {gb.flag} ({global_batch}) x {sl.flag} ({seq_len})")
     elif found.tokens is not None:
         draft.set("workload.tokens_per_step", found.tokens[0], found.tokens[1])
+    elif (loader := loader_batch(summary)) is not None:
+        draft.set("workload.tokens_per_step", loader[0], loader[1])
     else:
         raise DraftError("cannot infer the tokens processed per step (no batch size and sequence length found in "
                          f"{summary.entry or 'the command'}: {found.describe()}); pass --tokens-per-step N")

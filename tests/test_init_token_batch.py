@@ -80,3 +80,41 @@ def test_zero_one_ints_are_toggles(tmp_path: Path) -> None:
     knobs = {k.name: k for k in load_contract(root).knobs}
     for name in ("compile", "flash", "tensorcores"):
         assert knobs[name].values == (0, 1) and knobs[name].default == 0
+
+
+CONSTANTS = textwrap.dedent('''
+    import torch
+
+    total_batch_size = 4096 # 2**12, in number of tokens
+    B = 4 # micro batch size
+    T = 64 # sequence length
+    grad_accum_steps = total_batch_size // (B * T)
+    use_compile = False
+    max_steps = 19073
+
+    model = torch.nn.Linear(T, T)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4)
+    for step in range(max_steps):
+        for micro_step in range(grad_accum_steps):
+            loss = model(torch.ones(B, T)).pow(2).mean()
+            loss.backward()
+        optimizer.step()
+        print(f"step {step:5d} | loss: {loss.item():.6f} | dt: 1.00ms")
+''')
+
+
+def test_a_script_configured_by_constants_in_its_code_gets_a_contract(tmp_path: Path) -> None:
+    # karpathy/build-nanogpt's train_gpt2.py: no parser; the batch is a constant "in number of tokens"
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "train_gpt2.py").write_text(CONSTANTS)
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "job"]):
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+    out = subprocess.run(INFRARSI + ["init", str(root), "--command", "python train_gpt2.py"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    contract = load_contract(root)
+    assert contract.workload.tokens_per_step == 4096
+    assert contract.knobs == ()  # a constant is changed by a patch, never by a launch flag
+    assert "use_compile (torch.compile; passed as a literal in the code)" in (root / "infrarsi.toml").read_text()
+    assert contract.timing.measured_steps == 12  # a job configured for 19,073 steps is ended after them

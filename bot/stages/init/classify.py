@@ -76,7 +76,7 @@ class TokenBatch:
     per-forward ``batch_size``: accumulation is derived (total / (batch x sequence length)), so the batch is
     free as long as it divides the total."""
 
-    micro: Setting
+    micro: Setting | None  # None: the per-forward batch is not a setting (build-nanogpt's `B = 64`)
     total: Setting
 
 
@@ -145,9 +145,11 @@ def classify(settings: list[Setting], given: dict[str, str]) -> Classified:
         out.token_batch = _token_batch(settings, given)
     if out.token_batch is not None:
         out.fixed.append((out.token_batch.total, "global batch in tokens"))
-        out.free.append((out.token_batch.micro, "micro-batch size (accumulation = the token batch / "
-                         "(batch x sequence length))"))
-        taken |= {out.token_batch.micro.key, out.token_batch.total.key}
+        taken.add(out.token_batch.total.key)
+        if out.token_batch.micro is not None:
+            out.free.append((out.token_batch.micro, "micro-batch size (accumulation = the token batch / "
+                             "(batch x sequence length))"))
+            taken.add(out.token_batch.micro.key)
     for s in settings:
         if s.key in taken:
             continue
@@ -179,6 +181,5 @@ def _token_batch(settings: list[Setting], given: dict[str, str]) -> TokenBatch |
             continue
         micro = next((s for s in settings if s.convention == total.convention and _BATCH.match(s.leaf)
                       and type(current(s, given)) is int), None)
-        if micro is not None:
-            return TokenBatch(micro=micro, total=total)
+        return TokenBatch(micro=micro, total=total)
     return None

@@ -397,6 +397,28 @@ def read_env(source: str) -> list[Setting]:
     return list(out.values())
 
 
+def read_code_constants(module: cst.Module) -> list[Setting]:
+    """A script with no launch settings at all (karpathy/build-nanogpt's ``train_gpt2.py``: ``B = 64``,
+    ``total_batch_size = 524288 # 2**19, ~0.5M, in number of tokens``): its top-level literal constants,
+    which only a code edit can change. The line's comment is their help."""
+    out = []
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+            continue
+        small = stmt.body[0]
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name)):
+            continue
+        ok, value = _lit(small.value)
+        name = small.targets[0].target.value
+        if not ok or name.startswith("_") or not isinstance(value, bool | int | float | str):
+            continue
+        comment = stmt.trailing_whitespace.comment
+        out.append(Setting(key=name, convention="code", passing="code", token=name, default=value, has_default=True,
+                           type=_type_of(value), help=comment.value.lstrip("# ") if comment else ""))
+    return out
+
+
 def discover(root: Path, entry: str | None) -> list[Setting]:
     """Every setting the entry script can be launched with, across conventions (argparse first)."""
     if entry is None or not (root / entry).is_file():
@@ -417,4 +439,4 @@ def discover(root: Path, entry: str | None) -> list[Setting]:
         if s.key not in have:
             out.append(s)
             have.add(s.key)
-    return out
+    return out or read_code_constants(module)

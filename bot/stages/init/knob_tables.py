@@ -138,7 +138,7 @@ def plan_knobs(classified: Classified, given: dict[str, str], *, taken: set[str]
                                        + (f" (line {s.line} of the entry script)" if s.line else ""))
     for pair in classified.coupled:
         _couple(plan, pair, given, taken)
-    if classified.token_batch is not None:
+    if classified.token_batch is not None and classified.token_batch.micro is not None:
         _token_micro(plan, classified.token_batch, settings_seq(classified, given), given, taken)
     before = set(plan.knobs)
     plan.constraints += hf_precision_rules(plan.knobs, classified, given, has_gpu=machine_has_gpu())
@@ -176,7 +176,9 @@ def settings_seq(classified: Classified, given: dict[str, str]) -> int | None:
 
 def _token_micro(plan: KnobPlan, pair: TokenBatch, seq: int | None, given: dict[str, str], taken: set[str]) -> None:
     """The batch of a token-sized global batch: powers of two whose batch x sequence length divides it."""
-    micro, name = pair.micro, knob_name(pair.micro)
+    micro = pair.micro
+    assert micro is not None
+    name = knob_name(micro)
     total, m = current(pair.total, given), current(micro, given)
     if name in taken or name in plan.knobs or seq is None or micro.passing not in _EXPRESSIBLE:
         plan.deferred.append(f"{micro.key} (micro-batch of the token batch {pair.total.key}; "

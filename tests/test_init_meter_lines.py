@@ -206,8 +206,12 @@ def _read(root: Path) -> list[tuple[int, float]]:
     return [(int(m["step"]), float(m["loss"])) for ln in out.stdout.splitlines() if (m := regex.search(ln))]
 
 
-def test_the_imagenet_progress_meter_is_read_one_line_per_step_and_never_the_test_lines(tmp_path: Path) -> None:
-    root = _repo(tmp_path, {"main.py": PROGRESS}, "python main.py -b 256 --epochs 2")
+@pytest.mark.parametrize("positional", [False, True])
+def test_the_imagenet_progress_meter_is_read_one_line_per_step_and_never_the_test_lines(tmp_path: Path,
+                                                                                      positional: bool) -> None:
+    source = PROGRESS.replace(', prefix="Epoch', ', "Epoch').replace(', prefix="Test', ', "Test') if positional \
+        else PROGRESS
+    root = _repo(tmp_path, {"main.py": source}, "python main.py -b 256 --epochs 2")
     contract = load_contract(root)
     assert contract.workload.args[-2:] == ("--print-freq", "1")  # printing every step changes no computation
     steps = _read(root)

@@ -118,3 +118,18 @@ def test_a_script_configured_by_constants_in_its_code_gets_a_contract(tmp_path: 
     assert contract.knobs == ()  # a constant is changed by a patch, never by a launch flag
     assert "use_compile (torch.compile; passed as a literal in the code)" in (root / "infrarsi.toml").read_text()
     assert contract.timing.measured_steps == 12  # a job configured for 19,073 steps is ended after them
+
+
+def test_a_micro_batch_of_one_is_not_a_toggle() -> None:
+    # `trainer.micro_batch_size=1` (a Hydra override, so the knob tables decide its domain): a count,
+    # where 0 would be no batch at all; `trainer.compile=0` beside it is a toggle
+    from bot.stages.init.classify import classify
+    from bot.stages.init.discover import Setting
+    from bot.stages.init.knob_tables import plan_knobs
+
+    settings = [Setting(key=f"trainer.{k}", convention="hydra", passing="hydra", token=f"trainer.{k}", default=v,
+                        has_default=True, type="int") for k, v in (("micro_batch_size", 1), ("compile", 0))]
+    plan = plan_knobs(classify(settings, {}), {}, taken=set())
+    assert plan.knobs["trainer_compile"]["values"] == [0, 1]
+    assert "trainer_micro_batch_size" not in plan.knobs
+    assert any(d.startswith("trainer.micro_batch_size") for d in plan.deferred)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 
 import libcst as cst
+import libcst.matchers as m
 
 from bot.patching.codemods import exprs as E
 from bot.patching.codemods.autocast import enters_autocast
@@ -116,46 +117,27 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
 
 def _root_modules(tree: cst.Module) -> set[str]:
     """Top-level classes with a ``forward`` method that no other top-level class of the file builds or names,
-    and that no function of the file hands to a builder as an argument."""
+    and that no function of the file hands to another class of the file as an argument."""
     classes = {s.name.value: s for s in tree.body if isinstance(s, cst.ClassDef) and s.bases}
     with_forward = {name for name, cls in classes.items()
-                    if any(isinstance(m, cst.FunctionDef) and m.name.value == "forward" for m in cls.body.body)}
+                    if any(isinstance(member, cst.FunctionDef) and member.name.value == "forward" for member in cls.body.body)}
     built_by_others: set[str] = set()
     for name, cls in classes.items():
-        for called in _called_names(cls) | _referenced_names(cls):
+        for called in _called_names(cls) | E.names_in(cls):  # E.names_in: `Attention_block=Attention` too
             if called != name and called in classes:
                 built_by_others.add(called)
-    # a block handed to a builder (`vit_models(block_layers=Layer_scale_init_Block)`, DeiT's factories)
+    # a block handed to a builder class (`vit_models(block_layers=Layer_scale_init_Block)`, DeiT's factories)
     for function in (s for s in tree.body if isinstance(s, cst.FunctionDef)):
-        built_by_others |= _passed_names(function) & set(classes)
+        built_by_others |= _passed_to_classes(function, set(classes)) & set(classes)
     # a loss module (DeiT's DistillationLoss) computes what is kept in fp32
     losses = {name for name in classes if re.search(r"(Loss|Criterion)$", name)}
     return with_forward - built_by_others - losses
 
 
-def _referenced_names(node: cst.CSTNode) -> set[str]:
-    """Every bare name in ``node``: a class given as a default (`Attention_block=Attention`) is a component."""
-    names: set[str] = set()
-
-    class _Names(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            names.add(name.value)
-
-    node.visit(_Names())
-    return names
-
-
-def _passed_names(node: cst.CSTNode) -> set[str]:
-    """Names passed as call arguments in ``node`` (not called)."""
-    names: set[str] = set()
-
-    class _Args(cst.CSTVisitor):
-        def visit_Arg(self, arg: cst.Arg) -> None:
-            if isinstance(arg.value, cst.Name):
-                names.add(arg.value.value)
-
-    node.visit(_Args())
-    return names
+def _passed_to_classes(node: cst.CSTNode, classes: set[str]) -> set[str]:
+    """Names handed as arguments to a call of one of ``classes`` (not called themselves)."""
+    return {arg.value.value for call in m.findall(node, m.Call(func=m.Name())) if call.func.value in classes
+            for arg in call.args if isinstance(arg.value, cst.Name)}
 
 
 def _called_names(node: cst.CSTNode) -> set[str]:

@@ -73,6 +73,11 @@ def _passing(setting: Setting) -> dict[str, Any]:
     return {"flag": setting.token}
 
 
+#: Free-setting reasons whose 0/1 int is on/off (not a count: threads, workers, micro-batch).
+_TOGGLES = {"numeric precision", "torch.compile", "activation checkpointing", "data-loader memory", "fused kernels",
+            "kernel selection"}
+
+
 def _domain(setting: Setting, value: Any, reason: str) -> dict[str, Any] | None:
     leaf = setting.leaf
     if setting.choices:
@@ -103,8 +108,8 @@ def _domain(setting: Setting, value: Any, reason: str) -> dict[str, Any] | None:
                 "default": value}
     if isinstance(value, int) and "worker" in reason:
         return {"kind": "int", "values": sorted({value, 0, 1, 2, 4}), "default": value}
-    if type(value) is int and value in (0, 1):
-        # an int used as a toggle: llm.c's `--compile 0`, `--flash 0`, `--tensorcores 0`
+    if type(value) is int and value in (0, 1) and reason in _TOGGLES:
+        # an int used as a toggle: llm.c's `--compile 0`, `--flash 0`, `--tensorcores 0` (never a batch of 1)
         return {"kind": "int", "values": [0, 1], "default": value}
     return None
 

@@ -75,7 +75,9 @@ class _Meters(cst.CSTVisitor):
             if _LOSS_NAME.fullmatch(label) and self.loss_meter is None:
                 self.loss_meter = label
         elif name == "ProgressMeter":
-            prefix = next((a.value for a in node.args if a.keyword and a.keyword.value == "prefix"), None)
+            positional = [a.value for a in node.args if a.keyword is None]
+            prefix = next((a.value for a in node.args if a.keyword and a.keyword.value == "prefix"),
+                          positional[2] if len(positional) > 2 else None)  # ProgressMeter(n, meters, prefix)
             text = self._template(prefix) if prefix is not None else None
             if not (text and _EVAL_WORDS.search(text)):
                 self.progress_prefixes.append(text)

@@ -80,7 +80,8 @@ PROGRESS = textwrap.dedent('''
         p = argparse.ArgumentParser()
         p.add_argument("-b", "--batch-size", default=256, type=int)
         p.add_argument("--epochs", default=90, type=int)
-        p.add_argument("--lr", default=0.1, type=float)
+        # 0.1 would zero this loss in one step (1 - 2 * 0.1 * (|x|^2 + 1) = 0) and print 0.0000e+00
+        p.add_argument("--lr", default=0.01, type=float)
         p.add_argument("-p", "--print-freq", default=10, type=int)
         p.add_argument("--batches", default=30, type=int)
         args = p.parse_args()

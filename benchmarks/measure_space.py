@@ -96,8 +96,12 @@ DESIGNS: dict[str, dict[str, Any]] = {
                           "optimizer": ("adamw", "adamw_fused")},
                 "patches": ("grouped_experts", "fused_cross_entropy"), "memory_limit": "700MiB"},
 }
-#: tinymoe's 700MiB is a first guess from its size, not calibrated: check with ``--smoke`` on the measuring
-#: machine that the peaks straddle it (some micro-batch 16 points over, the default under) before the real run.
+#: tinymoe's 700MiB censors nothing, on purpose: calibrated on the AMD EPYC (2 cores, AVX2) that measured its
+#: table, its peaks at the contract's size were 434-481 MiB whatever the micro-batch (the runtime's ~430 MiB
+#: dominates), and at --seq-len 128/256 they still did not rise with the micro-batch (seq 256: 518 MiB at 1,
+#: 787 at 8, 721 at 16; checkpointing no lower), so any limit in that range would be drawn by allocator noise,
+#: not by the configuration. Its table has no OOM boundary; tinygpt's has one (micro-batch 16 without
+#: checkpointing at 600MiB). On another machine check with ``--smoke`` before a real run.
 #: On a CPU without native bf16 (no avx512_bf16, no AMX; the smoke run's AMD EPYC: fp32 micro-batch 2 at
 #: 1.2 s per step, bf16 at 51 s, bf16 micro-batch 4 killed by the 600 s trial timeout) a bf16 point costs
 #: minutes, and ``run`` leaves bf16 out of the search there anyway (the doctor's device probe): the design

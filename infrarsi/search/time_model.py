@@ -14,6 +14,17 @@ so a handful of trials cannot drive it to zero. Given sigma the
 posterior is Gaussian and exact. ``sigma`` absorbs measurement noise *and* what
 the linear-plus-pairs model cannot express, which is why it is estimated rather
 than taken from the noise profile.
+
+The noise is Student-t rather than Gaussian (:data:`T_DOF`), fitted by EM on its
+scale-mixture form (each trial's noise variance ``sigma^2 / w_i``): a trial on a
+shared machine is now and then far slower than its configuration (a neighbour's
+job, a cold page cache; on the measured tinygpt table the first of three repeats
+ran 0.1-0.3 log slower than the other two), and under Gaussian noise one such
+trial pulls every coefficient it touches; under t noise its weight falls with its
+residual. On that table's replay the engine's median best found at 20 trials rose
+from 0.83 to 0.94 of the optimum with this change. The two-part model of
+distributed steps (:mod:`.time_parts`) keeps Gaussian noise: its fit is the
+Tobit memory fit's, which has no weights yet.
 """
 
 from __future__ import annotations
@@ -31,6 +42,14 @@ SIGMA_BOUNDS: tuple[float, float] = (1e-3, 2.0)
 
 #: Intercept prior when the caller gives none: log seconds, broad enough for 1 ms to hours.
 BROAD_INTERCEPT: tuple[float, float] = (0.0, 10.0)
+
+#: Degrees of freedom of the t noise: 4, the usual robust choice (Lange, Little & Taylor 1989), heavy-tailed
+#: enough that a trial 5 sigma off keeps a fifth of its weight, light enough that a handful of trials
+#: still pins sigma down.
+T_DOF: float = 4.0
+
+#: EM passes of the t reweighting; the weights settle in two or three on the tables measured here.
+T_ITERATIONS: int = 4
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -90,22 +109,28 @@ def _with_intercept(x: np.ndarray) -> np.ndarray:
     return np.hstack([np.ones((x.shape[0], 1)), x])
 
 
-def _posterior(xt: np.ndarray, y: np.ndarray, m0: np.ndarray, s0: np.ndarray, sigma: float,
+def _sufficient(xt: np.ndarray, y: np.ndarray, m0: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """What the posterior needs of the data, none of it depending on sigma: ``X'X``, ``X'r``, ``r'r`` and n,
+    with ``r = y - X m0`` (computed once per fit, not once per sigma the search tries)."""
+    r = y - xt @ m0
+    return xt.T @ xt, xt.T @ r, float(r @ r), len(y)
+
+
+def _posterior(stats: tuple[np.ndarray, np.ndarray, float, int], m0: np.ndarray, s0: np.ndarray, sigma: float,
                with_cov: bool = True) -> tuple[np.ndarray, np.ndarray | None, float]:
     """Posterior mean, covariance (if asked) and log marginal likelihood for a fixed sigma."""
-    n = len(y)
+    gram, xr0, rr, n = stats
     p0 = 1.0 / s0 ** 2
     s2 = sigma ** 2
-    a = np.diag(p0) + xt.T @ xt / s2
+    a = np.diag(p0) + gram / s2
     chol = linalg.cho_factor(a, lower=True)
-    xr = xt.T @ (y - xt @ m0) / s2
+    xr = xr0 / s2
     shift = linalg.cho_solve(chol, xr)
     mean = m0 + shift
     cov = linalg.cho_solve(chol, np.eye(len(m0))) if with_cov else None
-    r = y - xt @ m0
     logdet_a = 2.0 * float(np.sum(np.log(np.diag(chol[0]))))
     logdet_c = n * math.log(s2) + float(np.sum(np.log(s0 ** 2))) + logdet_a
-    quad = float(r @ r) / s2 - float(xr @ shift)
+    quad = rr / s2 - float(xr @ shift)
     logml = -0.5 * (n * math.log(2 * math.pi) + logdet_c + quad)
     return mean, cov, logml
 
@@ -127,8 +152,26 @@ def fit_time(x: np.ndarray, y: np.ndarray, *, names: tuple[str, ...], prior_mean
         return TimePosterior(names=(INTERCEPT, *names), prior_mean=m0, prior_sd=s0, mean=m0.copy(),
                              cov=np.diag(s0 ** 2), sigma=noise[0], n=0)
 
+    sigma, mean, cov = _fit_given_weights(xt, y, np.ones(len(y)), m0, s0, noise)
+    for _ in range(T_ITERATIONS):
+        # E-step: the expected precision scale of each trial's noise given the fit (its residual's square
+        # plus the posterior variance of its mean), then the Gaussian fit again with those weights
+        r2 = (y - xt @ mean) ** 2 + _quad(xt, cov)
+        weights = (T_DOF + 1.0) / (T_DOF + r2 / sigma ** 2)
+        sigma, mean, cov = _fit_given_weights(xt, y, weights, m0, s0, noise)
+    return TimePosterior(names=(INTERCEPT, *names), prior_mean=m0, prior_sd=s0, mean=mean, cov=cov,
+                         sigma=sigma, n=len(y))
+
+
+def _fit_given_weights(xt: np.ndarray, y: np.ndarray, weights: np.ndarray, m0: np.ndarray, s0: np.ndarray,
+                       noise: tuple[float, float]) -> tuple[float, np.ndarray, np.ndarray]:
+    """sigma by empirical Bayes, then the posterior mean and covariance, when trial ``i``'s noise variance is
+    ``sigma^2 / weights[i]`` (the marginal likelihood drops ``sum(log w)``, a constant in sigma)."""
+    root = np.sqrt(weights)
+    stats = _sufficient(xt * root[:, None], y * root, m0)
+
     def objective(log_sigma: float) -> float:
-        _, _, logml = _posterior(xt, y, m0, s0, math.exp(log_sigma), with_cov=False)
+        _, _, logml = _posterior(stats, m0, s0, math.exp(log_sigma), with_cov=False)
         return -logml - noise_log_prior(log_sigma, *noise)[0]
 
     # A coarse grid first: the marginal likelihood in sigma can have two modes
@@ -140,7 +183,6 @@ def fit_time(x: np.ndarray, y: np.ndarray, *, names: tuple[str, ...], prior_mean
     lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
     res = optimize.minimize_scalar(objective, bounds=(lo, hi), method="bounded", options={"xatol": 1e-4})
     sigma = math.exp(float(res.x))
-    mean, cov, _ = _posterior(xt, y, m0, s0, sigma)
+    mean, cov, _ = _posterior(stats, m0, s0, sigma)
     assert cov is not None
-    return TimePosterior(names=(INTERCEPT, *names), prior_mean=m0, prior_sd=s0, mean=mean, cov=cov,
-                         sigma=sigma, n=len(y))
+    return sigma, mean, cov

@@ -1,8 +1,12 @@
 """Measure every configuration of a designed space of a fixture through ``infrarsi trial``: a table of real trials.
 
-    nice -n 19 .venv/bin/python -m benchmarks.measure_space tinygpt     # -> benchmarks/data/tinygpt.json
-    nice -n 19 .venv/bin/python -m benchmarks.measure_space tinymoe     # -> benchmarks/data/tinymoe.json
-    nice -n 19 .venv/bin/python -m benchmarks.measure_space tinygpt --smoke --out /tmp/tiny.json
+    .venv/bin/python -m benchmarks.measure_space tinygpt     # -> benchmarks/data/tinygpt.json
+    .venv/bin/python -m benchmarks.measure_space tinymoe     # -> benchmarks/data/tinymoe.json
+    .venv/bin/python -m benchmarks.measure_space tinygpt --smoke --out /tmp/tiny.json
+
+Run it alone on the machine. If anything else must run beside it, give the measurement the CPU first:
+``sysctl kernel.sched_autogroup_enabled=0`` and ``nice -n -10`` on the measurement (never ``nice -n 19``,
+which hands every other process the trials' cores). The table records the niceness it ran at.
 
 On a fresh copy of the fixture (``benchmarks/fixture_search.py``'s
 ``make_repo``: a git repository with its contract and lock), every
@@ -151,6 +155,14 @@ def machine_fingerprint() -> dict[str, Any]:
             "platform": platform.platform()}
 
 
+def recorded_command(module: str, argv: Sequence[str] | None) -> str:
+    """The command line a measurement records: as really run, with its niceness (a timed run at ``nice -n 19``
+    shares its cores with everything else, and whoever reads the figures should know)."""
+    niceness = os.nice(0)
+    args = " ".join(argv if argv is not None else sys.argv[1:])
+    return f"{f'nice -n {niceness} ' if niceness else ''}.venv/bin/python -m {module} {args}".strip()
+
+
 def _contract_text(fixture: str, memory_limit: str) -> str | None:
     """The fixture's committed contract with the memory limit set, or None to let ``infrarsi init`` write it."""
     path = REPO_ROOT / "fixtures" / fixture / "infrarsi.toml"
@@ -246,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("--smoke needs --out (a smoke table is not a measurement to keep)")
     work = args.workdir or Path(tempfile.mkdtemp(prefix=f"infrarsi-measure-{args.fixture}-"))
     repo = fixture_repo(args.fixture, design, limit_text, work)
-    command = "nice -n 19 .venv/bin/python -m benchmarks.measure_space " + " ".join(argv or sys.argv[1:])
+    command = recorded_command("benchmarks.measure_space", argv)
     fresh = new_table(repo, args.fixture, design, float(limit), repeats, command.strip())
     if out.exists():
         table = load(out)

@@ -1,6 +1,6 @@
 """Live confirmation of the table replay: every method run once for real, scored against the table.
 
-    nice -n 19 .venv/bin/python -m benchmarks.search_live benchmarks/data/tinygpt.json [--budget 20] [--seed 0]
+    .venv/bin/python -m benchmarks.search_live benchmarks/data/tinygpt.json [--budget 20] [--seed 0]
 
 A measured table (``benchmarks/measure_space.py``) predicts how each tuner does on the fixture; this checks
 the prediction. Each method of ``benchmarks/search_table.py`` drives a :class:`LiveBench`: the table's space
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.doc_sections import publish
-from benchmarks.measure_space import design_for, fixture_repo, machine_fingerprint, trial
+from benchmarks.measure_space import design_for, fixture_repo, machine_fingerprint, recorded_command, trial
 from benchmarks.search import ALL_METHODS, Row, Truth, _q, score_trials, verify_on
 from benchmarks.search_table import METHODS, check_complete
 from benchmarks.search_tuners import key, play
@@ -211,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         band = replay_band(replay, table.fixture, method, args.budget)
         lives.append(Live(row=row, band=band, wall_s=wall))
         say(f"{method}: best found {row.best_fraction:.3f}, replay band {band}")
-    command = "nice -n 19 .venv/bin/python -m benchmarks.search_live " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = recorded_command("benchmarks.search_live", argv)
     text = render(table, lives, args.budget, command.strip(), str(args.replay))
     publish(text, section=SECTION, page=args.out, raw=args.json,
             payload={"command": command, "table": str(args.table),

@@ -110,3 +110,13 @@ def test_measurement_rounds_run_every_configuration_once_each_in_its_own_order()
     assert [r for r, _ in plan] == sorted(r for r, _ in plan)  # round by round
     assert all(sorted(map(str, rnd)) == sorted(map(str, configs)) for rnd in rounds)
     assert rounds[0] != rounds[1] != rounds[2]
+
+
+@pytest.mark.parametrize("niceness,prefix", [(0, ""), (19, "nice -n 19 "), (-10, "nice -n -10 ")])
+def test_a_measurement_records_the_niceness_it_really_ran_at(monkeypatch: pytest.MonkeyPatch, niceness: int,
+                                                             prefix: str) -> None:
+    from benchmarks import measure_space
+
+    monkeypatch.setattr(measure_space.os, "nice", lambda inc: niceness + inc)
+    assert measure_space.recorded_command("benchmarks.measure_space", ["tinymoe", "--workdir", "/tmp/w"]) == \
+        f"{prefix}.venv/bin/python -m benchmarks.measure_space tinymoe --workdir /tmp/w"

@@ -184,3 +184,16 @@ def test_a_trial_reads_data_above_the_repo_through_links_in_the_worktrees_direct
     # the cache the job wrote stayed on InfraRSI's side of the link, the original directory is untouched
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["train.txt"]
     assert subprocess.run(INFRARSI + ["check", str(root)], capture_output=True).returncode == 0
+
+
+def test_gc_keeps_the_links_to_data_above_the_repo_and_says_what_they_are(tmp_path: Path) -> None:
+    from infrarsi.rundir import worktrees_dir
+
+    root = _parent_repo(tmp_path)
+    links = worktrees_dir(root)
+    link_data(root, links / "run-1", ("../data",))  # as a trial's worktree there makes them
+    out = subprocess.run(INFRARSI + ["gc", str(root)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "links to the contract's data path ../data, shared by every trial" in out.stdout
+    assert "not a git worktree" not in out.stdout
+    assert (links / "data" / "train.txt").is_symlink()

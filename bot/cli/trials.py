@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path, PurePosixPath
 from typing import Any, TYPE_CHECKING
 
 from bot.cli.common import UsageError, add_repo_argument, add_run_id_argument, fmt_bytes, repo_dir
@@ -127,6 +128,19 @@ def cmd_journal(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parent_data_names(root: Path) -> frozenset[str]:
+    """The names a contract's ``../NAME`` data paths take in the worktrees directory (none without a contract:
+    gc must work on a repository whose contract is gone or broken)."""
+    from infrarsi.errors import InfraRSIError
+
+    try:
+        paths = load_contract(root).data.paths
+    except InfraRSIError:
+        return frozenset()
+    parts = [PurePosixPath(p).parts for p in paths]
+    return frozenset(ps[1] for ps in parts if len(ps) > 1 and ps[0] == "..")
+
+
 def cmd_gc(args: argparse.Namespace) -> int:
     from bot.workspace.gc import collect_garbage
     from infrarsi.journal import Journal
@@ -136,7 +150,8 @@ def cmd_gc(args: argparse.Namespace) -> int:
     with Journal(journal_path(root)) as journal:
         orphaned = {(p.run_id, p.trial_no) for p in journal.orphaned()}
         active = {p.run_id for p in journal.pending() if (p.run_id, p.trial_no) not in orphaned}
-    report = collect_garbage(root, active_runs=frozenset(active), protected_branches=protected, dry_run=args.dry_run)
+    report = collect_garbage(root, active_runs=frozenset(active), protected_branches=protected,
+                             data_links=_parent_data_names(root), dry_run=args.dry_run)
     print(report.summary())
     return 0
 

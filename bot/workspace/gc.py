@@ -159,6 +159,7 @@ def collect_garbage(
     *,
     active_runs: set[str] | frozenset[str] = frozenset(),
     protected_branches: set[str] | frozenset[str] = frozenset(),
+    data_links: set[str] | frozenset[str] = frozenset(),
     dry_run: bool = False,
 ) -> GcReport:
     """Remove worktrees, orphan directories and trial branches of inactive runs.
@@ -166,6 +167,9 @@ def collect_garbage(
     ``active_runs`` are run ids still in progress: their branches are kept, and
     their worktrees too unless provably dead (directory gone, owner killed).
     ``protected_branches`` (with or without ``refs/heads/``) are never deleted.
+    ``data_links`` are the names in the worktrees directory that hold the links to
+    data one level above the repository (a contract path ``../data``): shared by
+    every trial, kept, and said so.
     With ``dry_run`` nothing is changed and the report says what would be.
     """
     repo = open_main_repository(repo_path)
@@ -198,7 +202,7 @@ def collect_garbage(
             RemovedWorktree(name=info.name, path=info.path, branch=info.branch, reason=reason)
         )
 
-    removed_dirs = _collect_orphan_dirs(repo, registered_paths, active, kept, dry_run=dry_run)
+    removed_dirs = _collect_orphan_dirs(repo, registered_paths, active, kept, data_links=data_links, dry_run=dry_run)
 
     deleted: list[str] = []
     for branch in sorted(repo.listall_branches(pygit2.enums.BranchType.LOCAL)):
@@ -273,6 +277,7 @@ def _collect_orphan_dirs(
     active: set[str],
     kept: list[KeptItem],
     *,
+    data_links: set[str] | frozenset[str],
     dry_run: bool,
 ) -> list[Path]:
     """Directories under ``.infrarsi/worktrees`` that git no longer knows about.
@@ -287,6 +292,10 @@ def _collect_orphan_dirs(
     removed = []
     for child in sorted(root.iterdir()):
         if not child.is_dir() or child.is_symlink() or child.resolve() in registered:
+            continue
+        if child.name in data_links:
+            kept.append(KeptItem(kind="directory", name=str(child),
+                                 reason=f"links to the contract's data path ../{child.name}, shared by every trial"))
             continue
         trial = parse_dirname(child.name)
         if trial is not None and trial.run_id in active:

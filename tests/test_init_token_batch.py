@@ -133,3 +133,47 @@ def test_a_micro_batch_of_one_is_not_a_toggle() -> None:
     assert plan.knobs["trainer_compile"]["values"] == [0, 1]
     assert "trainer_micro_batch_size" not in plan.knobs
     assert any(d.startswith("trainer.micro_batch_size") for d in plan.deferred)
+
+
+def test_the_schedule_and_data_functions_beside_a_model_stay_locked(tmp_path: Path) -> None:
+    # build-nanogpt's train_gpt2.py: GPT classes, then get_lr and load_tokens beside them; nanoGPT-style
+    # single files have get_batch there too. They decide what the job computes, not how fast.
+    job = CONSTANTS.replace("import torch\n", textwrap.dedent('''
+        import torch
+
+
+        class MLP(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(8, 8)
+
+            def forward(self, x):
+                return self.fc(x)
+
+
+        def load_tokens(filename):
+            return torch.zeros(16, dtype=torch.long)
+
+
+        def get_lr(it):
+            return 6e-4 * min(1.0, (it + 1) / 10)
+
+
+        def get_batch():
+            return torch.ones(2, 8)
+
+
+        def configure_model():
+            return MLP()
+    '''), 1)
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "train_gpt2.py").write_text(job)
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "job"]):
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+    out = subprocess.run(INFRARSI + ["init", str(root), "--command", "python train_gpt2.py"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    editable = set(load_contract(root).scope.editable)
+    assert {"train_gpt2.py::MLP", "train_gpt2.py::configure_model"} <= editable
+    assert not {"train_gpt2.py::load_tokens", "train_gpt2.py::get_lr", "train_gpt2.py::get_batch"} & editable

@@ -259,6 +259,13 @@ def _strip_flags(argv: list[str], knob_flags: set[str]) -> list[str]:
     return out
 
 
+#: Functions beside a file's modules that schedule the learning rate or read the data (build-nanogpt's get_lr
+#: and load_tokens next to its GPT classes): they decide what the job computes, not how fast, and no patch
+#: needs them, so they stay locked.
+_SCHEDULE_OR_DATA = re.compile(r"(^|_)(lr|learning_rate|schedule|scheduler|warmup)(_|$)"
+                               r"|^(load|read|get)_(tokens?|data|dataset|batch|shard)s?$")  # not get_data_loader
+
+
 def _scope(summary: RepoSummary) -> tuple[list[str], list[str]]:
     editable: list[str] = []
     locked: list[str] = []
@@ -270,7 +277,8 @@ def _scope(summary: RepoSummary) -> tuple[list[str], list[str]]:
                 continue
         if f.modules:
             editable += [f"{f.path}::{c}" for c in f.modules]
-            editable += [f"{f.path}::{fn}" for fn in f.functions if not fn.startswith("_")]
+            editable += [f"{f.path}::{fn}" for fn in f.functions
+                         if not fn.startswith("_") and not _SCHEDULE_OR_DATA.search(fn)]
         elif f.path == summary.entry:
             named = [fn for fn in f.functions if re.search(r"(^build_|^make_|step|optimi[sz]er|^create_)", fn)]
             # no builder or step function by name (pytorch/examples' imagenet: main_worker, train): the

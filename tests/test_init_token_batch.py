@@ -49,10 +49,10 @@ JOB = textwrap.dedent('''
 ''')
 
 
-def _init(tmp_path: Path, command: str) -> Path:
+def _init(tmp_path: Path, command: str, source: str | None = None) -> Path:
     root = tmp_path / "repo"
     root.mkdir()
-    (root / "train_gpt2.py").write_text(JOB)
+    (root / "train_gpt2.py").write_text(JOB if source is None else source)
     for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "job"]):
         subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
     out = subprocess.run(INFRARSI + ["init", str(root), "--command", command], capture_output=True, text=True)
@@ -105,14 +105,7 @@ CONSTANTS = textwrap.dedent('''
 
 def test_a_script_configured_by_constants_in_its_code_gets_a_contract(tmp_path: Path) -> None:
     # karpathy/build-nanogpt's train_gpt2.py: no parser; the batch is a constant "in number of tokens"
-    root = tmp_path / "repo"
-    root.mkdir()
-    (root / "train_gpt2.py").write_text(CONSTANTS)
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "job"]):
-        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
-    out = subprocess.run(INFRARSI + ["init", str(root), "--command", "python train_gpt2.py"],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
+    root = _init(tmp_path, "python train_gpt2.py", CONSTANTS)
     contract = load_contract(root)
     assert contract.workload.tokens_per_step == 4096
     assert contract.knobs == ()  # a constant is changed by a patch, never by a launch flag
@@ -166,14 +159,7 @@ def test_the_schedule_and_data_functions_beside_a_model_stay_locked(tmp_path: Pa
         def configure_model():
             return MLP()
     '''), 1)
-    root = tmp_path / "repo"
-    root.mkdir()
-    (root / "train_gpt2.py").write_text(job)
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "job"]):
-        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
-    out = subprocess.run(INFRARSI + ["init", str(root), "--command", "python train_gpt2.py"],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
+    root = _init(tmp_path, "python train_gpt2.py", job)
     editable = set(load_contract(root).scope.editable)
     assert {"train_gpt2.py::MLP", "train_gpt2.py::configure_model"} <= editable
     assert not {"train_gpt2.py::load_tokens", "train_gpt2.py::get_lr", "train_gpt2.py::get_batch"} & editable

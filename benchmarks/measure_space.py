@@ -19,6 +19,11 @@ an order shuffled per round, so slow drift of the machine spreads evenly over
 configurations. Each trial's result is written to the table as it finishes;
 a restart skips what is done (same ``--out``). ``--smoke`` measures a 4-point
 space once (to check the plumbing; never commit its output as a table).
+``--steady-supplement`` gives a table measured before trials sampled steady
+memory the default configuration's steady share of its peak (the memory
+model's split; the replay applies it to the default's runs), measured on the
+machine at hand (memory depends far less on the CPU than time does; the
+supplement records its own fingerprint).
 Reading a table: ``benchmarks/space_table.py``; replaying tuners on it:
 ``benchmarks/search_table.py``. Timing needs a quiet machine.
 
@@ -43,7 +48,7 @@ Table schema (JSON, ``version`` 1)::
         {"knobs": {"dtype": "bf16", "grad_ckpt": false, "micro_batch": 4, ...},
          "patches": ["fused_gelu"],
          "runs": [{"round": 0, "outcome": "ok", "step_time_s": 0.71, "peak_mem_bytes": 678428672,
-                   "censored": false, "cost_s": 14.2},
+                   "censored": false, "cost_s": 14.2, "steady_mem_bytes": 512000000},
                   {"round": 1, "outcome": "oom", "step_time_s": null, "peak_mem_bytes": 1181116006,
                    "censored": true, "cost_s": 6.1}, ...]}
       ]
@@ -54,7 +59,9 @@ listed patches (``SearchSpace.from_contract``), and a complete table holds
 every valid point of it. ``outcome`` is ``ok``, ``oom`` or ``crash`` (a
 timeout or an invalid trial is read as crash); ``cost_s`` is the device-seconds
 the bot charged; ``step_time_s`` is the bot's own median over the measured
-steps.
+steps; ``steady_mem_bytes`` (absent in tables measured before it existed) the
+resident memory the job held across steps, which the memory model splits the
+peak by.
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ import os
 import platform
 import random
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -77,7 +85,7 @@ from typing import Any
 
 from benchmarks.fixture_search import REPO_ROOT, infrarsi, make_repo
 from benchmarks.search_tuners import key
-from benchmarks.space_table import Run, Table, config_candidate, load, save, to_json
+from benchmarks.space_table import SUPPLEMENT, Run, Table, config_candidate, load, save, to_json
 from infrarsi.contract import load_contract
 from infrarsi.contract.load import parse_memory
 from infrarsi.sim.knobs import Value
@@ -224,7 +232,8 @@ def trial(repo: Path, table: Table, config: Mapping[str, Value], memory_limit: s
     outcome = record["outcome"] if record["outcome"] in ("ok", "oom") else "crash"
     return Run(outcome=outcome, step_time_s=record.get("step_time_s") if outcome == "ok" else None,
                peak_mem_bytes=float(record.get("peak_mem_bytes") or 0.0), cost_s=float(record["cost_s"]),
-               censored=bool(record.get("peak_mem_censored")) or outcome == "oom", round=round_)
+               censored=bool(record.get("peak_mem_censored")) or outcome == "oom", round=round_,
+               steady_mem_bytes=float(record["steady_mem_bytes"]) if record.get("steady_mem_bytes") else None)
 
 
 def schedule(configs: Sequence[Mapping[str, Value]], repeats: int, seed: int) -> list[tuple[int, Mapping[str, Value]]]:
@@ -237,6 +246,32 @@ def schedule(configs: Sequence[Mapping[str, Value]], repeats: int, seed: int) ->
     return out
 
 
+def steady_supplement(fixture: str, out: Path, repeats: int, workdir: Path | None, command: str) -> int:
+    """``--steady-supplement``: the default configuration's steady share of its peak, into ``out``'s supplement."""
+    if not out.exists():
+        raise SystemExit(f"{out}: no such table; measure it first")
+    table = load(out)
+    design = design_for(fixture, table.machine)  # the table's own space, whatever this machine would measure
+    limit_text = design["memory_limit"]
+    work = workdir or Path(tempfile.mkdtemp(prefix=f"infrarsi-steady-{fixture}-"))
+    repo = fixture_repo(fixture, design, limit_text, work)
+    runs = []
+    for r in range(repeats):
+        run = trial(repo, table, table.default(), limit_text, r)
+        if run.outcome != "ok" or not run.steady_mem_bytes:
+            raise SystemExit(f"{fixture}: the default configuration ran {run.outcome} without a steady sample; "
+                             "nothing recorded")
+        runs.append({"peak_mem_bytes": run.peak_mem_bytes, "steady_mem_bytes": run.steady_mem_bytes})
+        print(f"{fixture} default {r + 1}/{repeats}: peak {run.peak_mem_bytes / 2**20:.0f} MiB, steady "
+              f"{run.steady_mem_bytes / 2**20:.0f} MiB", file=sys.stderr, flush=True)
+    share = statistics.median(x["steady_mem_bytes"] / x["peak_mem_bytes"] for x in runs)
+    table.meta[SUPPLEMENT] = {"share": share, "runs": runs, "machine": machine_fingerprint(), "command": command,
+                              "measured": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    save(table, out)
+    print(f"{out}: steady share of the default's peak {share:.3f} (median of {repeats})", file=sys.stderr)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.measure_space", description=__doc__.split("\n")[0])
     ap.add_argument("fixture", choices=sorted(DESIGNS))
@@ -246,7 +281,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, help="where the fixture copy goes (default: a new temp dir)")
     ap.add_argument("--seed", type=int, default=0, help="seeds the order of each round")
     ap.add_argument("--smoke", action="store_true", help="4 configurations x 1 repeat (a plumbing check)")
+    ap.add_argument("--steady-supplement", action="store_true",
+                    help="for a table measured before trials sampled steady memory: run its default configuration "
+                         "--repeats times here and record the share of the peak it held across steps (memory only, "
+                         "so any machine with the table's torch will do)")
     args = ap.parse_args(argv)
+    if args.steady_supplement:
+        return steady_supplement(args.fixture, args.out or (REPO_ROOT / "benchmarks" / "data" / f"{args.fixture}.json"),
+                                 args.repeats, args.workdir, recorded_command("benchmarks.measure_space", argv))
     design = {**design_for(args.fixture, machine_fingerprint()), **(SMOKE if args.smoke else {})}
     repeats = 1 if args.smoke else args.repeats
     limit_text = args.memory_limit or design["memory_limit"]

@@ -39,8 +39,8 @@ from benchmarks.doc_sections import publish
 from benchmarks.search import (ALL_METHODS, MIN_EFFECT, REACH, TOP_K, VERIFY_SEED, Row, Truth, _median_reach, _q,
                                _reach_value, score_trials, summary_table, verify_on)
 from benchmarks.search_tuners import play
-from benchmarks.space_table import (Table, TableBench, TableError, config_candidate, coverage, load, optimum, sigma_log,
-                                    true_time)
+from benchmarks.space_table import (SUPPLEMENT, Table, TableBench, TableError, config_candidate, coverage, load,
+                                    optimum, sigma_log, true_time)
 
 #: The methods replayed, in the order of the tables.
 METHODS = ("infrarsi", "random", "greedy", "optuna-tpe", "optuna-tpe-penalty", "optuna-tpe-fail", "ds-model")
@@ -101,7 +101,18 @@ def table_header(table: Table, path: str) -> str:
             f"memory limit {table.memory_limit_bytes / 2**30:.2f} GiB. Machine: {m.get('cpu', '?')}, "
             f"{m.get('cores', '?')} cores ({flags}), torch {m.get('torch', '?')}. "
             f"Optimum: {_fmt_config(table, cfg_opt)} at {t_opt:.3f} s per step; the default {default}. "
-            f"Noise: sd of log step time {sigma_log(table):.3f} within configurations.")
+            f"Noise: sd of log step time {sigma_log(table):.3f} within configurations.{_supplement_text(table)}")
+
+
+def _supplement_text(table: Table) -> str:
+    sup = table.meta.get(SUPPLEMENT)
+    if not isinstance(sup, dict) or not sup.get("share"):
+        return ""
+    m = sup.get("machine") or {}
+    flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in m.get("flags", {}).items())
+    return (f" The default's steady share of its peak (what the engine's memory model splits by; the table's runs "
+            f"predate that sample): {float(sup['share']):.3f}, the median of {len(sup.get('runs') or ())} runs by "
+            f"`{sup.get('command', '?')}` on {sup.get('measured', '?')[:10]} ({m.get('cpu', '?')}, {flags}).")
 
 
 def goal_lines(rows: Sequence[Row], budget: int, reach_budget: int) -> str:

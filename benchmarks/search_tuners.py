@@ -128,6 +128,7 @@ class Trial:
     step_time_s: float | None
     peak_mem_bytes: float
     cost_s: float
+    steady_mem_bytes: float | None = None  # resident memory held across steps, where the bench measured it
 
 
 @dataclass(kw_only=True)
@@ -147,7 +148,7 @@ class Session:
             raise BudgetSpent
         r = self.job.run(config)
         t = Trial(config=dict(config), outcome=r.outcome, step_time_s=r.step_time_s,
-                  peak_mem_bytes=r.peak_mem_bytes, cost_s=r.cost_s)
+                  peak_mem_bytes=r.peak_mem_bytes, cost_s=r.cost_s, steady_mem_bytes=getattr(r, "steady_mem_bytes", None))
         self.trials.append(t)
         return t
 
@@ -242,7 +243,8 @@ def to_record(trial: Trial, trial_no: int, dims: Sequence[Dimension], run_id: st
     outcome = Outcome(trial.outcome)
     metrics = TrialMetrics(step_time_s=trial.step_time_s,
                            peak_mem_bytes=int(trial.peak_mem_bytes) if trial.outcome != "crash" else None,
-                           peak_mem_censored=trial.outcome == "oom")
+                           peak_mem_censored=trial.outcome == "oom",
+                           steady_mem_bytes=int(trial.steady_mem_bytes) if trial.steady_mem_bytes else None)
     return TrialRecord(run_id=run_id, trial_no=trial_no, candidate=to_candidate(trial.config, dims),
                        outcome=outcome, metrics=metrics, cost_s=trial.cost_s)
 

@@ -14,7 +14,7 @@ import math
 import os
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ class Run:
     cost_s: float
     censored: bool = False  # the peak is a lower bound (an OOM)
     round: int = 0
+    steady_mem_bytes: float | None = None  # resident memory held across steps (TrialMetrics.steady_mem_bytes)
 
 
 @dataclass(kw_only=True)
@@ -128,8 +129,9 @@ def _constraint_dict(c: Constraint) -> dict[str, Any]:
 
 
 def _run_dict(r: Run) -> dict[str, Any]:
-    return {"round": r.round, "outcome": r.outcome, "step_time_s": r.step_time_s,
-            "peak_mem_bytes": r.peak_mem_bytes, "censored": r.censored, "cost_s": r.cost_s}
+    out = {"round": r.round, "outcome": r.outcome, "step_time_s": r.step_time_s,
+           "peak_mem_bytes": r.peak_mem_bytes, "censored": r.censored, "cost_s": r.cost_s}
+    return out if r.steady_mem_bytes is None else {**out, "steady_mem_bytes": r.steady_mem_bytes}
 
 
 def to_json(table: Table) -> dict[str, Any]:
@@ -197,7 +199,9 @@ def from_json(data: Mapping[str, Any], where: str = "table") -> Table:
                 table.add(config, Run(outcome=outcome, step_time_s=r.get("step_time_s") if outcome == "ok" else None,
                                       peak_mem_bytes=float(r.get("peak_mem_bytes") or 0.0),
                                       cost_s=float(r["cost_s"]), censored=bool(r.get("censored", outcome == "oom")),
-                                      round=int(r.get("round", 0))))
+                                      round=int(r.get("round", 0)),
+                                      steady_mem_bytes=float(r["steady_mem_bytes"]) if r.get("steady_mem_bytes")
+                                      else None))
             except (KeyError, TypeError, ValueError) as e:
                 raise TableError(f"{at}.runs[{j}]: {e}") from None
             if outcome == "ok" and not (table.runs[key(config)][-1].step_time_s or 0) > 0:
@@ -293,9 +297,24 @@ class TableBench(TableSpace):
         if not runs:
             raise TableError(f"table {self.table.fixture}: configuration {key(config)} was not measured "
                              "(the table does not cover its space: measure it completely first)")
-        return runs[int(self.rng.integers(len(runs)))]
+        run = runs[int(self.rng.integers(len(runs)))]
+        share = supplement_share(self.table)
+        if run.steady_mem_bytes is None and run.outcome == "ok" and share and key(config) == key(self.table.default()):
+            return replace(run, steady_mem_bytes=share * run.peak_mem_bytes)
+        return run
 
 
-__all__ = ["Run", "SCHEMA_VERSION", "Table", "TableBench", "TableError", "TableSpace", "candidate_config", "config_candidate",
+#: The table key of a steady-memory supplement (``measure_space --steady-supplement``).
+SUPPLEMENT = "steady_supplement"
+
+
+def supplement_share(table: Table) -> float | None:
+    """The default configuration's steady share of its peak from the table's supplement, if it has one: tables
+    measured before trials sampled steady memory get it from a later, memory-only measurement of the default."""
+    sup = table.meta.get(SUPPLEMENT)
+    return float(sup["share"]) if isinstance(sup, Mapping) and sup.get("share") else None
+
+
+__all__ = ["Run", "SCHEMA_VERSION", "SUPPLEMENT", "supplement_share", "Table", "TableBench", "TableError", "TableSpace", "candidate_config", "config_candidate",
            "coverage", "from_json", "load", "optimum", "save", "sigma_log", "to_json", "true_time"]
 

@@ -79,6 +79,11 @@ class TrialMetrics:
     peak_mem_bytes: int | None = None
     peak_mem_censored: bool = False  # True for an OOM: the real peak is at least peak_mem_bytes
     device_peak_mem_bytes: int | None = None
+    # The least resident memory sampled between the first and the last step: what the job holds across
+    # steps (runtime, weights, optimizer state) without a step's transient memory. On a CPU the runtime
+    # alone is most of a small job's peak, and no knob moves it; the memory model reads the baseline's
+    # share (infrarsi.search.models). None: not sampled (a remote executor, no step line).
+    steady_mem_bytes: int | None = None
     loss: tuple[float, ...] = ()  # per measured step
     warmup_loss: tuple[float, ...] = ()
     child_step_time_s: float | None = None  # what the candidate's own clock claimed

@@ -229,6 +229,28 @@ time.sleep(600)
     assert _alive(list(ex.pids)) == []
 
 
+def test_the_memory_a_job_holds_across_steps_is_told_from_its_peak(executor: Executor, tmp_path: Path) -> None:
+    # 80 MiB held for the whole run, 200 MiB more inside each step: the peak has both, the steady
+    # footprint (what the memory model splits the peak by) only the first
+    argv = _script(tmp_path, PROBE + """
+import time
+held = b"h" * (80 * 2**20)
+for i in range(1, 9):
+    transient = b"t" * (200 * 2**20)   # filled, so resident; freed (unmapped) at del
+    time.sleep(0.15)
+    del transient
+    time.sleep(0.15)
+    step(i)
+""")
+    ex = executor.execute(TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=60 + STARTUP_S[executor.name]))
+    assert ex.returncode == 0
+    metrics = summarize(ex, warmup=1, measured=7)
+    mib = 2**20
+    assert metrics.peak_mem_bytes >= 280 * mib
+    assert metrics.steady_mem_bytes is not None
+    assert 80 * mib <= metrics.steady_mem_bytes <= metrics.peak_mem_bytes - 150 * mib
+
+
 def test_crash_reports_the_stderr_tail(executor: Executor, tmp_path: Path) -> None:
     argv = _script(tmp_path, """
 raise SystemExit("boom: the model diverged")

@@ -21,7 +21,7 @@ from infrarsi.search.memory_parts import (
     part_prior,
     parts_by_feature,
 )
-from infrarsi.search.models import fit_models
+from infrarsi.search.models import STEADY_SHARE_RANGE, baseline_states_share, fit_models
 from infrarsi.search.space import SearchSpace
 from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
 
@@ -144,3 +144,46 @@ def test_fit_models_uses_the_two_part_model_only_when_the_priors_tag_a_feature()
     models = fit_models(space, build_features(space, tagged), tagged, records, 64 * GiB)
     predicted = math.exp(float(models.memory.predict(models.design([combo]))[0][0]))
     assert predicted == pytest.approx(true_peak(1, 3), rel=0.15)
+
+
+MiB = float(1 << 20)
+
+
+def _cpu_baseline(steady: float | None, *, mb: int = 1, trial_no: int = 0, peak: float = 450 * MiB,
+                  outcome: Outcome = Outcome.OK) -> TrialRecord:
+    return TrialRecord(run_id="r", trial_no=trial_no, candidate=Candidate.of({"micro_batch": mb}), outcome=outcome,
+                       metrics=TrialMetrics(step_time_s=1.0, peak_mem_bytes=int(peak),
+                                            steady_mem_bytes=int(steady) if steady else None), cost_s=1.0)
+
+
+def test_the_memory_a_cpu_baseline_holds_across_steps_sets_the_split_and_lets_larger_micro_batches_fit() -> None:
+    """A CPU job's peak is mostly the runtime (400 MiB held across steps) and 50 MiB of activations; under a
+    600 MiB limit micro-batches 2 and 4 fit (activations x1.7 per doubling). Given only the peak, half of it
+    is taken for activations and those look risky; given the steady part too, they look safe, and
+    micro-batch 16 (817 MiB) still does not."""
+    space = SearchSpace.from_contract([Knob(name="micro_batch", kind="int", default=1, values=(1, 2, 4, 8, 16))],
+                                      [], [])
+    priors = Priors(memory={"micro_batch": (math.log(1.3), 0.2)}, memory_parts={"micro_batch": ACTIVATIONS})
+    features = build_features(space, priors)
+    cands = [Candidate.of({"micro_batch": b}) for b in (1, 2, 4, 8, 16)]
+    peak_only = fit_models(space, features, priors, [_cpu_baseline(None)], 600 * MiB).prob_fits(cands)
+    models = fit_models(space, features, priors, [_cpu_baseline(400 * MiB)], 600 * MiB)
+    with_steady = models.prob_fits(cands)
+    assert peak_only[1] < 0.6 and with_steady[1] > 0.95
+    assert with_steady[2] > 0.75 and with_steady[4] < 0.5
+    mb4 = math.exp(float(models.memory.predict(models.design([cands[2]]))[0][0]))
+    assert mb4 == pytest.approx((400 + 50 * 1.7 ** 2) * MiB, rel=0.1)
+
+
+def test_the_states_share_is_read_from_the_default_configurations_clean_ok_trials_only() -> None:
+    space = SearchSpace.from_contract([Knob(name="micro_batch", kind="int", default=1, values=(1, 2, 4))], [], [])
+    assert baseline_states_share(space, []) is None
+    others = [_cpu_baseline(100 * MiB, mb=4, trial_no=1),                                # not the default
+              _cpu_baseline(100 * MiB, trial_no=2, outcome=Outcome.OOM),                # censored peak
+              _cpu_baseline(None, trial_no=3)]                                          # not sampled
+    assert baseline_states_share(space, others) is None
+    runs = [_cpu_baseline(s * MiB, trial_no=10 + i) for i, s in enumerate((360, 405, 400))]
+    assert baseline_states_share(space, others + runs) == pytest.approx(400 / 450)  # the median
+    low, high = STEADY_SHARE_RANGE
+    assert baseline_states_share(space, [_cpu_baseline(449.9 * MiB)]) == high
+    assert baseline_states_share(space, [_cpu_baseline(1 * MiB)]) == low

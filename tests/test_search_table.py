@@ -13,8 +13,9 @@ import pytest
 
 from benchmarks.doc_sections import keep_marked, replace_section
 from benchmarks.search_table import check_complete, replay
-from benchmarks.space_table import (Run, Table, TableBench, TableError, coverage, from_json, optimum, sigma_log,
-                                    to_json, true_time)
+from benchmarks.search_tuners import key
+from benchmarks.space_table import (SUPPLEMENT, Run, Table, TableBench, TableError, coverage, from_json, optimum,
+                                    sigma_log, supplement_share, to_json, true_time)
 from infrarsi.contract.model import Constraint, Knob
 from infrarsi.patches import Effect, PatchSpec
 
@@ -91,6 +92,25 @@ def test_a_table_survives_json_and_a_broken_one_names_the_key():
     partial["configs"] = partial["configs"][:5]
     with pytest.raises(TableError, match="5 of the 12 configurations"):
         check_complete(from_json(partial), "t.json")
+
+
+def test_steady_memory_survives_json_and_a_supplement_gives_the_defaults_runs_their_share():
+    table = _table()
+    other = {"dtype": "bf16", "micro_batch": 1, "fast_patch": False}
+    table.add(other, Run(outcome="ok", step_time_s=0.7, peak_mem_bytes=2**30, cost_s=OK_COST, round=3,
+                         steady_mem_bytes=0.75 * 2**30))
+    again = from_json(json.loads(json.dumps(to_json(table))))
+    assert again.runs == table.runs
+    assert TableBench(table, seed=0).run(table.default()).steady_mem_bytes is None  # nothing measured, no supplement
+    table.meta[SUPPLEMENT] = {"share": 0.8, "runs": [], "machine": {"cpu": "elsewhere"}}
+    again = from_json(json.loads(json.dumps(to_json(table))))
+    assert supplement_share(again) == 0.8
+    bench = TableBench(again, seed=0)
+    for _ in range(3):
+        run = bench.run(again.default())
+        assert run.steady_mem_bytes == pytest.approx(0.8 * run.peak_mem_bytes)
+    assert {r.steady_mem_bytes for r in again.runs[key(other)]} == {None, 0.75 * 2**30}  # measured runs: as measured
+    assert bench.run({"dtype": "fp32", "micro_batch": 1, "fast_patch": True}).steady_mem_bytes is None
 
 
 def test_generated_sections_are_replaced_in_place_and_kept_when_the_page_is_rewritten():

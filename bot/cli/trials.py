@@ -99,7 +99,8 @@ def _trial_text(record: TrialRecord) -> str:
     if m.tokens_per_s is not None:
         lines.append(f"  throughput   {m.tokens_per_s:,.0f} tokens/s ({m.tokens_per_step} tokens/step)")
     censored = " (censored: at least this)" if m.peak_mem_censored else ""
-    lines.append(f"  peak memory  {fmt_bytes(m.peak_mem_bytes)}{censored}")
+    steady = f", {fmt_bytes(m.steady_mem_bytes)} held across steps" if m.steady_mem_bytes and not censored else ""
+    lines.append(f"  peak memory  {fmt_bytes(m.peak_mem_bytes)}{censored}{steady}")
     if m.loss:
         lines.append(f"  loss         {m.loss[0]:.4f} → {m.loss[-1]:.4f}")
     lines.append(f"  cost         {record.cost_s:.1f} device-seconds")

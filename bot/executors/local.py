@@ -108,6 +108,7 @@ class LocalExecutor:
             stderr_tail=readers[2].tail_text(),
             probe_oom=collector.oom,
             device_peak_mem_bytes=collector.device_peak,
+            steady_rss_bytes=run.steady_bytes,
             pids=tuple(sorted(tree.seen)),
             phases=tuple(collector.phases),
             info=tuple(sorted(collector.info.items())),

@@ -28,6 +28,7 @@ class Supervised:
     peak_bytes: int  # the largest sample
     maxrss_bytes: int  # the kernel's high-water mark of the root process (0 when it was killed)
     wall_s: float
+    steady_bytes: int | None = None  # the least sample between the first step line and the last expected one
     stopped: bool = False  # ended by us after the expected steps (not a failure)
 
 
@@ -52,6 +53,8 @@ def supervise(proc: subprocess.Popen, spec: TrialSpec, *, start: float, sample: 
     """Wait for ``proc``; ``terminate`` (default: SIGTERM to its group) ends it politely once
     ``spec.expected_steps`` step events were seen; ``kill`` ends everything for good."""
     peak = 0
+    steady: int | None = None
+    window_steps, window_low = 0, None  # step lines seen when the current window opened; its least sample
     seen_all: float | None = None  # when the last expected step arrived
     terminated: float | None = None  # when SIGTERM was sent
     killed: KillReason | None = None
@@ -65,7 +68,18 @@ def supervise(proc: subprocess.Popen, spec: TrialSpec, *, start: float, sample: 
                 status = os.waitstatus_to_exitcode(raw_status)
                 maxrss = usage.ru_maxrss * 1024  # kilobytes on Linux
                 break
-            peak = max(peak, sample())
+            now_bytes = sample()
+            peak = max(peak, now_bytes)
+            # What the job holds across steps (runtime, weights, optimizer state): a step's transient
+            # memory comes and goes, so the least sample between two step lines is the part no step adds.
+            # A window counts once the next step line closes it: after the last one the job tears down.
+            done = steps()
+            if done != window_steps:
+                if window_steps >= 1 and window_low is not None:
+                    steady = window_low if steady is None else min(steady, window_low)
+                window_steps, window_low = done, None
+            if done >= 1:
+                window_low = now_bytes if window_low is None else min(window_low, now_bytes)
             if spec.memory_limit_bytes is not None and peak >= spec.memory_limit_bytes:
                 killed = "memory"
             elif time.perf_counter() - start > spec.timeout_s:
@@ -103,4 +117,4 @@ def supervise(proc: subprocess.Popen, spec: TrialSpec, *, start: float, sample: 
                 status = -9
         proc.returncode = status  # we reaped it; Popen must not wait again
     return Supervised(status=status, killed_for=killed, peak_bytes=peak, maxrss_bytes=maxrss, wall_s=wall,
-                      stopped=terminated is not None and killed is None)
+                      steady_bytes=steady or None, stopped=terminated is not None and killed is None)

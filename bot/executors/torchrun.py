@@ -291,6 +291,7 @@ class TorchrunExecutor:
             stderr_tail=tail[-4000:],
             probe_oom=collector.oom,
             device_peak_mem_bytes=collector.device_peak,
+            steady_rss_bytes=run.steady_bytes,
             devices=launch.nproc_per_node,
             pids=tuple(sorted(tree.seen)),
             phases=tuple(collector.phases),

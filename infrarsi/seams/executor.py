@@ -45,6 +45,7 @@ class Execution:
     stderr_tail: str = ""
     probe_oom: str | None = None
     device_peak_mem_bytes: int | None = None
+    steady_rss_bytes: int | None = None  # least resident memory sampled while steps ran (see TrialMetrics)
     devices: int = 1
     pids: tuple[int, ...] = ()  # every process of the trial the launcher saw
     phases: tuple[tuple[int, str, float], ...] = ()  # (step, phase name, seconds by the job's clock)

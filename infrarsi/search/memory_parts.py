@@ -24,7 +24,11 @@ single model: ``recompute=none`` x2.5); on its part, whose share of the
 baseline's peak is ``f`` (0.5 a priori), the same change is a ratio of
 ``1 + (r - 1) / f``, and its sd is scaled by the derivative of that map
 (between 1 and 3). The two intercepts split the anchor in half, each with the
-single model's spread.
+single model's spread, unless the baseline measured its split: the resident
+memory it held across steps (``TrialMetrics.steady_mem_bytes``) over its peak
+is then the states' share (on a CPU the runtime alone is most of a small job's
+peak, and no knob moves it). The per-part priors stay restated at 0.5: the
+measured share says how big each part is, not how fast one grows.
 
 The likelihood is the same Tobit likelihood as :mod:`.memory_model` (OOMs are
 right-censored at the limit) in ``mu = log peak``; the maximum is found by the
@@ -157,13 +161,16 @@ def part_prior(mean: float, sd: float, share: float) -> tuple[float, float]:
 def fit_memory_parts(x: np.ndarray, y: np.ndarray, censored: np.ndarray, *, names: tuple[str, ...],
                      parts: Sequence[frozenset[str]], n_main: int, prior_mean: np.ndarray, prior_sd: np.ndarray,
                      intercept: tuple[float, float], noise: tuple[float, float] = (0.03, 4.0),
-                     states_share: float = STATES_SHARE,
+                     states_share: float = STATES_SHARE, prior_share: float | None = None,
                      part_names: tuple[str, str] = PARTS) -> PartsMemoryPosterior:
     """MAP and Laplace covariance of the two-part model (see the module docstring).
 
     ``parts[k]`` is the set of parts design column ``k`` acts on; ``prior_mean``
     and ``prior_sd`` are total-peak priors per column; the first ``n_main``
     columns are main effects (restated per part when they act on one part only).
+    ``states_share`` splits the intercepts; ``prior_share`` (default: the same)
+    is the share the total-peak priors are restated at: a share measured on
+    this job says how big each part is, not how fast a part grows with a knob.
     ``part_names`` name the two parts (states first); the Tobit likelihood with
     nothing censored is the Gaussian one, which the two-part time model uses.
     """
@@ -172,14 +179,16 @@ def fit_memory_parts(x: np.ndarray, y: np.ndarray, censored: np.ndarray, *, name
     y = np.asarray(y, dtype=float).reshape(-1)
     cens = np.asarray(censored, dtype=bool).reshape(-1)
     columns, m0, s0 = [], [], []
-    for part, share in ((part_names[0], states_share), (part_names[1], 1.0 - states_share)):
+    restate_at = states_share if prior_share is None else prior_share
+    for part, share, restate in ((part_names[0], states_share, restate_at),
+                                 (part_names[1], 1.0 - states_share, 1.0 - restate_at)):
         cols = [0] + [k + 1 for k in range(p) if part in parts[k]]
         means = [intercept[0] + math.log(share)]
         sds = [intercept[1]]
         for k in cols[1:]:
             m, s = float(prior_mean[k - 1]), float(prior_sd[k - 1])
             if k - 1 < n_main and len(parts[k - 1]) == 1:
-                m, s = part_prior(m, s, share)
+                m, s = part_prior(m, s, restate)
             means.append(m)
             sds.append(s)
         columns.append(np.asarray(cols, dtype=int))

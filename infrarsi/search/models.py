@@ -27,7 +27,8 @@ import numpy as np
 from infrarsi.search.feasibility import FeasibilityPosterior, fit_feasibility
 from infrarsi.search.features import FeatureMap, Priors
 from infrarsi.search.memory_model import MemoryPosterior, fit_memory
-from infrarsi.search.memory_parts import PartsMemoryPosterior, column_parts, fit_memory_parts, parts_by_feature
+from infrarsi.search.memory_parts import (STATES_SHARE, PartsMemoryPosterior, column_parts, fit_memory_parts,
+                                          parts_by_feature)
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import TimePosterior, fit_time
 from infrarsi.search.time_parts import TIME_PARTS, PartsTimePosterior, fit_time_parts, intercept_for
@@ -46,6 +47,10 @@ TimeModel = TimePosterior | PartsTimePosterior
 #: owner runs, so it probably fits: centred on half the limit, sd 1.5 in log
 #: bytes (a factor 4.5), which gives the baseline P(fit) of about 0.68.
 MEMORY_INTERCEPT_SD: float = 1.5
+
+#: The measured states' share is kept inside this range: a part given no room a
+#: priori cannot grow in the fit (a job whose step allocates nothing sampled).
+STEADY_SHARE_RANGE: tuple[float, float] = (0.1, 0.95)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -108,6 +113,23 @@ def censor_point(record: TrialRecord, memory_limit: float | None) -> float | Non
     return float(max(bounds)) if bounds else None
 
 
+def baseline_states_share(space: SearchSpace, records: Sequence[TrialRecord]) -> float | None:
+    """The share of the baseline's peak it held across steps (median over its ok trials that measured
+    both), within ``STEADY_SHARE_RANGE``; None when no such trial of the default configuration exists."""
+    shares = []
+    for r in records:
+        m = r.metrics
+        if r.outcome != Outcome.OK or m.peak_mem_censored or not m.peak_mem_bytes or not m.steady_mem_bytes:
+            continue
+        cand = space.complete(r.candidate)
+        if in_domain(space, cand) and not space.encode(cand).any():
+            shares.append(m.steady_mem_bytes / m.peak_mem_bytes)
+    if not shares:
+        return None
+    low, high = STEADY_SHARE_RANGE
+    return min(max(float(np.median(shares)), low), high)
+
+
 def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records: Sequence[TrialRecord],
                memory_limit: float | None) -> Models:
     """Fit all three models on ``records`` (any order; sorted by trial identity here)."""
@@ -163,10 +185,12 @@ def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records
     main_parts = parts_by_feature(features.main_names, priors.memory_parts)
     memory: MemoryModel
     if any(main_parts):
+        share = baseline_states_share(space, records)
         memory = fit_memory_parts(design(m_x), np.asarray(m_y), np.asarray(m_c, dtype=bool), names=names,
                                   parts=column_parts(main_parts, features.squares, features.pairs),
                                   n_main=features.n_main, prior_mean=mm, prior_sd=ms, intercept=intercept,
-                                  noise=priors.memory_noise)
+                                  noise=priors.memory_noise,
+                                  states_share=STATES_SHARE if share is None else share, prior_share=STATES_SHARE)
     else:
         memory = fit_memory(design(m_x), np.asarray(m_y), np.asarray(m_c, dtype=bool), names=names,
                             prior_mean=mm, prior_sd=ms, intercept=intercept, noise=priors.memory_noise)

@@ -109,10 +109,12 @@ def merge_ranks(ranks: dict[int, Execution]) -> Execution | None:
     culprit = ranks[failed] if failed is not None else first
     oom = next((e.probe_oom for e in ranks.values() if e.probe_oom), None)
     device_peaks = [e.device_peak_mem_bytes for e in ranks.values() if e.device_peak_mem_bytes is not None]
+    steady = [e.steady_rss_bytes for e in ranks.values() if e.steady_rss_bytes]
     return replace(first, returncode=culprit.returncode, killed_for=killed,
                    peak_rss_bytes=max(e.peak_rss_bytes for e in ranks.values()),
                    stderr_tail=culprit.stderr_tail, probe_oom=oom,
                    device_peak_mem_bytes=max(device_peaks) if device_peaks else None,
+                   steady_rss_bytes=max(steady) if steady else None,
                    pids=tuple(sorted({p for e in ranks.values() for p in e.pids})),
                    wall_s=max(e.wall_s for e in ranks.values()),
                    failed_rank=failed if len(ranks) > 1 or failed not in (None, 0) else None)

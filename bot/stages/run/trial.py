@@ -173,6 +173,7 @@ def metrics_summary(record: TrialRecord) -> dict[str, object]:
         "tokens_per_s": m.tokens_per_s,
         "peak_mem_bytes": m.peak_mem_bytes,
         "peak_mem_censored": m.peak_mem_censored,
+        "steady_mem_bytes": m.steady_mem_bytes,
         "memory_limit_bytes": record.memory_limit_bytes,
         "loss": list(m.loss),
         "child_step_time_s": m.child_step_time_s,

@@ -16,7 +16,9 @@ from typing import Any
 from infrarsi.contract.knob_codec import assignment_text
 from infrarsi.contract.model import KnobValue
 
-TRIAL_SCHEMA_VERSION = 1
+#: 2 added ``TrialMetrics.steady_mem_bytes`` (absent, it reads as None). An added field bumps the version:
+#: older code then says its record is newer, rather than failing on an unknown keyword.
+TRIAL_SCHEMA_VERSION = 2
 
 
 class Outcome(StrEnum):
@@ -142,7 +144,7 @@ class TrialRecord:
 
 
 def upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """Bring a stored record up to the current schema (version 1 is the first; later ones add steps here)."""
+    """Bring a stored record up to the current schema (1 -> 2 adds an optional metric: nothing to do)."""
     version = int(data.get("schema_version", 1))
     if version > TRIAL_SCHEMA_VERSION:
         raise ValueError(f"trial record has schema {version}, newer than this InfraRSI ({TRIAL_SCHEMA_VERSION})")

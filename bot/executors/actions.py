@@ -12,7 +12,7 @@ most ``max_runners`` in flight, first come first served: Actions concurrency
 groups cancel pending runs, so they cannot be the queue.
 
 Artifact format (``infrarsi-trial-<dispatch_id>``, one zip): ``execution.json``
-(``{"schema_version": 1, "execution": {...}}``, the :class:`Execution` fields)
+(``{"schema_version": 2, "execution": {...}}``, the :class:`Execution` fields)
 plus ``stdout.log`` and ``stderr.log`` when the job wrote them.
 """
 
@@ -40,7 +40,7 @@ from infrarsi.contract.model import PYTHON_PLACEHOLDER, ActionsLaunch
 from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.trial import StepEvent
 
-EXECUTION_SCHEMA_VERSION = 1
+EXECUTION_SCHEMA_VERSION = 2  # 2: Execution.steady_rss_bytes
 RECORD_FILE = "execution.json"
 ARTIFACT_PREFIX = "infrarsi-trial-"
 TRIAL_WORKFLOW = "infrarsi-trial.yml"

@@ -19,7 +19,7 @@ from typing import Any
 from infrarsi.seams.executor import Execution, KillReason, TrialSpec
 from infrarsi.trial import StepEvent
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: Execution.steady_rss_bytes
 SPEC_FILE = "spec.json"
 SCRIPT_FILE = "job.sh"
 BATCH_LOG = "slurm.out"

@@ -38,7 +38,8 @@ from benchmarks.measure_space import design_for, fixture_repo, machine_fingerpri
 from benchmarks.search import ALL_METHODS, Row, Truth, _q, score_trials, verify_on
 from benchmarks.search_table import METHODS, check_complete
 from benchmarks.search_tuners import key, play
-from benchmarks.space_table import Run, Table, TableError, TableSpace, config_candidate, load, optimum, sigma_log, true_time
+from benchmarks.space_table import (Run, Table, TableError, TableSpace, config_candidate, load, machine_text, optimum,
+                                    sigma_log, true_time)
 from infrarsi.sim.knobs import Value
 
 SECTION = "live-confirmation"
@@ -192,8 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_complete(table, str(args.table))
         here = machine_fingerprint()
         if {k: table.machine.get(k) for k in ("cpu", "flags", "cores")} != {k: here.get(k) for k in ("cpu", "flags", "cores")}:
-            raise TableError(f"{args.table}: measured on {table.machine.get('cpu')} ({table.machine.get('cores')} "
-                             f"cores), this is {here['cpu']} ({here['cores']}); a live check belongs on the table's machine")
+            raise TableError(f"{args.table}: measured on {machine_text(table.machine)}, this is "
+                             f"{machine_text(here)}; a live check belongs on the table's machine")
         replay = json.loads(args.replay.read_text(encoding="utf-8"))["rows"] if args.replay.exists() else []
         journal = Journal.open(args.journal or Path(tempfile.gettempdir()) / f"search_live-{table.fixture}.jsonl")
     except TableError as e:

@@ -40,7 +40,7 @@ from benchmarks.search import (ALL_METHODS, MIN_EFFECT, REACH, TOP_K, VERIFY_SEE
                                _reach_value, score_trials, summary_table, verify_on)
 from benchmarks.search_tuners import play
 from benchmarks.space_table import (SUPPLEMENT, Table, TableBench, TableError, config_candidate, coverage, load,
-                                    optimum, sigma_log, true_time)
+                                    machine_text, optimum, sigma_log, true_time)
 
 #: The methods replayed, in the order of the tables.
 METHODS = ("infrarsi", "random", "greedy", "optuna-tpe", "optuna-tpe-penalty", "optuna-tpe-fail", "ds-model")
@@ -88,8 +88,6 @@ def table_header(table: Table, path: str) -> str:
     cfg_opt, t_opt = optimum(table)
     t_def = true_time(table, table.default())
     runs = [r for rs in table.runs.values() for r in rs]
-    m = table.machine
-    flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in m.get("flags", {}).items())
     meta = table.meta
     wall_s = float(meta.get("wall_s") or 0.0)
     wall = (f"{wall_s / 3600:.1f} h" if wall_s >= 3600 else f"{wall_s / 60:.0f} min") if wall_s else "unknown time"
@@ -98,8 +96,8 @@ def table_header(table: Table, path: str) -> str:
     return (f"Table `{path}`: {len(table.configs)} configurations x {table.repeats} repeats "
             f"({sum(r.outcome == 'oom' for r in runs)} OOM and {sum(r.outcome == 'crash' for r in runs)} failed runs; "
             f"{failed} configurations failed in some repeat), measured by `{meta.get('command', '?')}` in {wall}, "
-            f"memory limit {table.memory_limit_bytes / 2**30:.2f} GiB. Machine: {m.get('cpu', '?')}, "
-            f"{m.get('cores', '?')} cores ({flags}), torch {m.get('torch', '?')}. "
+            f"memory limit {table.memory_limit_bytes / 2**30:.2f} GiB. Machine: {machine_text(table.machine)}, "
+            f"torch {table.machine.get('torch', '?')}. "
             f"Optimum: {_fmt_config(table, cfg_opt)} at {t_opt:.3f} s per step; the default {default}. "
             f"Noise: sd of log step time {sigma_log(table):.3f} within configurations.{_supplement_text(table)}")
 
@@ -108,11 +106,9 @@ def _supplement_text(table: Table) -> str:
     sup = table.meta.get(SUPPLEMENT)
     if not isinstance(sup, dict) or not sup.get("share"):
         return ""
-    m = sup.get("machine") or {}
-    flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in m.get("flags", {}).items())
     return (f" The default's steady share of its peak (what the engine's memory model splits by; the table's runs "
             f"predate that sample): {float(sup['share']):.3f}, the median of {len(sup.get('runs') or ())} runs by "
-            f"`{sup.get('command', '?')}` on {sup.get('measured', '?')[:10]} ({m.get('cpu', '?')}, {flags}).")
+            f"`{sup.get('command', '?')}` on {sup.get('measured', '?')[:10]} ({machine_text(sup.get('machine') or {})}).")
 
 
 def goal_lines(rows: Sequence[Row], budget: int, reach_budget: int) -> str:

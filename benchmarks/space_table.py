@@ -304,6 +304,12 @@ class TableBench(TableSpace):
         return run
 
 
+def machine_text(machine: Mapping[str, Any]) -> str:
+    """A fingerprint in words: CPU, cores and the flags that decide bf16 speed."""
+    flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in (machine.get("flags") or {}).items())
+    return f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores ({flags})"
+
+
 #: The table key of a steady-memory supplement (``measure_space --steady-supplement``).
 SUPPLEMENT = "steady_supplement"
 
@@ -315,6 +321,6 @@ def supplement_share(table: Table) -> float | None:
     return float(sup["share"]) if isinstance(sup, Mapping) and sup.get("share") else None
 
 
-__all__ = ["Run", "SCHEMA_VERSION", "SUPPLEMENT", "supplement_share", "Table", "TableBench", "TableError", "TableSpace", "candidate_config", "config_candidate",
+__all__ = ["Run", "SCHEMA_VERSION", "SUPPLEMENT", "machine_text", "supplement_share", "Table", "TableBench", "TableError", "TableSpace", "candidate_config", "config_candidate",
            "coverage", "from_json", "load", "optimum", "save", "sigma_log", "to_json", "true_time"]
 

@@ -65,3 +65,19 @@ def test_the_band_is_the_replay_p10_to_p90_of_the_same_method_and_budget() -> No
     best = sorted(r["best_fraction"] for r in rows)
     assert band is not None and best[0] <= band[0] <= band[1] <= best[-1]
     assert replay_band(rows, "synthetic", "greedy", 4) is None
+
+
+def test_a_live_check_on_another_machine_is_refused_naming_what_differs(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.search_live import main
+    from benchmarks.space_table import save
+
+    table = _table()
+    table.machine = {"cpu": "Elsewhere CPU", "cores": 64, "flags": {"avx2": True, "avx512_bf16": False, "amx": True}}
+    path = tmp_path / "t.json"
+    save(table, path)
+    assert main([str(path), "--journal", str(tmp_path / "j.jsonl"), "--replay", str(tmp_path / "none.json")]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {path}: measured on Elsewhere CPU, 64 cores (avx2 yes, avx512_bf16 no, amx yes), "
+                          "this is ") and err.endswith("a live check belongs on the table's machine")
+    assert "\n" not in err

@@ -78,7 +78,7 @@ def supervise(proc: subprocess.Popen, spec: TrialSpec, *, start: float, sample: 
                 if window_steps >= 1 and window_low is not None:
                     steady = window_low if steady is None else min(steady, window_low)
                 window_steps, window_low = done, None
-            if done >= 1:
+            if done >= 1 and now_bytes > 0:  # 0: no process of the tree could be read this time
                 window_low = now_bytes if window_low is None else min(window_low, now_bytes)
             if spec.memory_limit_bytes is not None and peak >= spec.memory_limit_bytes:
                 killed = "memory"

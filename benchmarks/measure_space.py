@@ -283,8 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="4 configurations x 1 repeat (a plumbing check)")
     ap.add_argument("--steady-supplement", action="store_true",
                     help="for a table measured before trials sampled steady memory: run its default configuration "
-                         "--repeats times here and record the share of the peak it held across steps (memory only, "
-                         "so any machine with the table's torch will do)")
+                         "--repeats times here and record the share of the peak it held across steps (memory only; "
+                         "the supplement records this machine's fingerprint)")
     args = ap.parse_args(argv)
     if args.steady_supplement:
         return steady_supplement(args.fixture, args.out or (REPO_ROOT / "benchmarks" / "data" / f"{args.fixture}.json"),

@@ -321,6 +321,7 @@ def supplement_share(table: Table) -> float | None:
     return float(sup["share"]) if isinstance(sup, Mapping) and sup.get("share") else None
 
 
-__all__ = ["Run", "SCHEMA_VERSION", "SUPPLEMENT", "machine_text", "supplement_share", "Table", "TableBench", "TableError", "TableSpace", "candidate_config", "config_candidate",
-           "coverage", "from_json", "load", "optimum", "save", "sigma_log", "to_json", "true_time"]
+__all__ = ["Run", "SCHEMA_VERSION", "SUPPLEMENT", "machine_text", "supplement_share", "Table", "TableBench",
+           "TableError", "TableSpace", "candidate_config", "config_candidate", "coverage", "from_json", "load", "optimum",
+           "save", "sigma_log", "to_json", "true_time"]
 

@@ -84,7 +84,7 @@ class TrialMetrics:
     # The least resident memory sampled between the first and the last step: what the job holds across
     # steps (runtime, weights, optimizer state) without a step's transient memory. On a CPU the runtime
     # alone is most of a small job's peak, and no knob moves it; the memory model reads the baseline's
-    # share (infrarsi.search.models). None: not sampled (a remote executor, no step line).
+    # share (infrarsi.search.models). None: fewer than two step lines, so no window between them.
     steady_mem_bytes: int | None = None
     loss: tuple[float, ...] = ()  # per measured step
     warmup_loss: tuple[float, ...] = ()

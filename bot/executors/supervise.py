@@ -28,7 +28,7 @@ class Supervised:
     peak_bytes: int  # the largest sample
     maxrss_bytes: int  # the kernel's high-water mark of the root process (0 when it was killed)
     wall_s: float
-    steady_bytes: int | None = None  # the least sample between the first step line and the last expected one
+    steady_bytes: int | None = None  # the least sample between two step lines (None: fewer than two)
     stopped: bool = False  # ended by us after the expected steps (not a failure)
 
 

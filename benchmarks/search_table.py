@@ -55,7 +55,7 @@ def replay(table: Table, method: str, seed: int, budgets: Sequence[int]) -> list
     sigma = sigma_log(table)
     rows = []
     for b in budgets:
-        row, _ = score_trials(method, trials, b, workload=table.fixture, cluster="measured", seed=seed, truth=truth,
+        row, _ = score_trials(method, trials, b, workload=table.label, cluster="measured", seed=seed, truth=truth,
                               verify=lambda first: verify_on(first, TableBench(table, VERIFY_SEED + seed), sigma))
         rows.append(row)
     return rows
@@ -150,8 +150,8 @@ min effect {MIN_EFFECT:.0%}; a false promotion is one whose table mean is not {M
 `optuna-tpe` tells an OOM with a constraint (`Trial.set_constraint`, Optuna 5's form of `constraints_func`),
 `optuna-tpe-penalty` as a large value, `optuna-tpe-fail` as a failed trial (TPE's default). Reach: {REACH:.0%}."""]
     for path, table in tables:
-        sel = [r for r in rows if r.workload == table.fixture]
-        parts.append(f"### {table.fixture}\n\n{table_header(table, path)}\n\n"
+        sel = [r for r in rows if r.workload == table.label]
+        parts.append(f"### {table.label}\n\n{table_header(table, path)}\n\n"
                      f"{summary_table(sel, methods, budgets)}\n\n{goal_lines(sel, mid, max(budgets))}")
     return "\n\n".join(parts)
 

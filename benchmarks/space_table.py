@@ -64,6 +64,13 @@ class Table:
     runs: dict[tuple[Any, ...], list[Run]] = field(default_factory=dict)
     configs: dict[tuple[Any, ...], Config] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)  # workload args, command, wall time, dates
+    #: What the replay and the live check call the table: its file's stem (``tinygpt-avx512``), since one fixture
+    #: can have a table per machine kind; the fixture's name when the table was not read from a file.
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.fixture
 
     @property
     def dimensions(self) -> tuple[Dimension, ...]:
@@ -216,7 +223,9 @@ def load(path: Path) -> Table:
         raise TableError(f"{path}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
         raise TableError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
-    return from_json(data, str(path))
+    table = from_json(data, str(path))
+    table.name = path.stem
+    return table
 
 
 # -- the truth and the bench ----------------------------------------------------------------------

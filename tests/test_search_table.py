@@ -12,10 +12,10 @@ import json
 import pytest
 
 from benchmarks.doc_sections import keep_marked, replace_section
-from benchmarks.search_table import check_complete, replay
+from benchmarks.search_table import check_complete, render, replay
 from benchmarks.search_tuners import key
-from benchmarks.space_table import (SUPPLEMENT, Run, Table, TableBench, TableError, coverage, from_json, optimum,
-                                    sigma_log, supplement_share, to_json, true_time)
+from benchmarks.space_table import (SUPPLEMENT, Run, Table, TableBench, TableError, coverage, from_json, load,
+                                    optimum, save, sigma_log, supplement_share, to_json, true_time)
 from infrarsi.contract.model import Constraint, Knob
 from infrarsi.patches import Effect, PatchSpec
 
@@ -92,6 +92,21 @@ def test_a_table_survives_json_and_a_broken_one_names_the_key():
     partial["configs"] = partial["configs"][:5]
     with pytest.raises(TableError, match="5 of the 12 configurations"):
         check_complete(from_json(partial), "t.json")
+
+
+def test_a_fixtures_tables_from_two_machines_are_told_apart_by_their_file_names(tmp_path):
+    # one fixture, a table per machine kind (AVX2 and AVX-512 bf16 measure different spaces): each table's
+    # replay rows and section carry its file's stem, so neither overwrites the other's figures
+    table = _table()
+    for stem in ("synthetic", "synthetic-avx512"):
+        save(table, tmp_path / f"{stem}.json")
+    loaded = [load(tmp_path / f"{stem}.json") for stem in ("synthetic", "synthetic-avx512")]
+    assert [t.label for t in loaded] == ["synthetic", "synthetic-avx512"]
+    assert _table().label == "synthetic"  # not read from a file: the fixture's name
+    rows = [r for t in loaded for r in replay(t, "greedy", seed=0, budgets=(10,))]
+    assert [r.workload for r in rows] == ["synthetic", "synthetic-avx512"]
+    text = render([(str(tmp_path / f"{t.label}.json"), t) for t in loaded], rows, ("greedy",), (10,), 1, 1.0, 1, "x")
+    assert "### synthetic\n" in text and "### synthetic-avx512\n" in text
 
 
 def test_steady_memory_survives_json_and_a_supplement_gives_the_defaults_runs_their_share():

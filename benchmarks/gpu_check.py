@@ -10,8 +10,10 @@ CPU part (what CI runs with ``--cpu-only``: everything up to the first CUDA step
   3. ``infrarsi patches``: which CUDA codemods (``cuda_backend_flags``, ``dataloader_gpu_settings``) apply.
 GPU part
   4. ``infrarsi doctor``: peak FLOP/s measured per dtype on the GPU, the datasheet peak of the detected
-     model, MFU against both; the baseline trials must carry ``torch.cuda.max_memory_allocated``;
-  5. a CUDA OOM provoked (``torch.cuda.set_per_process_memory_fraction``): recorded ``oom``, peak censored;
+     model, MFU against both; the baseline trials must carry the GPU's peak, held memory and capacity (the
+     device memory reporter, ``docs/trials.md``);
+  5. a CUDA OOM provoked (``torch.cuda.set_per_process_memory_fraction``): recorded ``oom``, peak censored, a
+     GPU out-of-memory censored at the capped capacity;
   6. each CUDA codemod that applies, as one trial: it must run ``ok``;
   7. a short ``infrarsi run`` and ``infrarsi report``: MFU before/after, each below 100%.
 """
@@ -119,9 +121,15 @@ def doctor(repo: Path) -> dict:
     need(mfu is not None and 0 < mfu < 1, "MFU against the measured peak is a figure below 100%")
     need(all(v < sheet.get(k, float("inf")) * 1.05 for k, v in peaks.items()),
          "no measured peak is above the datasheet's")
-    device_peaks = [t.metrics.device_peak_mem_bytes for t in trials_of(repo, "gpu") if t.outcome.value == "ok"]
+    ok = [t.metrics for t in trials_of(repo, "gpu") if t.outcome.value == "ok"]
+    device_peaks = [m.device_peak_mem_bytes for m in ok]
     need(bool(device_peaks) and all(p and p > 0 for p in device_peaks),
-         f"baseline trials carry torch.cuda.max_memory_allocated ({[p and p / 2**20 for p in device_peaks]} MiB)")
+         f"baseline trials carry the GPU's peak memory ({[p and p / 2**20 for p in device_peaks]} MiB)")
+    need(all(m.device_capacity_bytes and m.device_steady_mem_bytes and
+             m.device_steady_mem_bytes < (m.device_peak_mem_bytes or 0) < m.device_capacity_bytes for m in ok),
+         "and what the allocator held across steps (below the peak) and could grow to (above it): "
+         + ", ".join(f"{(m.device_steady_mem_bytes or 0) / 2**20:.0f} < {(m.device_peak_mem_bytes or 0) / 2**20:.0f}"
+                     f" < {(m.device_capacity_bytes or 0) / 2**20:.0f} MiB" for m in ok))
     return report
 
 
@@ -134,6 +142,9 @@ def provoke_oom(repo: Path) -> None:
     say(f"  outcome {rec.outcome.value}: {rec.reason[:200]}")
     need(rec.outcome.value == "oom", f"a CUDA OOM under a {OOM_GIB} GiB cap is recorded oom (exit {r.returncode})")
     need(rec.metrics.peak_mem_censored, "its peak is censored (the real peak is at least what was seen)")
+    cap = rec.metrics.device_capacity_bytes
+    need(rec.metrics.device_peak_censored and cap is not None and cap <= float(OOM_GIB) * 2**30 * 1.01,
+         f"a GPU out-of-memory, censored at the capped capacity ({cap and cap / 2**20} MiB, cap {OOM_GIB} GiB)")
 
 
 def codemod_trials(repo: Path, applies: list[str]) -> None:

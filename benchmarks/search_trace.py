@@ -41,7 +41,7 @@ class _Watch:
                 m = engine.models
                 x = m.design([engine.space.complete(r.candidate)])
                 mu, _ = m.memory.predict(x)
-                watch.beliefs.append({"prob_fits": float(m.memory.prob_fits(x, engine.memory_limit)[0]),
+                watch.beliefs.append({"prob_fits": float(m.memory.prob_fits(x, engine.models.memory_limit)[0]),
                                       "prob_ok": float(m.feasibility.prob_ok(x)[0]),
                                       "peak_gib": math.exp(float(mu[0])) / GIB})
             watch._original(engine, records)
@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"engine at the optimum: step {math.exp(float(mu_t[0])):.2f} s (sd of log {math.sqrt(var_t[0]):.2f}; "
               f"true {gt.step_time_s:.2f}), peak {math.exp(float(mu_m[0])) / GIB:.0f} GiB "
               f"(true {truth.expected(gt.config).peak_mem_bytes / GIB:.0f}), "
-              f"P(fit) {engine.models.memory.prob_fits(x, engine.memory_limit)[0]:.2f}")
+              f"P(fit) {engine.models.memory.prob_fits(x, engine.models.memory_limit)[0]:.2f}")
     return 0
 
 

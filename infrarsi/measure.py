@@ -26,6 +26,9 @@ from infrarsi.trial import Outcome, StepEvent, TrialMetrics
 
 _OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "std::bad_alloc",
                 "DefaultCPUAllocator: can't allocate memory")
+# What an accelerator's allocator says when it runs out (torch.OutOfMemoryError's message; ROCm and XPU alike).
+_DEVICE_OOM_MARKERS = ("CUDA out of memory", "HIP out of memory", "XPU out of memory", "torch.OutOfMemoryError",
+                       "torch.cuda.OutOfMemoryError")
 
 
 def _intervals(stamps: list[float]) -> list[float]:
@@ -95,6 +98,9 @@ def summarize(execution: Execution, *, warmup: int, measured: int,
         peak_mem_bytes=peak,
         peak_mem_censored=censored,
         device_peak_mem_bytes=execution.device_peak_mem_bytes,
+        device_steady_mem_bytes=execution.device_steady_bytes,
+        device_capacity_bytes=execution.device_capacity_bytes,
+        device_peak_censored=device_oom(execution),
         steady_mem_bytes=execution.steady_rss_bytes,
         loss=tuple(float(e.loss) for e in measured_events if e.loss is not None),
         warmup_loss=tuple(float(e.loss) for e in steps[:warmup] if e.loss is not None),
@@ -108,6 +114,21 @@ def summarize(execution: Execution, *, warmup: int, measured: int,
         embedding_parameters=_int_info(execution, "embedding_parameters"),
         witness=execution.witness,
     )
+
+
+def device_oom(execution: Execution) -> bool:
+    """The job itself ran out of GPU memory (not the bot's host limit): its allocator's message in the probe's
+    ``oom`` event or the last of its stderr, or an ``oom`` event without one from a job that reported GPU memory
+    and did not name the host's allocator."""
+    failed = execution.returncode != 0 and not execution.stopped_after_steps
+    if execution.killed_for == "memory" or not (failed or execution.probe_oom is not None):
+        return False  # the host's limit, or a job that ran on (one that caught an OOM and retried smaller)
+    said = (execution.probe_oom or "") + "\n" + execution.stderr_tail[-4000:]
+    if any(marker in said for marker in _DEVICE_OOM_MARKERS):
+        return True
+    host = ("DefaultCPUAllocator", "std::bad_alloc")
+    return (execution.probe_oom is not None and execution.device_peak_mem_bytes is not None
+            and not any(m in said for m in host))
 
 
 def _steps_before(steps: Sequence[StepEvent], witness: dict | None) -> int | None:

@@ -16,9 +16,10 @@ from typing import Any
 from infrarsi.contract.knob_codec import assignment_text
 from infrarsi.contract.model import KnobValue
 
-#: 2 added ``TrialMetrics.steady_mem_bytes`` (absent, it reads as None). An added field bumps the version:
-#: older code then says its record is newer, rather than failing on an unknown keyword.
-TRIAL_SCHEMA_VERSION = 2
+#: 2 added ``TrialMetrics.steady_mem_bytes`` (absent, it reads as None); 3 the GPU's held memory, capacity and
+#: whether its peak is censored. An added field bumps the version: older code then says its record is newer,
+#: rather than failing on an unknown keyword.
+TRIAL_SCHEMA_VERSION = 3
 
 
 class Outcome(StrEnum):
@@ -80,7 +81,14 @@ class TrialMetrics:
     tokens_per_s: float | None = None
     peak_mem_bytes: int | None = None
     peak_mem_censored: bool = False  # True for an OOM: the real peak is at least peak_mem_bytes
+    # GPU memory, when the job ran on one (the device memory reporter in every trial's interpreter, or the job's own
+    # probe.memory): the caching allocator's peak reservation on the fullest device of any rank, what it held after
+    # optimizer steps (weights, gradients, optimizer state), and what it could have grown to there. The search's
+    # memory model fits these instead of the host's resident set when a run has them (infrarsi.search.models).
     device_peak_mem_bytes: int | None = None
+    device_steady_mem_bytes: int | None = None
+    device_capacity_bytes: int | None = None
+    device_peak_censored: bool = False  # the job ran out of GPU memory: its real device peak is at least the capacity
     # The least resident memory sampled between the first and the last step: what the job holds across
     # steps (runtime, weights, optimizer state) without a step's transient memory. On a CPU the runtime
     # alone is most of a small job's peak, and no knob moves it; the memory model reads the baseline's
@@ -144,7 +152,7 @@ class TrialRecord:
 
 
 def upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """Bring a stored record up to the current schema (1 -> 2 adds an optional metric: nothing to do)."""
+    """Bring a stored record up to the current schema (1 -> 2 -> 3 add optional metrics: nothing to do)."""
     version = int(data.get("schema_version", 1))
     if version > TRIAL_SCHEMA_VERSION:
         raise ValueError(f"trial record has schema {version}, newer than this InfraRSI ({TRIAL_SCHEMA_VERSION})")

@@ -249,6 +249,55 @@ for i in range(1, 9):
     assert metrics.peak_mem_bytes >= 280 * mib
     assert metrics.steady_mem_bytes is not None
     assert 80 * mib <= metrics.steady_mem_bytes <= metrics.peak_mem_bytes - 150 * mib
+    assert metrics.device_peak_mem_bytes is None  # no GPU: the device memory reporter says nothing
+
+
+# A job whose torch.cuda answers as an 80 GiB GPU would (this machine has none): the allocator's peak reservation
+# grows to 1,800 MiB, what it holds after a step falls to 500 MiB at step 5 (weights, gradients, optimizer state),
+# and 700 MiB of the device are taken by the CUDA context and others, so the allocator could grow to 80 GiB - 700 MiB.
+FAKE_GPU = """
+import torch
+MiB, TOTAL, OTHERS = 2**20, 80 * 2**30, 700 * 2**20
+now = {"peak": 0, "held": 0}
+cuda = torch.cuda
+cuda.is_available = lambda: True
+cuda.is_initialized = lambda: True
+cuda.device_count = lambda: 1
+cuda.max_memory_reserved = lambda device=None: now["peak"]
+cuda.memory_reserved = lambda device=None: now["peak"]
+cuda.memory_allocated = lambda device=None: now["held"]
+cuda.mem_get_info = lambda device=None: (TOTAL - OTHERS - now["peak"], TOTAL)
+cuda.get_per_process_memory_fraction = lambda device=None: 1.0
+model = torch.nn.Linear(4, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i in range(1, 9):
+    now["peak"] = max(now["peak"], (1000 + 100 * i) * MiB)
+    now["held"] = (500 if i == 5 else 600 + 10 * i) * MiB
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    step(i)
+"""
+
+
+@pytest.mark.parametrize("witnessed", [False, True], ids=["plain", "witnessed"])
+def test_a_jobs_gpu_memory_reaches_the_bot_from_inside_its_interpreter(executor: Executor, tmp_path: Path,
+                                                                        witnessed: bool) -> None:
+    # The bot cannot see GPU memory from outside; every trial's interpreter carries the reporter (with the
+    # witness or without it), and it speaks on the probe channel whatever the executor
+    if witnessed and executor.name != "local":
+        pytest.skip("only the local executor runs the witness (search trials are not witnessed either)")
+    argv = _script(tmp_path, PROBE + FAKE_GPU)
+    spec = TrialSpec(argv=argv, cwd=str(tmp_path), timeout_s=60 + STARTUP_S[executor.name],
+                     witness=3 if witnessed else None, expected_steps=8 if witnessed else None)
+    ex = executor.execute(spec)
+    assert ex.returncode == 0, ex.stderr_tail
+    metrics = summarize(ex, warmup=1, measured=7)
+    mib = 2**20
+    assert metrics.device_peak_mem_bytes == 1800 * mib
+    assert metrics.device_steady_mem_bytes == 500 * mib
+    assert metrics.device_capacity_bytes == 80 * 2**30 - 700 * mib
+    assert not metrics.device_peak_censored
 
 
 def test_crash_reports_the_stderr_tail(executor: Executor, tmp_path: Path) -> None:

@@ -136,5 +136,11 @@ def test_ranks_merge_into_one_execution() -> None:
     oom = merge_ranks({0: _ex(returncode=-9), 1: _ex(returncode=-9, killed_for="memory", peak_rss_bytes=9)})
     assert oom is not None and oom.killed_for == "memory" and oom.peak_rss_bytes == 9
     assert merge_ranks({}) is None
+    # GPU memory: the fullest rank's peak and held memory, the tightest rank's capacity
+    gpus = merge_ranks({0: _ex(device_peak_mem_bytes=50, device_steady_bytes=30, device_capacity_bytes=79),
+                        1: _ex(device_peak_mem_bytes=60, device_steady_bytes=35, device_capacity_bytes=78),
+                        2: _ex()})
+    assert gpus is not None
+    assert (gpus.device_peak_mem_bytes, gpus.device_steady_bytes, gpus.device_capacity_bytes) == (60, 35, 78)
     single = merge_ranks({0: _ex(returncode=1)})
     assert single is not None and single.failed_rank is None

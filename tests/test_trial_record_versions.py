@@ -23,10 +23,21 @@ def test_a_record_round_trips_with_its_steady_memory() -> None:
 def test_a_version_1_record_reads_without_steady_memory() -> None:
     data = _record().to_dict()
     data["schema_version"] = 1
-    del data["metrics"]["steady_mem_bytes"]
+    for key in ("steady_mem_bytes", "device_steady_mem_bytes", "device_capacity_bytes", "device_peak_censored"):
+        del data["metrics"][key]
     again = TrialRecord.from_dict(data)
     assert again.metrics.steady_mem_bytes is None and again.schema_version == TRIAL_SCHEMA_VERSION
     assert again.metrics.peak_mem_bytes == 500
+
+
+def test_a_version_2_record_reads_without_gpu_memory() -> None:
+    data = _record().to_dict()
+    data["schema_version"] = 2
+    for key in ("device_steady_mem_bytes", "device_capacity_bytes", "device_peak_censored"):
+        del data["metrics"][key]
+    again = TrialRecord.from_dict(data)
+    assert again.metrics.device_capacity_bytes is None and not again.metrics.device_peak_censored
+    assert again.metrics.steady_mem_bytes == 450 and again.schema_version == TRIAL_SCHEMA_VERSION
 
 
 def test_a_record_from_a_newer_infrarsi_is_refused_by_name() -> None:

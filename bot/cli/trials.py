@@ -18,7 +18,7 @@ from infrarsi.contract.lock import read_lock
 from infrarsi.patches import PatchSpec
 
 if TYPE_CHECKING:  # the CLI imports stages when a verb runs, not to build its parser
-    from infrarsi.trial import TrialRecord
+    from infrarsi.trial import TrialMetrics, TrialRecord
 
 __all__ = ["register"]
 
@@ -101,10 +101,24 @@ def _trial_text(record: TrialRecord) -> str:
     censored = " (censored: at least this)" if m.peak_mem_censored else ""
     steady = f", {fmt_bytes(m.steady_mem_bytes)} held across steps" if m.steady_mem_bytes and not censored else ""
     lines.append(f"  peak memory  {fmt_bytes(m.peak_mem_bytes)}{censored}{steady}")
+    if m.device_peak_mem_bytes or m.device_peak_censored:
+        lines.append(f"  GPU memory   {_gpu_text(m)}")
     if m.loss:
         lines.append(f"  loss         {m.loss[0]:.4f} → {m.loss[-1]:.4f}")
     lines.append(f"  cost         {record.cost_s:.1f} device-seconds")
     return "\n".join(lines)
+
+
+def _gpu_text(m: TrialMetrics) -> str:
+    """The allocator's peak, what it held across steps, what it could have grown to (or that it ran out)."""
+    peak = fmt_bytes(m.device_peak_mem_bytes) if m.device_peak_mem_bytes else "unknown"
+    parts = [f"{peak} peak (the allocator's, on the fullest GPU)" + (": ran out of GPU memory"
+                                                                     if m.device_peak_censored else "")]
+    if m.device_steady_mem_bytes and not m.device_peak_censored:
+        parts.append(f"{fmt_bytes(m.device_steady_mem_bytes)} held across steps")
+    if m.device_capacity_bytes:
+        parts.append(f"of {fmt_bytes(m.device_capacity_bytes)} it could grow to")
+    return ", ".join(parts)
 
 
 def cmd_journal(args: argparse.Namespace) -> int:

@@ -40,7 +40,7 @@ from infrarsi.contract.model import PYTHON_PLACEHOLDER, ActionsLaunch
 from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.trial import StepEvent
 
-EXECUTION_SCHEMA_VERSION = 2  # 2: Execution.steady_rss_bytes
+EXECUTION_SCHEMA_VERSION = 3  # 2: Execution.steady_rss_bytes; 3: device_steady_bytes, device_capacity_bytes
 RECORD_FILE = "execution.json"
 ARTIFACT_PREFIX = "infrarsi-trial-"
 TRIAL_WORKFLOW = "infrarsi-trial.yml"

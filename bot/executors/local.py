@@ -12,7 +12,7 @@ from pathlib import Path
 from bot.executors.environment import scrubbed_environment
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
-from bot.executors.witness import open_channel, witness_final_step
+from bot.executors.witness import device_memory_env, open_channel, witness_final_step
 from bot.executors.streams import (LineReader, StepCollector, ignore, on_step_line, open_probe_pipe,
                                    probe_handler, regex_handler)
 from infrarsi.seams.executor import Execution, TrialSpec
@@ -48,6 +48,7 @@ class LocalExecutor:
         probe_file, probe_fd = open_probe_pipe()
         env = scrubbed_environment({**dict(spec.env), FD_ENV: str(probe_fd)}, base=self.base_env,
                                    passthrough=self.passthrough_env)
+        env.update(device_memory_env(env.get("PYTHONPATH")))
         witness = open_channel(count_step=spec.witness, pythonpath=env.get("PYTHONPATH"),
                                final_step=witness_final_step(spec)) if spec.witness else None
         if witness is not None:
@@ -108,6 +109,8 @@ class LocalExecutor:
             stderr_tail=readers[2].tail_text(),
             probe_oom=collector.oom,
             device_peak_mem_bytes=collector.device_peak,
+            device_steady_bytes=collector.device_steady,
+            device_capacity_bytes=collector.device_capacity,
             steady_rss_bytes=run.steady_bytes,
             pids=tuple(sorted(tree.seen)),
             phases=tuple(collector.phases),

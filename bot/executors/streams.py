@@ -33,8 +33,16 @@ class StepCollector:
         self.steps: list[StepEvent] = []
         self.oom: str | None = None
         self.device_peak: int | None = None
+        self._device_steady: dict[Any, int] = {}  # per rank, its latest reading (the least it held so far)
+        self.device_capacity: int | None = None
         self.phases: list[tuple[int, str, float]] = []  # (step it belongs to, name, seconds)
         self.info: dict[str, Any] = {}
+
+    @property
+    def device_steady(self) -> int | None:
+        """What the fullest rank held on its GPU across steps (the ranks' own least readings, the largest)."""
+        with self._lock:
+            return max(self._device_steady.values(), default=None)
 
     def add_step(self, event: StepEvent) -> None:
         with self._lock:
@@ -57,10 +65,14 @@ class StepCollector:
             with self._lock:
                 self.oom = str(record.get("message", "out of memory"))
         elif kind == "memory":
-            peak = _int(record.get("peak_bytes"))
-            if peak is not None:
-                with self._lock:
+            peak, steady, capacity = (_int(record.get(k)) for k in ("peak_bytes", "steady_bytes", "capacity_bytes"))
+            with self._lock:
+                if peak is not None:
                     self.device_peak = max(peak, self.device_peak or 0)
+                if steady:
+                    self._device_steady[record.get("rank")] = steady
+                if capacity:  # the tightest device of any rank
+                    self.device_capacity = min(capacity, self.device_capacity or capacity)
         elif kind == "phase":
             seconds = _float(record.get("seconds"))
             if seconds is not None:

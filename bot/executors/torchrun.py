@@ -46,6 +46,7 @@ from bot.executors.environment import scrubbed_environment
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
 from bot.executors.streams import LineReader, StepCollector, ignore, on_step_line, regex_handler
+from bot.executors.witness import device_memory_env
 from infrarsi.contract.model import Launch
 from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.probe import FILE_ENV
@@ -229,6 +230,7 @@ class TorchrunExecutor:
             extra.setdefault("GLOO_SOCKET_IFNAME", "lo")
         env = scrubbed_environment(extra, base=self.base_env, passthrough=self.passthrough_env)
         env["INFRARSI_RANK_LOG_DIR"] = str(log_dir)  # the bot's own variable, for the rank shim
+        env.update(device_memory_env(env.get("PYTHONPATH")))  # every rank reports its GPU memory on the FIFO
         endpoint = launch.rdzv_endpoint or f"127.0.0.1:{free_port()}"
         argv = torchrun_argv(launch, spec.argv, endpoint=endpoint, run_id=f"infrarsi-{os.getpid()}-{time.time_ns()}")
         start = time.perf_counter()
@@ -291,6 +293,8 @@ class TorchrunExecutor:
             stderr_tail=tail[-4000:],
             probe_oom=collector.oom,
             device_peak_mem_bytes=collector.device_peak,
+            device_steady_bytes=collector.device_steady,
+            device_capacity_bytes=collector.device_capacity,
             steady_rss_bytes=run.steady_bytes,
             devices=launch.nproc_per_node,
             pids=tuple(sorted(tree.seen)),

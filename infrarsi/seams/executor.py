@@ -46,6 +46,8 @@ class Execution:
     probe_oom: str | None = None
     device_peak_mem_bytes: int | None = None
     steady_rss_bytes: int | None = None  # least resident memory sampled while steps ran (see TrialMetrics)
+    device_steady_bytes: int | None = None  # GPU memory held after optimizer steps (the fullest rank's)
+    device_capacity_bytes: int | None = None  # what the GPU allocator could have grown to (the tightest rank's)
     devices: int = 1
     pids: tuple[int, ...] = ()  # every process of the trial the launcher saw
     phases: tuple[tuple[int, str, float], ...] = ()  # (step, phase name, seconds by the job's clock)

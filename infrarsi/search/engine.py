@@ -64,14 +64,17 @@ class SearchEngine:
     """Observe records, propose candidates; rebuildable from the records alone."""
 
     def __init__(self, space: SearchSpace, priors: Priors | None = None, memory_limit: float | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0, device_memory_limit: float | None = None) -> None:
+        """``memory_limit``: the host's (the contract's); ``device_memory_limit``: one GPU's memory, the limit
+        once trials report GPU memory and none reported its capacity (:mod:`.memory_source`)."""
         self.space = space
         self.priors = priors or Priors()
         self.memory_limit = memory_limit
+        self.device_memory_limit = device_memory_limit
         self.seed = int(seed)
         self.features: FeatureMap = build_features(space, self.priors)
         self._records: dict[tuple[str, int], TrialRecord] = {}
-        self._models = fit_models(space, self.features, self.priors, [], memory_limit)
+        self._models = fit_models(space, self.features, self.priors, [], memory_limit, device_memory_limit)
 
     # -- state --------------------------------------------------------------------
 
@@ -85,7 +88,7 @@ class SearchEngine:
                 changed = True
         if changed:
             self._models = fit_models(self.space, self.features, self.priors, list(self._records.values()),
-                                      self.memory_limit)
+                                      self.memory_limit, self.device_memory_limit)
 
     @property
     def records(self) -> list[TrialRecord]:
@@ -149,7 +152,7 @@ class SearchEngine:
         keep = [p for p in rest if p.candidate.digest() not in tried]
         if keep:
             x = self._models.design([p.candidate for p in keep])
-            feasible = self._models.memory.prob_fits(x, self.memory_limit) * self._models.feasibility.prob_ok(x)
+            feasible = self._models.memory.prob_fits(x, self._models.memory_limit) * self._models.feasibility.prob_ok(x)
             keep = [p for p, f in zip(keep, feasible) if f >= min_feasible]
         missing = len(rest) - len(keep)
         if missing <= 0:

@@ -6,6 +6,7 @@ Which record feeds which model:
 * memory (log peak, Tobit): ``ok`` trials with a measured peak are exact; an
   ``oom``, or any trial whose peak is flagged censored, is right-censored at the
   largest lower bound known (the peak seen before the kill, the limit it ran under);
+  the GPU's peaks against its capacity when the run has GPU readings (:mod:`.memory_source`);
 * feasibility: ``ok``/``oom`` ran, ``crash``/``timeout``/``invalid`` failed;
 * ``rejected`` (never launched) and ``interrupted`` (the bot died) feed nothing:
   they only mark the candidate as tried.
@@ -29,6 +30,7 @@ from infrarsi.search.features import FeatureMap, Priors
 from infrarsi.search.memory_model import MemoryPosterior, fit_memory
 from infrarsi.search.memory_parts import (STATES_SHARE, PartsMemoryPosterior, column_parts, fit_memory_parts,
                                           parts_by_feature)
+from infrarsi.search.memory_source import MemorySource, memory_source
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import TimePosterior, fit_time
 from infrarsi.search.time_parts import TIME_PARTS, PartsTimePosterior, fit_time_parts, intercept_for
@@ -105,25 +107,20 @@ def level_indicators(space: SearchSpace) -> tuple[tuple[str, int, float], ...]:
     return tuple(out)
 
 
-def censor_point(record: TrialRecord, memory_limit: float | None) -> float | None:
-    """The least peak a censored trial is known to reach, in bytes, or None if unknown."""
-    bounds = [b for b in (record.metrics.peak_mem_bytes, record.memory_limit_bytes) if b]
-    if record.outcome == Outcome.OOM and not record.memory_limit_bytes and memory_limit:
-        bounds.append(memory_limit)
-    return float(max(bounds)) if bounds else None
-
-
-def baseline_states_share(space: SearchSpace, records: Sequence[TrialRecord]) -> float | None:
+def baseline_states_share(space: SearchSpace, records: Sequence[TrialRecord],
+                          source: MemorySource | None = None) -> float | None:
     """The share of the baseline's peak it held across steps (median over its ok trials that measured
-    both), within ``STEADY_SHARE_RANGE``; None when no such trial of the default configuration exists."""
+    both, in ``source``'s memory: the host's by default), within ``STEADY_SHARE_RANGE``; None when no such
+    trial of the default configuration exists."""
+    source = source or MemorySource(kind="host", limit=None)
     shares = []
     for r in records:
-        m = r.metrics
-        if r.outcome != Outcome.OK or m.peak_mem_censored or not m.peak_mem_bytes or not m.steady_mem_bytes:
+        share = source.steady_share(r)
+        if share is None:
             continue
         cand = space.complete(r.candidate)
         if in_domain(space, cand) and not space.encode(cand).any():
-            shares.append(m.steady_mem_bytes / m.peak_mem_bytes)
+            shares.append(share)
     if not shares:
         return None
     low, high = STEADY_SHARE_RANGE
@@ -131,9 +128,14 @@ def baseline_states_share(space: SearchSpace, records: Sequence[TrialRecord]) ->
 
 
 def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records: Sequence[TrialRecord],
-               memory_limit: float | None) -> Models:
-    """Fit all three models on ``records`` (any order; sorted by trial identity here)."""
+               memory_limit: float | None, device_memory_limit: float | None = None) -> Models:
+    """Fit all three models on ``records`` (any order; sorted by trial identity here).
+
+    Memory is the GPU's when any record has a GPU reading (limit: the capacity the trials reported, else
+    ``device_memory_limit``), the host's otherwise (limit: ``memory_limit``); see :mod:`.memory_source`."""
     names = features.names
+    source = memory_source(records, host_limit=memory_limit, device_limit=device_memory_limit)
+    memory_limit = source.limit
     t_x, t_y, m_x, m_y, m_c, f_x, f_y = [], [], [], [], [], [], []
     ok_cost: list[float] = []
     oom_cost: list[float] = []
@@ -146,17 +148,11 @@ def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records
         if r.outcome == Outcome.OK and step is not None and step > 0:
             t_x.append(z)
             t_y.append(math.log(step))
-        peak = r.metrics.peak_mem_bytes
-        if r.outcome == Outcome.OOM or r.metrics.peak_mem_censored:
-            c = censor_point(r, memory_limit)
-            if c is not None:
-                m_x.append(z)
-                m_y.append(math.log(c))
-                m_c.append(True)
-        elif r.outcome == Outcome.OK and peak:
+        reading = source.reading(r)
+        if reading is not None:
             m_x.append(z)
-            m_y.append(math.log(peak))
-            m_c.append(False)
+            m_y.append(math.log(reading[0]))
+            m_c.append(reading[1])
         if r.cost_s > 0 and r.outcome in RAN:
             (ok_cost if r.outcome == Outcome.OK else oom_cost).append(r.cost_s)
         if r.outcome in RAN or r.outcome in FAILED:
@@ -185,7 +181,7 @@ def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records
     main_parts = parts_by_feature(features.main_names, priors.memory_parts)
     memory: MemoryModel
     if any(main_parts):
-        share = baseline_states_share(space, records)
+        share = baseline_states_share(space, records, source)
         memory = fit_memory_parts(design(m_x), np.asarray(m_y), np.asarray(m_c, dtype=bool), names=names,
                                   parts=column_parts(main_parts, features.squares, features.pairs),
                                   n_main=features.n_main, prior_mean=mm, prior_sd=ms, intercept=intercept,

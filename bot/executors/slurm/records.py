@@ -5,7 +5,7 @@ bot's already-scrubbed environment, so nothing of the bot's reaches the job
 through Slurm (``sbatch --export=NIL``: only ``SLURM_*``) and slurmctld's saved copy of the job
 environment holds nothing of it either. Each rank's agent writes
 ``record.<rank>.json`` atomically when its candidate has ended; the bot merges
-them (steps from rank 0, peak memory the maximum over ranks).
+them (steps from rank 0, peak memory the maximum over ranks, the GPU's capacity the least).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from infrarsi.seams.executor import Execution, KillReason, TrialSpec
 from infrarsi.trial import StepEvent
 
-SCHEMA_VERSION = 2  # 2: Execution.steady_rss_bytes
+SCHEMA_VERSION = 3  # 2: Execution.steady_rss_bytes; 3: device_steady_bytes, device_capacity_bytes
 SPEC_FILE = "spec.json"
 SCRIPT_FILE = "job.sh"
 BATCH_LOG = "slurm.out"
@@ -110,11 +110,15 @@ def merge_ranks(ranks: dict[int, Execution]) -> Execution | None:
     oom = next((e.probe_oom for e in ranks.values() if e.probe_oom), None)
     device_peaks = [e.device_peak_mem_bytes for e in ranks.values() if e.device_peak_mem_bytes is not None]
     steady = [e.steady_rss_bytes for e in ranks.values() if e.steady_rss_bytes]
+    device_steady = [e.device_steady_bytes for e in ranks.values() if e.device_steady_bytes]
+    capacities = [e.device_capacity_bytes for e in ranks.values() if e.device_capacity_bytes]
     return replace(first, returncode=culprit.returncode, killed_for=killed,
                    peak_rss_bytes=max(e.peak_rss_bytes for e in ranks.values()),
                    stderr_tail=culprit.stderr_tail, probe_oom=oom,
                    device_peak_mem_bytes=max(device_peaks) if device_peaks else None,
                    steady_rss_bytes=max(steady) if steady else None,
+                   device_steady_bytes=max(device_steady) if device_steady else None,
+                   device_capacity_bytes=min(capacities) if capacities else None,
                    pids=tuple(sorted({p for e in ranks.values() for p in e.pids})),
                    wall_s=max(e.wall_s for e in ranks.values()),
                    failed_rank=failed if len(ranks) > 1 or failed not in (None, 0) else None)

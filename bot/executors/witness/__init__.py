@@ -1,4 +1,5 @@
-"""How the witness gets into a trial's interpreter: a ``sitecustomize`` first on ``PYTHONPATH``.
+"""How the witness (and the device memory reporter) get into a trial's interpreter: a ``sitecustomize`` first
+on ``PYTHONPATH``.
 
 The executor asks :func:`open_channel` for a fresh key and two pipes, adds
 :attr:`WitnessChannel.env` to the trial's environment and passes its
@@ -19,6 +20,19 @@ from infrarsi.witness import WITNESS_ENV, WitnessResult, authenticate, new_key, 
 
 SITE_DIR = Path(__file__).resolve().parent / "site"
 PAYLOAD = SITE_DIR / "sitecustomize.py"
+#: Set in every trial's environment: the site payload then reports GPU memory on the probe channel (its docstring).
+DEVICE_MEMORY_ENV = "INFRARSI_DEVICE_MEMORY"
+
+
+def site_path(pythonpath: str | None) -> str:
+    """``PYTHONPATH`` with the site payload's directory first (once)."""
+    rest = [p for p in (pythonpath or "").split(os.pathsep) if p and p != str(SITE_DIR)]
+    return os.pathsep.join([str(SITE_DIR), *rest])
+
+
+def device_memory_env(pythonpath: str | None) -> dict[str, str]:
+    """The variables that make every Python process of a trial report its GPU memory (nothing on a CPU)."""
+    return {DEVICE_MEMORY_ENV: "1", "PYTHONPATH": site_path(pythonpath)}
 
 
 def payload_sha256() -> str:
@@ -91,7 +105,7 @@ def open_channel(*, count_step: int, pythonpath: str | None, final_step: int | N
     os.write(key_write, key)
     os.close(key_write)
     report_read, report_write = os.pipe()
-    path = str(SITE_DIR) + (os.pathsep + pythonpath if pythonpath else "")
+    path = site_path(pythonpath)
     config = f"{report_write},{key_read},{count_step}" + (f",{final_step}" if final_step else "")
     env = {WITNESS_ENV: config, "PYTHONPATH": path}
     return WitnessChannel(key=key, expected_sha256=payload_sha256(), report_read=os.fdopen(report_read, "rb"),

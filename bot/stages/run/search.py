@@ -134,7 +134,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
     if session is not None:
         priors = session.priors(contract, doctor, list(ctx.patches.values()), base=priors)
     engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes,
-                          seed=options.seed)
+                          seed=options.seed, device_memory_limit=gpu_memory(doctor))
     seen = {r.candidate.digest(): r.candidate for r in journal.trials(run_id)}
     # a scheduler's jobs outlive a killed bot: those are read back, not repeated (bot/executors/slurm/recover.py)
     recover = getattr(ctx.executor, "recover_pending", None)
@@ -308,7 +308,8 @@ def _rebuilt(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judge
     """The space and engine again after the patches changed (a proposal round, a patch judged invalid),
     with every record so far observed."""
     space = _space(contract, patches, judged, doctor)
-    engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes, seed=seed)
+    engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes, seed=seed,
+                          device_memory_limit=gpu_memory(doctor))
     engine.observe(records)
     return space, engine
 
@@ -378,6 +379,13 @@ def _run_batch(ctx: TrialContext, run_id: str, candidates: list[Candidate], para
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         yield from pool.map(isolated, candidates)
+
+
+def gpu_memory(doctor: DoctorReport) -> float | None:
+    """One GPU's memory as the doctor's device probe saw it (None on a CPU): the memory model's limit on a GPU
+    until trials report what their allocator could grow to."""
+    value = (doctor.fingerprint or {}).get("gpu_memory_bytes")
+    return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 def fingerprints(contract: Contract, doctor: DoctorReport) -> tuple[Mapping[str, Any], Mapping[str, Any]]:

@@ -29,6 +29,25 @@ before the job's own handling of it, whichever is first — and only once.
 The report is one JSON line on ``report_fd``, authenticated with HMAC-SHA256
 under the key. Stdlib and torch only: it must not depend on the bot being
 importable in the trial's interpreter.
+
+The same file carries the **device memory reporter**, which every trial gets
+(witnessed or not, on every executor) when ``INFRARSI_DEVICE_MEMORY`` is set:
+the bot samples the host's resident set itself, which says nothing about a
+GPU's memory. The reporter imports nothing heavy at start-up: once
+``torch.optim.optimizer`` has been imported (by the job, whenever it does) it
+registers one global optimizer step post-hook. After each optimizer step of a
+process whose CUDA is initialized it reads, on the GPUs that process allocated
+on, the caching allocator's peak reservation, the memory it holds once the
+step is done (from step 2 on: weights, gradients and optimizer state, not a
+step's activations; the least such reading is kept), and what the allocator
+could have grown to (free + reserved: the device less the CUDA context, other
+processes and whatever else holds it; less, where the job capped its allocator
+with ``set_per_process_memory_fraction``). When a figure moved it writes a probe
+``memory`` event on the trial's probe channel (``INFRARSI_PROBE_FD`` or
+``INFRARSI_PROBE_FILE``), and once more at exit (after a CUDA out-of-memory
+error the peak reservation is how far the job got). The variable stays set so
+that every process of the job (torchrun's ranks) reports; a process that never
+steps an optimizer on a GPU writes nothing.
 """
 
 from __future__ import annotations
@@ -247,6 +266,131 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
         pass  # not the main thread: the step-end report still comes
 
 
+def _device_memory() -> None:  # noqa: C901 - one closure: nothing of it in module globals
+    import atexit
+    import importlib.abc
+    import json
+    import os
+    import sys
+
+    state: dict[str, object] = {"fd": None, "steps": 0, "devices": None, "steady": None, "sent": None}
+    rank = os.environ.get("RANK")
+
+    def channel() -> int | None:
+        if state["fd"] is None:
+            fd, path = os.environ.get("INFRARSI_PROBE_FD"), os.environ.get("INFRARSI_PROBE_FILE")
+            try:
+                state["fd"] = int(fd) if fd else (os.open(path, os.O_WRONLY | os.O_APPEND) if path else -1)
+            except (OSError, ValueError):
+                state["fd"] = -1
+        return None if state["fd"] == -1 else state["fd"]  # type: ignore[return-value]
+
+    def devices(cuda) -> list[int]:  # noqa: ANN001
+        """The GPUs this process allocated on (a job may use cuda:RANK without set_device)."""
+        if not state["devices"]:
+            state["devices"] = [d for d in range(cuda.device_count()) if cuda.max_memory_reserved(d) > 0]
+        return state["devices"]  # type: ignore[return-value]
+
+    def figures(cuda, *, steady: bool) -> dict[str, int] | None:  # noqa: ANN001
+        used = devices(cuda)
+        if not used:
+            return None
+        if steady and len(used) == 1:
+            held = int(cuda.memory_allocated(used[0]))
+            if held and (state["steady"] is None or held < state["steady"]):  # type: ignore[operator]
+                state["steady"] = held
+        peak, d = max((int(cuda.max_memory_reserved(d)), d) for d in used)  # a process OOMs on its fullest GPU
+        out = {"peak_bytes": peak, "device_index": d}
+        if state["steady"] is not None:
+            out["steady_bytes"] = state["steady"]  # type: ignore[assignment]
+        return out
+
+    def send(fields: dict[str, int]) -> None:
+        fd = channel()
+        if fd is None:
+            return
+        record = {"event": "memory", "device": "cuda", **fields}
+        if rank is not None and rank.isdigit():
+            record["rank"] = int(rank)
+        try:
+            os.write(fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+        except OSError:
+            pass  # the bot stopped listening (it ends the job after its measured steps)
+
+    def report(*, steady: bool) -> None:
+        torch = sys.modules.get("torch")
+        cuda = getattr(torch, "cuda", None)
+        try:
+            if cuda is None or not cuda.is_available() or not cuda.is_initialized():
+                return
+            now = figures(cuda, steady=steady)
+        except Exception:  # noqa: BLE001 - a broken device (a lost GPU): no figures; memory is never worth a job
+            return
+        if now is None:
+            return
+        sent = state["sent"] or {}
+        # a line when the peak grew or the held memory fell by more than 1 MiB: a few lines per trial, not one a step
+        if (now["peak_bytes"] > sent.get("peak_bytes", 0) + 2**20  # type: ignore[union-attr]
+                or now.get("steady_bytes", 0) + 2**20 < sent.get("steady_bytes", 1 << 62)  # type: ignore[union-attr]
+                or not sent):
+            state["sent"] = now
+            d = now.pop("device_index")
+            try:
+                free, total = cuda.mem_get_info(d)
+                capacity = int(free) + int(cuda.memory_reserved(d))
+                fraction = getattr(cuda, "get_per_process_memory_fraction", lambda _d: 1.0)(d)
+                if 0 < fraction < 1:  # the job capped its allocator (set_per_process_memory_fraction)
+                    capacity = min(capacity, int(fraction * total))
+                now["capacity_bytes"] = capacity
+            except Exception:  # noqa: BLE001 - no capacity figure; the bot falls back to the device's size
+                pass
+            send(now)
+
+    def post(opt, args, kwargs) -> None:  # noqa: ANN001
+        state["steps"] += 1  # type: ignore[operator]
+        report(steady=state["steps"] >= 2)  # type: ignore[operator]
+
+    def install(module) -> None:  # noqa: ANN001
+        try:
+            module.register_optimizer_step_post_hook(post)
+        except Exception:  # noqa: BLE001 - a torch without global optimizer hooks: no figures
+            pass
+
+    class AfterImport(importlib.abc.MetaPathFinder):
+        """Registers the hook the moment ``torch.optim.optimizer`` has executed (inside ``import torch``)."""
+
+        done = False
+
+        def find_spec(self, name, path=None, target=None):  # noqa: ANN001, ANN201
+            if name != "torch.optim.optimizer" or self.done:
+                return None
+            self.done = True  # once (not removed from sys.meta_path: the import system is iterating over it)
+            for finder in [f for f in sys.meta_path if f is not self]:
+                spec = getattr(finder, "find_spec", lambda *a: None)(name, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+            loader = spec.loader
+            if loader is None or not hasattr(loader, "exec_module"):
+                return spec
+            run = loader.exec_module
+
+            def exec_module(module) -> None:  # noqa: ANN001
+                run(module)
+                if module.__name__ == name:  # a loader shared by many modules (a zip's) installs once
+                    install(module)
+
+            loader.exec_module = exec_module  # this module's own loader instance
+            return spec
+
+    if "torch.optim.optimizer" in sys.modules:  # a sitecustomize chained before this one imported torch
+        install(sys.modules["torch.optim.optimizer"])
+    else:
+        sys.meta_path.insert(0, AfterImport())
+    atexit.register(lambda: report(steady=False))
+
+
 def _numel(shape: list[int]) -> int:
     n = 1
     for d in shape:
@@ -277,6 +421,8 @@ def _main() -> None:
 
     config = os.environ.pop("INFRARSI_WITNESS", None)
     _chain()
+    if os.environ.get("INFRARSI_DEVICE_MEMORY"):  # left set: every process of the job reports
+        _device_memory()
     if config:
         _witness(config)
 

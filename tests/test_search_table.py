@@ -147,6 +147,19 @@ def test_measurement_rounds_run_every_configuration_once_each_in_its_own_order()
     assert rounds[0] != rounds[1] != rounds[2]
 
 
+def test_the_design_follows_the_machine_kind():
+    # native bf16 (AVX-512 BF16 or AMX): dtype is measured, under tinygpt's own limit for that machine kind;
+    # emulated: the thread count in dtype's place, still 160 points
+    from benchmarks.measure_space import design_for
+
+    native = design_for("tinygpt", {"flags": {"avx2": True, "avx512_bf16": True, "amx": False}})
+    emulated = design_for("tinygpt", {"flags": {"avx2": True, "avx512_bf16": False, "amx": False}})
+    assert "dtype" in native["knobs"] and "threads" not in native["knobs"] and native["memory_limit"] == "620MiB"
+    assert "threads" in emulated["knobs"] and "dtype" not in emulated["knobs"] and emulated["memory_limit"] == "600MiB"
+    assert "memory_limit_native_bf16" not in native and "memory_limit_native_bf16" not in emulated
+    assert design_for("tinymoe", {"flags": {"amx": True}})["memory_limit"] == "700MiB"
+
+
 @pytest.mark.parametrize("niceness,prefix", [(0, ""), (19, "nice -n 19 "), (-10, "nice -n -10 ")])
 def test_a_measurement_records_the_niceness_it_really_ran_at(monkeypatch: pytest.MonkeyPatch, niceness: int,
                                                              prefix: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from infrarsi.report import SECTIONS, Report, TrialRow, body_changed, parse_marker, render_markdown, render_pr_body
+from infrarsi.report.charts import memory_chart
 from infrarsi.report.model import (
     CalibrationRow,
     Invariant,
@@ -60,6 +61,26 @@ def test_body_has_the_six_sections_in_order_and_a_marker() -> None:
     assert "**LLM cost**: 0 tokens in, 0 out, **$0.0300** for a verified 1.50x speedup" in body
     assert "LLM proposer: 0 request(s) sent; 1200 tokens, $0.0300." in body
     assert "python train.py --dtype bf16" in body
+
+
+def test_on_a_gpu_the_summary_gives_the_gpus_peak_memory_beside_the_hosts() -> None:
+    body = render_pr_body(_report(gpu_peak_before_bytes=30 * 2**30, gpu_peak_after_bytes=52 * 2**30,
+                                  gpu_capacity_bytes=79 * 2**30))
+    assert "| peak memory (host) | 512 MiB | 256 MiB |" in body
+    assert "| peak GPU memory (of 80,896 MiB) | 30,720 MiB | 53,248 MiB |" in body
+    cpu = render_pr_body(_report())
+    assert "| peak memory | 512 MiB | 256 MiB |" in cpu and "GPU memory" not in cpu
+    gpu_oom = TrialRow(trial_no=9, candidate="micro_batch=16", outcome="oom", reason="CUDA out of memory",
+                       step_time_s=None, peak_mem_bytes=6 * 2**30, cost_s=40.0, stage="search",
+                       gpu_peak_bytes=78 * 2**30, gpu_oom=True)
+    body = render_pr_body(_report(oom=(gpu_oom,)))
+    assert "#9 `micro_batch=16` (40.0 s, out of GPU memory, the allocator at 79,872 MiB)" in body
+    # the memory chart shows the memory that runs out: the GPU's, against what its allocator could grow to
+    ok = TrialRow(trial_no=10, candidate="micro_batch=4", outcome="ok", reason="", step_time_s=0.2,
+                  peak_mem_bytes=6 * 2**30, cost_s=40.0, stage="search", gpu_peak_bytes=52 * 2**30)
+    chart = "\n".join(memory_chart(_report(trials=(ok, gpu_oom), gpu_capacity_bytes=79 * 2**30)))
+    assert "Peak GPU memory per trial (MiB)" in chart and "what the GPU's allocator could grow to, 80,896 MiB" in chart
+    assert '"10", "9 oom ≥"' in chart
 
 
 def test_the_marker_hash_tells_whether_an_update_changes_anything() -> None:

@@ -17,6 +17,7 @@ grammar requires (``tests/test_report_charts.py`` parses them with Mermaid itsel
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from infrarsi.report.model import Report, TrialRow, Verification
 
@@ -70,29 +71,59 @@ def verification_chart(v: Verification) -> list[str]:
                   "(interleaved, each from a fresh process).")
 
 
-def memory_chart(report: Report) -> list[str]:
-    """Peak memory of every trial against the limit; OOMs censored at the limit (labelled ``≥``)."""
-    trials = _shown(report.trials)
-    peaks = [t for t in trials if t.peak_mem_bytes]
-    if not peaks:
-        return []
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemoryPoint:
+    trial_no: int
+    outcome: str
+    mib: float
+    censored: bool  # an OOM: the real peak is at least ``mib``
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemorySeries:
+    """Each trial's peak in the memory that runs out: the GPU's when the run has GPU readings, else the host's."""
+
+    what: str  # "memory" or "GPU memory"
+    limit_mib: float | None
+    limit_text: str
+    points: tuple[MemoryPoint, ...]
+
+
+def memory_series(report: Report, trials: Sequence[TrialRow] | None = None) -> MemorySeries | None:
+    rows = report.trials if trials is None else trials
+    if any(t.gpu_peak_bytes or t.gpu_oom for t in rows):
+        limit = report.gpu_capacity_bytes
+        points = tuple(MemoryPoint(trial_no=t.trial_no, outcome=t.outcome, censored=t.gpu_oom,
+                                   mib=max(t.gpu_peak_bytes or 0, (limit or 0) if t.gpu_oom else 0) / 2**20)
+                       for t in rows)
+        return MemorySeries(what="GPU memory", limit_mib=limit / 2**20 if limit else None, points=points,
+                            limit_text="what the GPU's allocator could grow to")
+    if not any(t.peak_mem_bytes for t in rows):
+        return None
     limit = report.memory_limit_bytes
-    labels, mib = [], []
-    for t in trials:
-        value = (t.peak_mem_bytes or 0) / 2**20
-        if t.outcome == "oom":
-            labels.append(f"{t.trial_no} oom ≥")
-            value = max(value, (limit or 0) / 2**20)
-        else:
-            labels.append(str(t.trial_no) if t.outcome == "ok" else f"{t.trial_no} {t.outcome}")
-        mib.append(value)
-    series: list[tuple[str, Sequence[float]]] = [("bar", mib)]
-    if limit:
-        series.append(("line", [limit / 2**20] * len(trials)))
-    caption = ("Bars: each trial's peak memory (MiB); " + (f"line: the limit, {limit / 2**20:,.0f} MiB; " if limit
-               else "no memory limit in the contract; ") + "an OOM is censored: its real peak is at least its bar "
-               "(label `≥`), not a measurement.")
-    return _block("Peak memory per trial (MiB)", labels, "MiB", series, caption)
+    points = tuple(MemoryPoint(trial_no=t.trial_no, outcome=t.outcome, censored=t.outcome == "oom",
+                               mib=max(t.peak_mem_bytes or 0, (limit or 0) if t.outcome == "oom" else 0) / 2**20)
+                   for t in rows)
+    return MemorySeries(what="memory", limit_mib=limit / 2**20 if limit else None, points=points,
+                        limit_text="the limit")
+
+
+def memory_chart(report: Report) -> list[str]:
+    """Peak memory of every trial against the limit; OOMs censored at the limit (labelled ``≥``). On a GPU
+    the GPU's allocator peak against what it could grow to."""
+    series = memory_series(report, _shown(report.trials))
+    if series is None:
+        return []
+    labels = [f"{p.trial_no} oom ≥" if p.censored else str(p.trial_no) if p.outcome == "ok"
+              else f"{p.trial_no} {p.outcome}" for p in series.points]
+    bars: list[tuple[str, Sequence[float]]] = [("bar", [p.mib for p in series.points])]
+    if series.limit_mib:
+        bars.append(("line", [series.limit_mib] * len(series.points)))
+    caption = (f"Bars: each trial's peak {series.what} (MiB); "
+               + (f"line: {series.limit_text}, {series.limit_mib:,.0f} MiB; " if series.limit_mib
+                  else "no memory limit in the contract; " if series.what == "memory" else "")
+               + "an OOM is censored: its real peak is at least its bar (label `≥`), not a measurement.")
+    return _block(f"Peak {series.what} per trial (MiB)", labels, "MiB", bars, caption)
 
 
 def mermaid_blocks(markdown: str) -> list[str]:

@@ -80,6 +80,8 @@ class TrialRow:
     peak_mem_bytes: int | None
     cost_s: float
     stage: str  # doctor, search, verify
+    gpu_peak_bytes: int | None = None  # the GPU allocator's peak (TrialMetrics.device_peak_mem_bytes)
+    gpu_oom: bool = False  # it ran out of GPU memory (TrialMetrics.device_peak_censored)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -174,6 +176,10 @@ class Report:
     mfu_after_dtype: str | None = None
     mfu_defects: tuple[str, ...] = ()  # an impossible MFU is reported here, never as a figure
     memory_limit_bytes: int | None = None  # the contract's, for the memory chart
+    # On a GPU: the allocator's peak (median over ok trials), and what it could grow to (TrialMetrics.device_*)
+    gpu_peak_before_bytes: int | None = None
+    gpu_peak_after_bytes: int | None = None
+    gpu_capacity_bytes: int | None = None
 
     @property
     def change_summary(self) -> str:
@@ -219,7 +225,8 @@ def _knob(knobs: Sequence[Knob], name: str) -> Knob:
 def _row(r: TrialRecord, stage: str) -> TrialRow:
     return TrialRow(trial_no=r.trial_no, candidate=r.candidate.describe(), outcome=r.outcome.value, reason=r.reason,
                     step_time_s=r.metrics.step_time_s, peak_mem_bytes=r.metrics.peak_mem_bytes, cost_s=r.cost_s,
-                    stage=stage)
+                    stage=stage, gpu_peak_bytes=r.metrics.device_peak_mem_bytes,
+                    gpu_oom=r.metrics.device_peak_censored)
 
 
 def _verification(v: Verdict) -> Verification:
@@ -233,8 +240,9 @@ def _verification(v: Verdict) -> Verification:
                         pairs=v.pairs, stop=v.stop)
 
 
-def _median_peak(records: Sequence[TrialRecord]) -> int | None:
-    peaks = [r.metrics.peak_mem_bytes for r in records if r.outcome is Outcome.OK and r.metrics.peak_mem_bytes]
+def _median_peak(records: Sequence[TrialRecord], field_name: str = "peak_mem_bytes") -> int | None:
+    """The median of a memory figure (the host's peak, or a ``device_*`` one) over the ok trials that have it."""
+    peaks = [v for r in records if r.outcome is Outcome.OK and (v := getattr(r.metrics, field_name))]
     return int(statistics.median(peaks)) if peaks else None
 
 
@@ -488,6 +496,9 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
         mfu_defects=mfu.defects, memory_limit_bytes=doctor.memory_limit_bytes,
         peak_mem_before_bytes=_median_peak(base_records) or doctor.peak_mem_bytes,
         peak_mem_after_bytes=_median_peak(cand_records),
+        gpu_peak_before_bytes=_median_peak(base_records, "device_peak_mem_bytes"),
+        gpu_peak_after_bytes=_median_peak(cand_records, "device_peak_mem_bytes"),
+        gpu_capacity_bytes=_median_peak([*base_records, *cand_records], "device_capacity_bytes"),
         winner=winner.describe() if winner else None, winner_digest=winner.digest() if winner else None,
         winner_knobs=winner_knobs, winner_patches=winner.patches if winner else (),
         winner_commit=facts.winner_commit, winner_branch=facts.winner_branch, diff_link=facts.diff_link,

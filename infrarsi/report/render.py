@@ -87,13 +87,24 @@ def _summary(r: Report) -> list[str]:
     out += ["", "| | before | after |", "|---|---|---|",
             f"| step time | {_ms(r.step_time_before_s)} | {_ms(r.step_time_after_s)} |",
             f"| MFU | {_mfu_cell(r, 'before')} | {_mfu_cell(r, 'after')} |",
-            f"| peak memory | {_mib(r.peak_mem_before_bytes)} | {_mib(r.peak_mem_after_bytes)} |", "",
+            f"| peak memory{' (host)' if _has_gpu(r) else ''} | {_mib(r.peak_mem_before_bytes)} | "
+            f"{_mib(r.peak_mem_after_bytes)} |",
+            *([f"| peak GPU memory{_capacity(r)} | {_mib(r.gpu_peak_before_bytes)} | {_mib(r.gpu_peak_after_bytes)} |"]
+              if _has_gpu(r) else []), "",
             f"Measured on {_hardware(r)}; run `{r.run_id}`"
             + (f", base commit `{r.base_commit[:10]}`" if r.base_commit else "") + "."]
     out += [f"- {n}" for n in r.notes[1 if not r.promoted else 0:]]
     if r.llm:
         out += ["", llm_cost_line(r)]
     return out
+
+
+def _has_gpu(r: Report) -> bool:
+    return r.gpu_peak_before_bytes is not None or r.gpu_peak_after_bytes is not None
+
+
+def _capacity(r: Report) -> str:
+    return f" (of {_mib(r.gpu_capacity_bytes)})" if r.gpu_capacity_bytes else ""
 
 
 def llm_cost_line(r: Report) -> str:
@@ -215,10 +226,16 @@ def _failed(r: Report, limit: int | None, full: str | None) -> list[str]:
         listed = r.oom if limit is None else r.oom[:limit]
         more = f", and {len(r.oom) - len(listed)} more in the full report" if len(listed) < len(r.oom) else ""
         out.append(f"Out of memory: {len(r.oom)} trial(s), " + ", ".join(
-            f"#{t.trial_no} `{_cell(t.candidate)}` ({t.cost_s:.1f} s, peak ≥ {_mib(t.peak_mem_bytes)})"
-            for t in listed) + more + ".")
+            f"#{t.trial_no} `{_cell(t.candidate)}` ({t.cost_s:.1f} s, {_oom_peak(t)})" for t in listed) + more + ".")
     out += llm_summary(r)
     return out
+
+
+def _oom_peak(t: TrialRow) -> str:
+    """How far an out-of-memory trial got: the GPU's allocator, when that was the memory that ran out."""
+    if t.gpu_oom:
+        return "out of GPU memory" + (f", the allocator at {_mib(t.gpu_peak_bytes)}" if t.gpu_peak_bytes else "")
+    return f"peak ≥ {_mib(t.peak_mem_bytes)}"
 
 
 def patch_sections(r: Report) -> list[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from infrarsi.errors import BAD_INPUT, InfraRSIError
+from infrarsi.report.charts import memory_series
 from infrarsi.report.model import Report
 
 __all__ = ["PngError", "write_pngs"]
@@ -79,19 +80,19 @@ def _verification(plt: Any, report: Report, out: Path) -> Path | None:
 
 
 def _memory(plt: Any, report: Report, out: Path) -> Path | None:
-    rows = [t for t in report.trials if t.peak_mem_bytes]
-    if not rows:
+    series = memory_series(report)
+    if series is None:
         return None
     fig, ax = plt.subplots(figsize=(9, 4))
-    measured = [t for t in rows if t.outcome != "oom"]
-    censored = [t for t in rows if t.outcome == "oom"]
-    ax.scatter([t.trial_no for t in measured], [t.peak_mem_bytes / 2**20 for t in measured], label="peak")
+    measured = [p for p in series.points if not p.censored and p.mib]
+    censored = [p for p in series.points if p.censored]
+    ax.scatter([p.trial_no for p in measured], [p.mib for p in measured], label="peak")
     if censored:
-        ax.scatter([t.trial_no for t in censored], [t.peak_mem_bytes / 2**20 for t in censored], marker="^",
+        ax.scatter([p.trial_no for p in censored], [p.mib for p in censored], marker="^",
                    color=OUTCOME_COLOURS["oom"], label="oom: at least (censored)")
-    if report.memory_limit_bytes:
-        ax.axhline(report.memory_limit_bytes / 2**20, color="black", linestyle="--", label="limit")
-    ax.set(title="Peak memory per trial", xlabel="trial", ylabel="MiB")
+    if series.limit_mib:
+        ax.axhline(series.limit_mib, color="black", linestyle="--", label="limit")
+    ax.set(title=f"Peak {series.what} per trial", xlabel="trial", ylabel="MiB")
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.legend(loc="best", fontsize="small")
     path = out / "memory.png"

@@ -68,6 +68,11 @@ class DoctorReport:
     datasheet_peak_flops: dict[str, float] | None = None  # the detected GPU's dense datasheet peaks
     datasheet_model: str | None = None
     mfu_datasheet: float | None = None  # MFU against the datasheet peak of the baseline dtype
+    # On a GPU (the device memory reporter, docs/trials.md): the allocator's peak, what it held across steps and
+    # what it could grow to, medians over the baseline's runs; None on a CPU
+    gpu_peak_bytes: int | None = None
+    gpu_steady_bytes: int | None = None
+    gpu_capacity_bytes: int | None = None
 
     @property
     def headroom_bytes(self) -> int | None:
@@ -93,6 +98,8 @@ class DoctorReport:
             "notes": list(self.notes), "work": self.work.to_dict() if self.work else None,
             "mfu_defect": self.mfu_defect, "datasheet_peak_flops": self.datasheet_peak_flops,
             "datasheet_model": self.datasheet_model, "mfu_datasheet": self.mfu_datasheet,
+            "gpu_peak_bytes": self.gpu_peak_bytes, "gpu_steady_bytes": self.gpu_steady_bytes,
+            "gpu_capacity_bytes": self.gpu_capacity_bytes,
         }
 
     @staticmethod
@@ -112,7 +119,9 @@ class DoctorReport:
             notes=tuple(d.get("notes", ())),
             work=WorkReference.from_dict(d["work"]) if d.get("work") else None,
             mfu_defect=d.get("mfu_defect"), datasheet_peak_flops=d.get("datasheet_peak_flops"),
-            datasheet_model=d.get("datasheet_model"), mfu_datasheet=d.get("mfu_datasheet"))
+            datasheet_model=d.get("datasheet_model"), mfu_datasheet=d.get("mfu_datasheet"),
+            gpu_peak_bytes=d.get("gpu_peak_bytes"), gpu_steady_bytes=d.get("gpu_steady_bytes"),
+            gpu_capacity_bytes=d.get("gpu_capacity_bytes"))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -216,6 +225,8 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
 
     phases, source, error = _phases(good, median, profiled_phases)
     peak_mem = int(statistics.median(r.metrics.peak_mem_bytes or 0 for r in good))
+    gpu = {name: _median_of(good, name) for name in ("device_peak_mem_bytes", "device_steady_mem_bytes",
+                                                     "device_capacity_bytes")}
     dtype = baseline_dtype(contract)
     if work is not None and work.reports and work.reports[0].matmul_dtypes:
         dtype = compute_dtype(work.reports[0].matmul_dtypes, fallback=dtype)
@@ -242,7 +253,14 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
         mfu=figure.value if figure else None, fingerprint=fingerprint, loss_band=band, notes=tuple(notes),
         work=work, mfu_defect=figure.defect if figure else None,
         datasheet_peak_flops=dict(sheet[1]) if sheet else None, datasheet_model=sheet[0] if sheet else None,
-        mfu_datasheet=on_sheet.value if on_sheet else None)
+        mfu_datasheet=on_sheet.value if on_sheet else None, gpu_peak_bytes=gpu["device_peak_mem_bytes"],
+        gpu_steady_bytes=gpu["device_steady_mem_bytes"], gpu_capacity_bytes=gpu["device_capacity_bytes"])
+
+
+def _median_of(records: Sequence[TrialRecord], name: str) -> int | None:
+    """The median of a ``TrialMetrics`` byte figure over the records that have it."""
+    values = [v for r in records if (v := getattr(r.metrics, name))]
+    return int(statistics.median(values)) if values else None
 
 
 def _phases(good: Sequence[TrialRecord], median: float,
@@ -316,6 +334,16 @@ def _work_lines(work: WorkReference | None) -> list[str]:
     return lines
 
 
+def _gpu_memory_lines(r: DoctorReport) -> list[str]:
+    """The GPU's memory (what runs out on a GPU; the search's memory model fits it), when the baseline had one."""
+    if r.gpu_peak_bytes is None:
+        return []
+    cap = r.gpu_capacity_bytes
+    return [f"- GPU: the allocator's peak {_mib(r.gpu_peak_bytes)}, held across steps "
+            f"{_mib(r.gpu_steady_bytes)}, could grow to {_mib(cap)}"
+            + (f" (headroom {_mib(cap - r.gpu_peak_bytes)})" if cap else "")]
+
+
 def _mib(n: float | None) -> str:
     return "-" if n is None else f"{n / 2**20:,.0f} MiB"
 
@@ -358,6 +386,7 @@ def render_markdown(report: DoctorReport) -> str:
     lines += ["", "## Memory", "", f"- peak resident memory {_mib(r.peak_mem_bytes)}",
               f"- limit {_mib(r.memory_limit_bytes)}" + (f", headroom {_mib(head)}" if head is not None else
                                                          " (no budget.memory_limit in the contract)"),
+              *_gpu_memory_lines(r),
               "", "## Compute efficiency", ""]
     lines += ["- measured peak: " + ", ".join(f"{k} {v / 1e9:,.0f} GFLOP/s" for k, v in r.peak_flops.items())
               + f" ({r.peak_flops_method})",

@@ -99,6 +99,19 @@ def test_the_doctor_counts_flops_with_the_witness_and_measures_against_the_basel
     assert "**30.0%**" in text and "datasheet dense peak of the H100" in text
 
 
+def test_the_doctor_reports_the_baselines_gpu_memory_when_it_ran_on_one() -> None:
+    from dataclasses import replace
+
+    doctor = _doctor({"fp32": 100e9, "bf16": 400e9})
+    assert doctor.gpu_peak_bytes is None and "- GPU:" not in doctor_markdown(doctor)  # the records have none
+    gib = 2**30
+    on_gpu = replace(doctor, gpu_peak_bytes=40 * gib, gpu_steady_bytes=30 * gib, gpu_capacity_bytes=79 * gib)
+    text = doctor_markdown(on_gpu)
+    assert ("- GPU: the allocator's peak 40,960 MiB, held across steps 30,720 MiB, could grow to 80,896 MiB "
+            "(headroom 39,936 MiB)") in text
+    assert DoctorReport.from_dict(on_gpu.to_dict()) == on_gpu
+
+
 def test_the_doctor_reports_an_impossible_mfu_as_a_defect() -> None:
     doctor = _doctor({"fp32": 10e9, "bf16": 40e9})  # 30 GFLOP/s achieved against a 10 GFLOP/s "peak"
     assert doctor.mfu is None and doctor.mfu_defect and "exceeds the measured fp32 peak" in doctor.mfu_defect

@@ -21,7 +21,7 @@ from infrarsi.loss_band import LossBand, calibrate_band
 from infrarsi.mfu import compute_dtype, datasheet_peaks, six_n_flops
 from infrarsi.mfu import mfu as mfu_of
 from infrarsi.stats import minimum_detectable_effect, noise_profile, repeats_for_effect
-from infrarsi.trial import Outcome, TrialRecord
+from infrarsi.trial import Outcome, TrialRecord, median_bytes
 
 PHASES = ("data", "forward", "backward", "optimizer", "communication")
 PHASE_TOLERANCE = 0.15  # the phases must account for the step time within this fraction
@@ -225,7 +225,7 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
 
     phases, source, error = _phases(good, median, profiled_phases)
     peak_mem = int(statistics.median(r.metrics.peak_mem_bytes or 0 for r in good))
-    gpu = {name: _median_of(good, name) for name in ("device_peak_mem_bytes", "device_steady_mem_bytes",
+    gpu = {name: median_bytes(good, name) for name in ("device_peak_mem_bytes", "device_steady_mem_bytes",
                                                      "device_capacity_bytes")}
     dtype = baseline_dtype(contract)
     if work is not None and work.reports and work.reports[0].matmul_dtypes:
@@ -255,12 +255,6 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
         datasheet_peak_flops=dict(sheet[1]) if sheet else None, datasheet_model=sheet[0] if sheet else None,
         mfu_datasheet=on_sheet.value if on_sheet else None, gpu_peak_bytes=gpu["device_peak_mem_bytes"],
         gpu_steady_bytes=gpu["device_steady_mem_bytes"], gpu_capacity_bytes=gpu["device_capacity_bytes"])
-
-
-def _median_of(records: Sequence[TrialRecord], name: str) -> int | None:
-    """The median of a ``TrialMetrics`` byte figure over the records that have it."""
-    values = [v for r in records if (v := getattr(r.metrics, name))]
-    return int(statistics.median(values)) if values else None
 
 
 def _phases(good: Sequence[TrialRecord], median: float,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -158,3 +160,10 @@ def upgrade(data: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"trial record has schema {version}, newer than this InfraRSI ({TRIAL_SCHEMA_VERSION})")
     data["schema_version"] = TRIAL_SCHEMA_VERSION
     return data
+
+
+def median_bytes(records: Sequence[TrialRecord], name: str) -> int | None:
+    """The median of a ``TrialMetrics`` byte figure (``peak_mem_bytes``, a ``device_*`` one) over the ``ok``
+    records that have it; None when none has."""
+    values = [v for r in records if r.outcome is Outcome.OK and (v := getattr(r.metrics, name))]
+    return int(statistics.median(values)) if values else None

@@ -23,7 +23,7 @@ from infrarsi.dtype_levers import for_doctor
 from infrarsi.mfu import compute_dtype, mfu
 from infrarsi.patches import PatchSpec
 from infrarsi.run_summary import RunSummary
-from infrarsi.trial import Candidate, Outcome, TrialRecord
+from infrarsi.trial import Candidate, Outcome, TrialRecord, median_bytes
 from infrarsi.verify import TEST, Verdict
 
 REPORT_VERSION = 1
@@ -238,12 +238,6 @@ def _verification(v: Verdict) -> Verification:
                         ci_level=c.ci_level if c else None, test=TEST, speedup=v.speedup,
                         invariants=tuple(Invariant(name=i.name, ok=i.ok, detail=i.detail) for i in v.invariants),
                         pairs=v.pairs, stop=v.stop)
-
-
-def _median_peak(records: Sequence[TrialRecord], field_name: str = "peak_mem_bytes") -> int | None:
-    """The median of a memory figure (the host's peak, or a ``device_*`` one) over the ok trials that have it."""
-    peaks = [v for r in records if r.outcome is Outcome.OK and (v := getattr(r.metrics, field_name))]
-    return int(statistics.median(peaks)) if peaks else None
 
 
 def _sources(records: Sequence[TrialRecord]) -> tuple[SourceChange, ...]:
@@ -494,11 +488,11 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
         step_time_before_s=before_s, step_time_after_s=after_s, mfu_before=mfu.before, mfu_after=mfu.after,
         mfu_before_dtype=mfu.before_dtype, mfu_after_dtype=mfu.after_dtype if after_s else None,
         mfu_defects=mfu.defects, memory_limit_bytes=doctor.memory_limit_bytes,
-        peak_mem_before_bytes=_median_peak(base_records) or doctor.peak_mem_bytes,
-        peak_mem_after_bytes=_median_peak(cand_records),
-        gpu_peak_before_bytes=_median_peak(base_records, "device_peak_mem_bytes"),
-        gpu_peak_after_bytes=_median_peak(cand_records, "device_peak_mem_bytes"),
-        gpu_capacity_bytes=_median_peak([*base_records, *cand_records], "device_capacity_bytes"),
+        peak_mem_before_bytes=median_bytes(base_records, "peak_mem_bytes") or doctor.peak_mem_bytes,
+        peak_mem_after_bytes=median_bytes(cand_records, "peak_mem_bytes"),
+        gpu_peak_before_bytes=median_bytes(base_records, "device_peak_mem_bytes"),
+        gpu_peak_after_bytes=median_bytes(cand_records, "device_peak_mem_bytes"),
+        gpu_capacity_bytes=median_bytes([*base_records, *cand_records], "device_capacity_bytes"),
         winner=winner.describe() if winner else None, winner_digest=winner.digest() if winner else None,
         winner_knobs=winner_knobs, winner_patches=winner.patches if winner else (),
         winner_commit=facts.winner_commit, winner_branch=facts.winner_branch, diff_link=facts.diff_link,

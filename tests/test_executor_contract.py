@@ -263,9 +263,9 @@ cuda = torch.cuda
 cuda.is_available = lambda: True
 cuda.is_initialized = lambda: True
 cuda.device_count = lambda: 1
-cuda.max_memory_reserved = lambda device=None: now["peak"]
-cuda.memory_reserved = lambda device=None: now["peak"]
-cuda.memory_allocated = lambda device=None: now["held"]
+cuda.memory_stats_as_nested_dict = lambda device=None: {  # the allocator's counters, as torch._C gives them
+    "reserved_bytes": {"all": {"peak": now["peak"], "current": now["peak"]}},
+    "allocated_bytes": {"all": {"current": now["held"], "peak": now["peak"]}}}
 cuda.mem_get_info = lambda device=None: (TOTAL - OTHERS - now["peak"], TOTAL)
 cuda.get_per_process_memory_fraction = lambda device=None: 1.0
 model = torch.nn.Linear(4, 4)

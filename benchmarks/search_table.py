@@ -36,6 +36,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from benchmarks.doc_sections import publish
+from benchmarks.measure_space import recorded_command
 from benchmarks.search import (ALL_METHODS, MIN_EFFECT, REACH, TOP_K, VERIFY_SEED, Row, Truth, _median_reach, _q,
                                _reach_value, score_trials, summary_table, verify_on)
 from benchmarks.search_tuners import play
@@ -186,8 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"[{time.time() - started:6.0f}s] {i}/{len(tasks)} {Path(task[0]).stem} {task[1]} seed {task[2]}: "
                   f"best at {budgets[-1]} {rs[-1].best_fraction:.3f}", file=sys.stderr, flush=True)
     elapsed = time.time() - started
-    command = "OPENBLAS_NUM_THREADS=1 nice -n 19 .venv/bin/python -m benchmarks.search_table " + \
-        " ".join(argv if argv is not None else sys.argv[1:])
+    # as really run (a replay times nothing, so its niceness changes no figure; the line should still be true)
+    command = "OPENBLAS_NUM_THREADS=1 " + recorded_command("benchmarks.search_table", argv)
     text = render(tables, rows, methods, budgets, args.seeds, elapsed, args.jobs, command.strip())
     publish(text, section=SECTION, page=args.out, raw=args.json,
             payload={"command": command, "elapsed_s": elapsed, "tables": [p for p, _ in tables],

@@ -115,11 +115,12 @@ def verify(trials: Sequence[Trial], w: Workload, c: Cluster, seed: int) -> list[
     return verify_on(trials, SimBench(vjob), vjob.sigma_log)
 
 
-def verify_on(trials: Sequence[Trial], vjob: Bench, sigma_log: float) -> list[Verified]:
+def verify_on(trials: Sequence[Trial], vjob: Bench, sigma_log: float, max_pairs: int | None = None) -> list[Verified]:
     """:func:`verify` on any job: ``vjob`` runs the reruns (fresh noise), ``sigma_log`` (the job's
-    run-to-run sd of log step time) sizes the number of pairs as the doctor does."""
+    run-to-run sd of log step time) sizes the number of pairs as the doctor does, at most ``max_pairs``."""
     default = vjob.default()
-    pairs = repeats_for_effect(sigma_log, TARGET_EFFECT, ALPHA, 0.8, min_effect=MIN_EFFECT, n_max=MAX_PAIRS)
+    pairs = repeats_for_effect(sigma_log, TARGET_EFFECT, ALPHA, 0.8, min_effect=MIN_EFFECT,
+                               n_max=min(MAX_PAIRS, max_pairs or MAX_PAIRS))
     out = []
     for config in ranked_configs(trials, exclude=default)[:TOP_K]:
         base, cand = [], []

@@ -8,19 +8,19 @@ the calls, so that what is checked is which calls reach it."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 
-from benchmarks.search_live import Journal, live_method, replay_band
+from benchmarks.search_live import Journal, live_method, main, replay_band
 from benchmarks.search_table import replay
 from benchmarks.space_table import TableBench, TableError
 from tests.test_search_table import _table
 
 
-def _runner(calls: list[dict]):
-    bench = TableBench(_table(), seed=3)
+def _runner(calls: list[dict], table=None):
+    bench = TableBench(table or _table(), seed=3)
 
     def run(config):
         calls.append(dict(config))
@@ -43,6 +43,26 @@ def test_a_killed_live_run_resumes_from_its_journal_without_repeating_a_trial(tm
     rest: list[dict] = []
     row3, _ = live_method(table, "greedy", 6, 0, _runner(rest), Journal.open(path), lambda _: None)
     assert len(rest) == len(first) - 3 and row3.best_fraction == row.best_fraction
+
+
+def test_verification_pairs_can_be_capped_and_the_cap_is_checked(tmp_path: Path, capsys) -> None:
+    # live reruns are real trials: --max-pairs caps each verified candidate's pairs (best found is unchanged)
+    noisy = _table()
+    for runs in noisy.runs.values():  # 20% run-to-run noise: the replay's rule asks for more than 4 pairs
+        for i, r in enumerate(runs):
+            if r.step_time_s:
+                runs[i] = replace(r, step_time_s=r.step_time_s * (0.8, 1.0, 1.25)[i])
+    full: list[dict] = []
+    row, _ = live_method(noisy, "random", 6, 0, _runner(full, noisy), Journal.open(tmp_path / "a.jsonl"),
+                         lambda _: None)
+    capped: list[dict] = []
+    row4, _ = live_method(noisy, "random", 6, 0, _runner(capped, noisy), Journal.open(tmp_path / "b.jsonl"),
+                          lambda _: None, max_pairs=4)
+    assert len(capped) < len(full) and row4.best_fraction == row.best_fraction
+    assert len(capped) <= 6 + 3 * 4 * 2
+    with pytest.raises(SystemExit):
+        main(["t.json", "--max-pairs", "2"])
+    assert "--max-pairs: between 4" in capsys.readouterr().err
 
 
 def test_a_journal_from_another_run_is_refused_by_name(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.search_live import Journal, live_method, main, replay_band
+from benchmarks.search_live import Journal, live_method, main, replay_band, replay_median
 from benchmarks.search_table import replay
 from benchmarks.space_table import TableBench, TableError
 from tests.test_search_table import _table
@@ -84,6 +84,7 @@ def test_the_band_is_the_replay_p10_to_p90_of_the_same_method_and_budget() -> No
     band = replay_band(rows, "synthetic", "random", 4)
     best = sorted(r["best_fraction"] for r in rows)
     assert band is not None and best[0] <= band[0] <= band[1] <= best[-1]
+    assert band[0] <= replay_median(rows, "synthetic", "random", 4) <= band[1]
     assert replay_band(rows, "synthetic", "greedy", 4) is None
 
 

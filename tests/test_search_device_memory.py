@@ -81,13 +81,15 @@ def test_a_trial_the_bot_killed_at_the_host_limit_tells_the_device_model_nothing
     assert source.reading(_trial(2, 1)) == (device_peak(2), False)
 
 
-def test_the_devices_limit_is_the_reported_capacity_else_the_doctors_gpu_memory_else_the_hosts_limit() -> None:
+def test_the_devices_limit_is_the_reported_capacity_else_the_doctors_gpu_memory_else_the_host_model_stays() -> None:
     assert memory_source([], host_limit=HOST_LIMIT, device_limit=80 * GiB) == MemorySource(kind="host",
                                                                                           limit=HOST_LIMIT)
     unreported = TrialRecord(run_id="r", trial_no=0, candidate=Candidate.of({"micro_batch": 1}), outcome=Outcome.OK,
                              metrics=TrialMetrics(step_time_s=1.0, peak_mem_bytes=int(6 * GiB),
                                                   device_peak_mem_bytes=int(38 * GiB)), cost_s=1.0)
     assert memory_source([unreported], host_limit=HOST_LIMIT, device_limit=80 * GiB).limit == 80 * GiB
+    # neither a reported capacity nor the doctor's GPU: the host's model, not device peaks against no limit
+    assert memory_source([unreported], host_limit=HOST_LIMIT) == MemorySource(kind="host", limit=HOST_LIMIT)
     engine = SearchEngine(SPACE, PRIORS, memory_limit=HOST_LIMIT, device_memory_limit=80 * GiB)
     assert engine.models.memory_limit == HOST_LIMIT  # nothing has run yet
     engine.observe([unreported])

@@ -81,12 +81,16 @@ def on_device(record: TrialRecord) -> bool:
 
 def memory_source(records: Sequence[TrialRecord], *, host_limit: float | None,
                   device_limit: float | None = None) -> MemorySource:
-    """The device's memory when any record has a GPU reading, else the host's.
+    """The device's memory when any record has a GPU reading and the device's size is known, else the host's.
 
     The device's limit is the median capacity the trials reported (the device less what the CUDA context and
-    other processes hold), else ``device_limit`` (the doctor's ``gpu_memory_bytes``)."""
+    other processes hold), else ``device_limit`` (the doctor's ``gpu_memory_bytes``). Without either (a job's own
+    ``probe.memory`` on a machine the doctor found no GPU on) the host's model stays: device peaks against no
+    limit would call every candidate safe."""
     if not any(on_device(r) for r in records):
         return MemorySource(kind="host", limit=host_limit)
     capacities = [r.metrics.device_capacity_bytes for r in records if r.metrics.device_capacity_bytes]
     limit = float(np.median(capacities)) if capacities else device_limit
+    if limit is None:
+        return MemorySource(kind="host", limit=host_limit)
     return MemorySource(kind="device", limit=limit)

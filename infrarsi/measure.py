@@ -18,6 +18,7 @@ time at all; the doctor, which needs one, says so.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Sequence
 
@@ -153,6 +154,31 @@ def _int_info(execution: Execution, key: str) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+_TRACEBACK = "Traceback (most recent call last):"
+# torch's distributed error handler prefixes every line a rank prints for an uncaught exception
+_RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s?")
+
+
+def error_line(tail: str) -> str:
+    """What went wrong, from a crashed process's stderr: the exception its last Python traceback ended in.
+
+    The last line is not always the error: a process can print its traceback and then die in teardown
+    (a native thread still running at exit aborts with "terminate called without an active exception"),
+    so the exception is kept and what came after it follows in brackets."""
+    lines = [_RANK_PREFIX.sub("", line).rstrip() for line in tail.splitlines()]
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        return "no stderr"
+    start = max((i for i, line in enumerate(lines) if line.strip() == _TRACEBACK), default=None)
+    if start is None:
+        return lines[-1]
+    # the exception is the first unindented line after the frames (3.11's carets are indented too)
+    at = next((i for i in range(start + 1, len(lines)) if not lines[i][0].isspace()), None)
+    if at is None or at == len(lines) - 1:
+        return lines[-1]
+    return f"{lines[at]} (then: {lines[-1]})"
+
+
 def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measured: int,
              tokens_per_step: int, steps_per_line: int = 1) -> tuple[Outcome, str]:
     """The outcome of a finished execution and the reason a person would want to read."""
@@ -171,7 +197,7 @@ def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measur
         how = ("no exit status" if execution.returncode is None
                else f"killed by signal {-execution.returncode}" if execution.returncode < 0
                else f"exit status {execution.returncode}")
-        last = tail.splitlines()[-1][:300] if tail else "no stderr"
+        last = error_line(tail)[:300]
         rank = f" on rank {execution.failed_rank}" if execution.failed_rank is not None else ""
         return Outcome.CRASH, f"{how}{rank}: {last}"
     if execution.witness_error is not None:

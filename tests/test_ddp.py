@@ -162,7 +162,10 @@ def test_a_failing_rank_ends_the_whole_trial_and_leaves_nothing(tmp_path: Path, 
     if failure == "crash":
         assert outcome is Outcome.CRASH, reason
         assert ex.failed_rank == 1
-        assert reason.startswith("exit status 1 on rank 1: ") and "lost its gradients" in reason
+        # torch's gloo threads can abort the rank's interpreter in teardown after its traceback (signal 6);
+        # either way the reason names the job's own error
+        assert re.match(r"(exit status 1|killed by signal 6) on rank 1: RuntimeError: rank 1 lost its gradients",
+                        reason), reason
     else:
         assert outcome is Outcome.TIMEOUT, reason
         assert time.monotonic() - start < 30 + 30

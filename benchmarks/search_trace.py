@@ -39,10 +39,11 @@ class _Watch:
             watch.engine = engine
             for r in records:
                 m = engine.models
-                x = m.design([engine.space.complete(r.candidate)])
+                cand = engine.space.complete(r.candidate)
+                x = m.design([cand])
                 mu, _ = m.memory.predict(x)
                 watch.beliefs.append({"prob_fits": float(m.memory.prob_fits(x, engine.models.memory_limit)[0]),
-                                      "prob_ok": float(m.feasibility.prob_ok(x)[0]),
+                                      "prob_ok": float(m.prob_ok([cand], x)[0]),
                                       "peak_gib": math.exp(float(mu[0])) / GIB})
             watch._original(engine, records)
 

@@ -144,7 +144,7 @@ def score(models: Models, candidates: Sequence[Candidate], incumbent: Incumbent)
     """Scores of ``candidates`` (log space) and the predictions behind them."""
     x = models.design(candidates)
     pf = models.memory.prob_fits(x, models.memory_limit)
-    pok = models.feasibility.prob_ok(x)
+    pok = models.prob_ok(candidates, x)
     log_ei = _time_ei(models.time, x, models.design([incumbent.candidate])[0], incumbent)
     mu, var = models.time.predict(x)
     with np.errstate(divide="ignore"):
@@ -246,7 +246,7 @@ def propose_batch(models: Models, q: int, rng: np.random.Generator, *, tried: Co
     cands = [e[0] for e in entries]
     x = models.design(cands)
     pf = models.memory.prob_fits(x, models.memory_limit)
-    pok = models.feasibility.prob_ok(x)
+    pok = models.prob_ok(cands, x)
     with np.errstate(divide="ignore"):
         log_feas = np.log(pf) + np.log(pok)
         # expected cost in ok trials: an OOM costs oom_cost_ratio of them (module docstring)

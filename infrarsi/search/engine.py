@@ -152,7 +152,8 @@ class SearchEngine:
         keep = [p for p in rest if p.candidate.digest() not in tried]
         if keep:
             x = self._models.design([p.candidate for p in keep])
-            feasible = self._models.memory.prob_fits(x, self._models.memory_limit) * self._models.feasibility.prob_ok(x)
+            feasible = (self._models.memory.prob_fits(x, self._models.memory_limit)
+                        * self._models.prob_ok([p.candidate for p in keep], x))
             keep = [p for p, f in zip(keep, feasible) if f >= min_feasible]
         missing = len(rest) - len(keep)
         if missing <= 0:

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from infrarsi.search.crash_suspects import CrashSuspects
 from infrarsi.search.feasibility import FeasibilityPosterior, fit_feasibility
 from infrarsi.search.features import FeatureMap, Priors
 from infrarsi.search.memory_model import MemoryPosterior, fit_memory
@@ -66,6 +67,7 @@ class Models:
     feasibility: FeasibilityPosterior
     memory_limit: float | None
     oom_cost_ratio: float = 1.0  # device-seconds of an OOM over those of an ok trial, as recorded (at least 1)
+    crash_suspects: CrashSuspects = field(default_factory=lambda: CrashSuspects.fit((), ()))
 
     def design(self, candidates: Sequence[Candidate]) -> np.ndarray:
         return self.features.expand(self.space.encode_many(candidates)) if candidates else \
@@ -80,8 +82,11 @@ class Models:
         """P(peak < limit), the engine's memory limit unless another is given."""
         return self.memory.prob_fits(self.design(candidates), limit if limit is not None else self.memory_limit)
 
-    def prob_ok(self, candidates: Sequence[Candidate]) -> np.ndarray:
-        return self.feasibility.prob_ok(self.design(candidates))
+    def prob_ok(self, candidates: Sequence[Candidate], x: np.ndarray | None = None) -> np.ndarray:
+        """P(runs): the logistic crash model's, times the chance of holding no failed trial's
+        suspect setting or pair (:mod:`.crash_suspects`). ``x``: the candidates' design rows, if at hand."""
+        x = self.design(candidates) if x is None else x
+        return self.feasibility.prob_ok(x) * (1.0 - self.crash_suspects.prob_fail(candidates))
 
 
 def in_domain(space: SearchSpace, candidate: Candidate) -> bool:
@@ -139,6 +144,8 @@ def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records
     t_x, t_y, m_x, m_y, m_c, f_x, f_y = [], [], [], [], [], [], []
     ok_cost: list[float] = []
     oom_cost: list[float] = []
+    ran: list[Candidate] = []
+    failed: list[Candidate] = []
     for r in sorted(records, key=lambda r: (r.run_id, r.trial_no)):
         cand = space.complete(r.candidate)
         if r.outcome in (Outcome.REJECTED, Outcome.INTERRUPTED) or not in_domain(space, cand):
@@ -158,6 +165,7 @@ def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records
         if r.outcome in RAN or r.outcome in FAILED:
             f_x.append(z)
             f_y.append(1.0 if r.outcome in FAILED else 0.0)
+            (failed if r.outcome in FAILED else ran).append(cand)
 
     def design(rows: list[np.ndarray]) -> np.ndarray:
         return features.expand(np.vstack(rows)) if rows else np.zeros((0, len(names)))
@@ -196,4 +204,5 @@ def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records
                            level_sd=priors.crash_sd)
     ratio = float(np.median(oom_cost) / np.median(ok_cost)) if ok_cost and oom_cost else 1.0
     return Models(space=space, features=features, time=time, memory=memory, feasibility=feas,
-                  memory_limit=memory_limit, oom_cost_ratio=max(ratio, 1.0))
+                  memory_limit=memory_limit, oom_cost_ratio=max(ratio, 1.0),
+                  crash_suspects=CrashSuspects.fit(ran, failed))

@@ -35,7 +35,7 @@ from infrarsi.run_summary import RunSummary, SearchTrial
 from infrarsi.search.acquisition import Proposal
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial import Candidate, Outcome, TrialRecord
+from infrarsi.trial import Candidate, Outcome, TrialRecord, median_bytes
 from infrarsi.patches import PatchSpec
 from infrarsi.verify import Verdict, VerdictKind, trial_invariants
 
@@ -409,13 +409,29 @@ def bank_seeds(bank: Bank, contract: Contract, doctor: DoctorReport, top: int = 
     return as_pairs(bank.similar(hardware, workload, top=top))
 
 
+def memory_ratio(records: Sequence[TrialRecord], candidate: Candidate, *, baseline_peak: int | None,
+                 baseline_gpu_peak: int | None) -> float | None:
+    """The candidate's median peak over the baseline's (the doctor's figures): the GPU's where both have it
+    (the memory that runs out there), else the host's; None without an ok trial of the candidate."""
+    mine = [r for r in records if r.candidate.digest() == candidate.digest()]
+    for name, base in (("device_peak_mem_bytes", baseline_gpu_peak), ("peak_mem_bytes", baseline_peak)):
+        peak = median_bytes(mine, name)
+        if peak and base:
+            return peak / base
+    return None
+
+
 def remember(bank: Bank, result: RunResult, contract: Contract) -> int:
     """Store the run's verdicts and failed trials as findings; returns how many were new."""
     hardware, workload = fingerprints(contract, result.doctor)
     repo = contract.root.name
     findings = [Finding(hardware=hardware, workload=workload, candidate=v.candidate,
                         effect=BankEffect.from_speedup(v.speedup, v.comparison.ci_low if v.comparison else None,
-                                                       v.comparison.ci_high if v.comparison else None),
+                                                       v.comparison.ci_high if v.comparison else None,
+                                                       memory_ratio=memory_ratio(
+                                                           result.search, v.candidate,
+                                                           baseline_peak=result.doctor.peak_mem_bytes,
+                                                           baseline_gpu_peak=result.doctor.gpu_peak_bytes)),
                         outcome=FindingOutcome(v.kind.value), run_id=result.run_id, repo=repo)
                 for v in result.verdicts]
     for r in result.search:

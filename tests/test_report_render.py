@@ -182,3 +182,10 @@ def test_each_hunk_is_listed_under_its_own_patch_with_its_author_and_long_source
         assert "LLM proposer (claude-sonnet-4-5): 2 request(s) sent; 9000 tokens, $0.0500." in text
         assert "| `llm_lr_3` | harness.py::lr_at | rejected | outside the editable scope" in text
         assert max(len(line) for line in text.splitlines()) < 400, "no repr line"
+
+
+def test_what_the_search_blamed_its_failures_on_is_listed_under_them() -> None:
+    body = render_pr_body(_report(crash_suspects=(("vpp=4", 3, 1.5), ("pp=2 + vpp=4", 2, 0.4))))
+    assert ("The search blamed its failed trials on settings that never ran elsewhere, and avoided them: "
+            "`vpp=4` (1.5 of 3 failed trials), `pp=2 + vpp=4` (0.4 of 2 failed trials).") in body
+    assert "blamed" not in render_pr_body(_report())

@@ -84,3 +84,15 @@ def test_the_engine_reads_the_suspects_in_its_chance_to_run() -> None:
     assert fine == pytest.approx(logistic[1]) and fine > 0.6  # nothing of it is suspect
     picks = engine.next_batch(3)
     assert all(p.candidate.knob_dict()["vpp"] != 4 for p in picks[:2])
+
+
+def test_the_run_reports_what_its_failures_are_blamed_on() -> None:
+    history = [_record(1, c(), Outcome.OK), _record(2, c(pp=2, tp=2), Outcome.OK),
+               _record(3, c(pp=2, vpp=4), Outcome.CRASH), _record(4, c(pp=4, vpp=4, tp=2), Outcome.CRASH)]
+    engine = SearchEngine(_space(), Priors(), memory_limit=2.0**34, seed=0)
+    engine.observe(history)
+    rows = engine.posterior_report().to_dict()["crash_suspects"]
+    # vpp=4 is the first failure's only single suspect (half its mass) and shares the second's with pp=4
+    assert rows[0] == {"setting": "vpp=4", "failures": 2, "blame": pytest.approx(0.75)}
+    assert rows[1] == {"setting": "pp=4", "failures": 1, "blame": pytest.approx(0.25)}
+    assert all(r["blame"] <= r["failures"] for r in rows) and len(rows) == 5

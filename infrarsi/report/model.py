@@ -169,6 +169,8 @@ class Report:
     total_cost_s: float = 0.0
     oom: tuple[TrialRow, ...] = ()
     calibration: tuple[CalibrationRow, ...] = ()
+    # what the search blamed its failed trials on (infrarsi.search.crash_suspects): (setting, failures, blame)
+    crash_suspects: tuple[tuple[str, int, float], ...] = ()
     reproduce: dict[str, str] = field(default_factory=dict)
     llm: dict[str, Any] | None = None
     notes: tuple[str, ...] = ()
@@ -344,6 +346,11 @@ def _is_main(feature: str, names: set[str]) -> bool:
     return not any(ch == "*" and feature[:i] in names and feature[i + 1:] in names for i, ch in enumerate(feature))
 
 
+def _crash_suspects(posterior: Mapping[str, Any] | None) -> tuple[tuple[str, int, float], ...]:
+    rows = (posterior or {}).get("crash_suspects") or ()
+    return tuple((str(r["setting"]), int(r["failures"]), float(r["blame"])) for r in rows)
+
+
 def _calibration(posterior: Mapping[str, Any] | None, winner: Candidate | None,
                  knobs: Sequence[Knob] = ()) -> tuple[CalibrationRow, ...]:
     """Main effects first (the winner's, then the most revised), then the interaction and curvature terms whose
@@ -499,5 +506,6 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
         knob_changes=changes, patches=patches, verification=verification if promoted else None,
         other_verdicts=others, trials=rows, failed_cost_s=sum(r.cost_s for r in failed),
         total_cost_s=sum(r.cost_s for r in rows), oom=tuple(r for r in rows if r.outcome == Outcome.OOM.value),
-        calibration=_calibration(run.posterior, winner, knobs), reproduce=reproduce,
+        calibration=_calibration(run.posterior, winner, knobs), crash_suspects=_crash_suspects(run.posterior),
+        reproduce=reproduce,
         llm=dict(run.llm) if run.llm else None, notes=tuple(notes))

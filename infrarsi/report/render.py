@@ -222,6 +222,10 @@ def _failed(r: Report, limit: int | None, full: str | None) -> list[str]:
                        + (f": {full}" if full else "") + " | |")
     out += ["", f"Total cost of failure: **{r.failed_cost_s:.1f} device-seconds** of {r.total_cost_s:.1f} spent "
                 f"on {len(r.trials)} trials."]
+    if r.crash_suspects:
+        out.append("The search blamed its failed trials on settings that never ran elsewhere, and avoided them: "
+                   + ", ".join(f"`{_cell(setting)}` ({blame:.1f} of {failures} failed trial{'s' * (failures != 1)})"
+                               for setting, failures, blame in r.crash_suspects) + ".")
     if r.oom:
         listed = r.oom if limit is None else r.oom[:limit]
         more = f", and {len(r.oom) - len(listed)} more in the full report" if len(listed) < len(r.oom) else ""

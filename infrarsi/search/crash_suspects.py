@@ -117,3 +117,32 @@ class CrashSuspects:
         pairs = (held @ self.pair.transpose(1, 0, 2).reshape(n, k * n)).reshape(len(candidates), k, n)
         share = held @ self.single + (pairs * held[:, None, :]).sum(axis=2)
         return 1.0 - np.prod(1.0 - MAX_BLAME * np.minimum(share, 1.0), axis=1)
+
+    def summary(self, limit: int = 5) -> tuple[SuspectRow, ...]:
+        """The suspects carrying the most blame, summed over failures: what a reader of the run wants to
+        know about its failures (``vpp=4``: 2.0 of 3 failures)."""
+        names = {i: f for f, i in self.vocabulary.items()}
+        rows = [SuspectRow(setting=describe((names[a],)), failures=int(np.count_nonzero(self.single[a])),
+                           blame=float(self.single[a].sum())) for a in range(len(names)) if self.single[a].any()]
+        for a in range(len(names)):
+            for z in range(a + 1, len(names)):
+                shares = 2 * self.pair[:, a, z]
+                if shares.any():
+                    rows.append(SuspectRow(setting=describe((names[a], names[z])),
+                                           failures=int(np.count_nonzero(shares)), blame=float(shares.sum())))
+        rows.sort(key=lambda r: (-r.blame, r.setting))
+        return tuple(rows[:limit])
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SuspectRow:
+    setting: str  # ``vpp=4``, ``pp=2 + vpp=4``, ``+fused_adamw``
+    failures: int  # failed trials it is a suspect of
+    blame: float  # its share of them, summed (at most ``failures``)
+
+
+def describe(interaction: Interaction) -> str:
+    def one(f: Factor) -> str:
+        kind, _, name = f[0].partition(":")
+        return f"+{name}" if kind == "patch" else f"{name}={f[1]}"
+    return " + ".join(one(f) for f in interaction)

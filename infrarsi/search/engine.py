@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from infrarsi.search.acquisition import Incumbent, Proposal, StopAdvice, expected_remaining_improvement, propose_batch
+from infrarsi.search.crash_suspects import SuspectRow
 from infrarsi.search.features import EffectRow, FeatureMap, Priors, build_features
 from infrarsi.search.memory_model import MemoryPrice
 from infrarsi.search.models import Models, fit_models, in_domain
@@ -51,10 +52,12 @@ class PosteriorReport:
     baseline_step_time_s: float
     baseline_peak_bytes: float
     counts: Mapping[str, int]
+    #: what the failed trials are blamed on (:mod:`.crash_suspects`), most blamed first
+    crash_suspects: tuple[SuspectRow, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
-        for key in ("time_effects", "memory_effects", "memory_prices", "crash_effects"):
+        for key in ("time_effects", "memory_effects", "memory_prices", "crash_effects", "crash_suspects"):
             data[key] = [asdict(row) for row in data[key]]
         data["counts"] = dict(self.counts)
         return data
@@ -206,6 +209,7 @@ class SearchEngine:
         return PosteriorReport(
             time_effects=tuple(m.time.effects()), memory_effects=tuple(m.memory.effects()),
             memory_prices=tuple(m.memory.prices()), crash_effects=tuple(m.feasibility.effects()),
+            crash_suspects=m.crash_suspects.summary(),
             time_sigma=m.time.sigma, memory_sigma=m.memory.sigma,
             baseline_step_time_s=math.exp(baseline_log_time), baseline_peak_bytes=m.memory.baseline_bytes,
             counts={o.value: counts.get(o.value, 0) for o in Outcome})

@@ -20,12 +20,17 @@ the section "Live confirmation" of ``docs/BENCHMARKS.md`` and the rows to
 a trial, seven methods at budget 20 take two to three hours on two cores. Verification reruns are most of it
 where the table is noisy (3 candidates x up to 12 pairs x 2 runs per method); ``--max-pairs 4`` caps them
 (best found, the figure compared with the replay, does not depend on verification).
+
+The section ends with how this machine's step times compare with the table's on the configurations both ran
+(:func:`drift`): a machine that runs some settings faster than on the day the table was measured changes what
+a method measures fastest, which no replay band allows for.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -161,8 +166,37 @@ def live_method(table: Table, method: str, budget: int, seed: int, runner: Runne
     return row, time.time() - started
 
 
+def drift(table: Table, journal: Journal, *, shown: int = 3, least: int = 5) -> str:
+    """How this machine's live step times compare with the table's, on the configurations both ran ok: the median
+    ratio, its spread against the table's own noise, and the settings whose ratio strays furthest from it.
+
+    The table is the truth the live runs are scored by; a machine that runs some settings faster today than the
+    day the table was measured (a neighbour's memory traffic, another host of the same CPU family) moves the
+    ranking, and with it what a method measures fastest."""
+    logs: dict[str, list[float]] = {}
+    every: list[float] = []
+    for config_key, run in journal.done.values():
+        runs = [r.step_time_s for r in table.runs.get(config_key, []) if r.outcome == "ok" and r.step_time_s]
+        if run.outcome != "ok" or not run.step_time_s or not runs:
+            continue
+        ratio = math.log(run.step_time_s / statistics.median(runs))
+        every.append(ratio)
+        for name, value in config_key:
+            if value is not False:
+                logs.setdefault(f"{name}={value}" if value is not True else f"+{name}", []).append(ratio)
+    if len(every) < 2:
+        return ""
+    centre = statistics.median(every)
+    strays = sorted(((statistics.median(v), k, len(v)) for k, v in logs.items() if len(v) >= least),
+                    key=lambda t: -abs(t[0] - centre))[:shown]
+    return (f"Live against the table, over the {len(every)} live trials of configurations the table ran ok: step time "
+            f"{math.exp(centre):.2f}x the table's median (sd of the log ratio {statistics.pstdev(every):.3f}; the "
+            f"table's own noise {sigma_log(table):.3f}); furthest from that: "
+            + ", ".join(f"`{k}` {math.exp(m):.2f}x ({n} trials)" for m, k, n in strays) + ".")
+
+
 def render(table: Table, lives: Sequence[Live], budget: int, command: str, replay_source: str,
-           max_pairs: int | None = None) -> str:
+           max_pairs: int | None = None, drift_line: str = "") -> str:
     how = (f"with at most {max_pairs} interleaved pairs each (the replay sizes them by the table's noise, up to "
            f"{MAX_PAIRS}; the figures compared below do not depend on it)" if max_pairs else "as the replay verifies them")
     lines = [f"""## Live confirmation
@@ -188,6 +222,8 @@ method did live.
         lines.append(f"\n{sum(bool(lv.inside) for lv in scored)} of {len(scored)} methods landed inside the "
                      "replay's p10–p90" + (f"; mean |live − replay median| {statistics.fmean(gaps):.3f}" if gaps else "")
                      + ".")
+    if drift_line:
+        lines.append("\n" + drift_line)
     return "\n".join(lines)
 
 
@@ -236,7 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           replay_median=replay_median(replay, table.label, method, args.budget)))
         say(f"{method}: best found {row.best_fraction:.3f}, replay band {band}")
     command = recorded_command("benchmarks.search_live", argv)
-    text = render(table, lives, args.budget, command.strip(), str(args.replay), args.max_pairs)
+    text = render(table, lives, args.budget, command.strip(), str(args.replay), args.max_pairs,
+                  drift_line=drift(table, journal))
     publish(text, section=SECTION, page=args.out, raw=args.json,
             payload={"command": command, "table": str(args.table),
                      "rows": [{**asdict(lv.row), "band": lv.band, "replay_median": lv.replay_median,

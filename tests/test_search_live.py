@@ -102,3 +102,26 @@ def test_a_live_check_on_another_machine_is_refused_naming_what_differs(tmp_path
     assert err.startswith(f"error: {path}: measured on Elsewhere CPU, 64 cores (avx2 yes, avx512_bf16 no, amx yes), "
                           "this is ") and err.endswith("a live check belongs on the table's machine")
     assert "\n" not in err
+
+
+def test_the_section_says_how_this_machines_times_compare_with_the_tables(tmp_path: Path) -> None:
+    """Seen on 2026-12-05: a second live run two days after the table, on another host of the same CPU kind,
+    ran fp32 configurations at 0.79x the table's times and bf16 at 1.00x; what a method measured fastest moved."""
+    from benchmarks.search_live import drift
+    from benchmarks.space_table import Run
+
+    table = _table()
+    journal = Journal.open(tmp_path / "live.jsonl")
+    for i, (dtype, mb, p) in enumerate([(d, m, p) for d in ("fp32", "bf16") for m in (1, 2) for p in (False, True)]):
+        config = {"dtype": dtype, "micro_batch": mb, "fast_patch": p}
+        base = {"fp32": 1.0, "bf16": 0.6}[dtype] * {1: 1.1, 2: 1.0}[mb] * (0.9 if p else 1.0)
+        today = base * (0.8 if dtype == "fp32" else 1.0)  # fp32 runs faster today
+        for k in range(3):
+            journal.add("m/search", 3 * i + k, config, Run(outcome="ok", step_time_s=today, peak_mem_bytes=2**30,
+                                                            cost_s=1.0, round=-1))
+    journal.add("m/search", 99, {"dtype": "fp32", "micro_batch": 4, "fast_patch": False},  # an OOM: not compared
+                Run(outcome="oom", step_time_s=None, peak_mem_bytes=3 * 2**30, censored=True, cost_s=1.0, round=-1))
+    line = drift(table, journal)
+    assert line.startswith("Live against the table, over the 24 live trials of configurations the table ran ok")
+    assert "furthest from that: `dtype=fp32` 0.80x (12 trials), `dtype=bf16` 1.00x (12 trials)" in line
+    assert drift(table, Journal.open(tmp_path / "empty.jsonl")) == ""

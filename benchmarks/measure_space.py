@@ -85,7 +85,7 @@ from typing import Any
 
 from benchmarks.fixture_search import REPO_ROOT, infrarsi, make_repo
 from benchmarks.search_tuners import key
-from benchmarks.space_table import SUPPLEMENT, Run, Table, config_candidate, load, save, to_json
+from benchmarks.space_table import SUPPLEMENT, Run, Table, compared_keys, config_candidate, load, save, to_json
 from infrarsi.contract import load_contract
 from infrarsi.contract.load import parse_memory
 from infrarsi.sim.knobs import Value
@@ -148,11 +148,15 @@ def design_for(fixture: str, machine: Mapping[str, Any]) -> dict[str, Any]:
 
 def machine_fingerprint() -> dict[str, Any]:
     """CPU model, the flags that decide bf16 speed, cores, torch: what a table's figures depend on."""
-    cpu, flags = platform.processor() or "unknown", set()
+    cpu, flags, generation = platform.processor() or "unknown", set(), None
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
         if m := re.search(r"^model name\s*:\s*(.+)$", text, re.M):
             cpu = m.group(1).strip()
+        # a virtual machine's model name can be just "AMD EPYC"; family and model tell the generation apart
+        family, model = (re.search(rf"^{f}\s*:\s*(\d+)$", text, re.M) for f in ("cpu family", "model"))
+        if family and model:
+            generation = f"{family.group(1)}/{model.group(1)}"
         if m := re.search(r"^flags\s*:\s*(.+)$", text, re.M):
             flags = set(m.group(1).split())
     except OSError:
@@ -161,7 +165,7 @@ def machine_fingerprint() -> dict[str, Any]:
         torch = metadata.version("torch")
     except metadata.PackageNotFoundError:
         torch = "absent"
-    return {"cpu": cpu, "flags": {"avx2": "avx2" in flags, "avx512_bf16": "avx512_bf16" in flags,
+    return {"cpu": cpu, "cpu_family_model": generation, "flags": {"avx2": "avx2" in flags, "avx512_bf16": "avx512_bf16" in flags,
                                   "amx": bool({"amx_bf16", "amx_tile"} & flags)},
             "cores": os.cpu_count(), "torch": torch, "python": platform.python_version(),
             "platform": platform.platform()}
@@ -311,7 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         same = [(to_json(t)["knobs"], [p.id for p in t.patches], t.memory_limit_bytes) for t in (table, fresh)]
         if same[0] != same[1]:
             raise SystemExit(f"{out}: measured a different space or memory limit; use another --out")
-        was, now = ({k: m.get(k) for k in ("cpu", "flags", "cores", "torch")} for m in (table.machine, fresh.machine))
+        keys = compared_keys(table.machine, ("cpu", "flags", "cores", "torch"))
+        was, now = ({k: m.get(k) for k in keys} for m in (table.machine, fresh.machine))
         if was != now:  # one table, one machine: its repeats are that machine's noise, its optimum that machine's
             raise SystemExit(f"{out}: measured on {was}, this machine is {now}; resume it there, or use another "
                              "--out")

@@ -45,8 +45,8 @@ from benchmarks.measure_space import design_for, fixture_repo, machine_fingerpri
 from benchmarks.search import ALL_METHODS, ALPHA, MAX_PAIRS, Row, Truth, _q, score_trials, verify_on
 from benchmarks.search_table import METHODS, check_complete
 from benchmarks.search_tuners import key, play
-from benchmarks.space_table import (Run, Table, TableError, TableSpace, config_candidate, load, machine_text, optimum,
-                                    sigma_log, true_time)
+from benchmarks.space_table import (Run, Table, TableError, TableSpace, compared_keys, config_candidate, load,
+                                    machine_text, optimum, sigma_log, true_time)
 from infrarsi.sim.knobs import Value
 from infrarsi.stats.power import min_repeats
 
@@ -250,7 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         table = load(args.table)
         check_complete(table, str(args.table))
         here = machine_fingerprint()
-        if {k: table.machine.get(k) for k in ("cpu", "flags", "cores")} != {k: here.get(k) for k in ("cpu", "flags", "cores")}:
+        compared = compared_keys(table.machine)
+        if {k: table.machine.get(k) for k in compared} != {k: here.get(k) for k in compared}:
             raise TableError(f"{args.table}: measured on {machine_text(table.machine)}, this is "
                              f"{machine_text(here)}; a live check belongs on the table's machine")
         replay = json.loads(args.replay.read_text(encoding="utf-8"))["rows"] if args.replay.exists() else []

@@ -313,10 +313,17 @@ class TableBench(TableSpace):
         return run
 
 
+def compared_keys(recorded: Mapping[str, Any], base: tuple[str, ...] = ("cpu", "flags", "cores")) -> tuple[str, ...]:
+    """What a table's machine and this one are compared on: ``base``, and the CPU generation where the table
+    recorded it (tables measured before 2026-12-05 did not)."""
+    return base + (("cpu_family_model",) if recorded.get("cpu_family_model") else ())
+
+
 def machine_text(machine: Mapping[str, Any]) -> str:
     """A fingerprint in words: CPU, cores and the flags that decide bf16 speed."""
     flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in (machine.get("flags") or {}).items())
-    return f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores ({flags})"
+    generation = f" family/model {machine['cpu_family_model']}" if machine.get("cpu_family_model") else ""
+    return f"{machine.get('cpu', '?')}{generation}, {machine.get('cores', '?')} cores ({flags})"
 
 
 #: The table key of a steady-memory supplement (``measure_space --steady-supplement``).

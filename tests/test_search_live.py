@@ -125,3 +125,19 @@ def test_the_section_says_how_this_machines_times_compare_with_the_tables(tmp_pa
     assert line.startswith("Live against the table, over the 24 live trials of configurations the table ran ok")
     assert "furthest from that: `dtype=fp32` 0.80x (12 trials), `dtype=bf16` 1.00x (12 trials)" in line
     assert drift(table, Journal.open(tmp_path / "empty.jsonl")) == ""
+
+
+def test_a_table_that_recorded_its_cpu_generation_is_checked_against_this_ones(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.measure_space import machine_fingerprint
+    from benchmarks.search_live import main
+    from benchmarks.space_table import save
+
+    here = machine_fingerprint()
+    table = _table()
+    table.machine = {**here, "cpu_family_model": "1/2"}
+    path = tmp_path / "t.json"
+    save(table, path)
+    assert main([str(path), "--journal", str(tmp_path / "j.jsonl"), "--replay", str(tmp_path / "none.json")]) != 0
+    err = capsys.readouterr().err.strip()
+    assert f"measured on {here['cpu']} family/model 1/2, " in err and "a live check belongs on the table's machine" in err

@@ -37,3 +37,19 @@ def test_the_priors_point_the_way_the_sources_say() -> None:
     assert mem["zero_stage=0"] > mem["zero_stage=1"] > mem["zero_stage=2"] > 1
     assert t["recompute=none"] < t["recompute=selective"] < 1 < mem["recompute=selective"] < mem["recompute=none"]
     assert t["overlap_grad_reduce=True"] < 1
+
+
+def test_a_proposers_table_overrides_effects_and_keeps_the_parts() -> None:
+    """`infrarsi run` lays the proposer's table over the built-in priors; the parts each feature acts on and
+    the per-part priors must survive it, or the two-part time and memory models are silently switched off."""
+    from infrarsi.patches import Effect
+    from infrarsi.seams.proposer import PriorTable
+
+    base = builtin_priors(_space(), world_size=16)
+    assert base.memory_parts and base.time_parts and base.memory_by_part
+    table = PriorTable(effects={"tp": Effect(time_ratio=1.1, time_sigma=0.2, mem_ratio=0.5, mem_sigma=0.3,
+                                                    source="test")})
+    merged = table.to_priors(base)
+    assert merged.memory["tp"] == (math.log(0.5), 0.3) and merged.time["tp"] == (math.log(1.1), 0.2)
+    assert merged.memory_parts == base.memory_parts and merged.time_parts == base.time_parts
+    assert merged.memory_by_part == base.memory_by_part

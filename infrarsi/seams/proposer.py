@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from infrarsi.patches import Effect, PatchSpec
@@ -106,8 +106,9 @@ class PriorTable:
         for name, e in self.effects.items():
             time[name] = (math.log(e.time_ratio), e.time_sigma)
             memory[name] = (math.log(e.mem_ratio), e.mem_sigma)
-        return Priors(time=time, memory=memory, knob_time_sd=base.knob_time_sd,
-                      knob_memory_sd=base.knob_memory_sd)
+        # everything else in ``base`` (which part each feature acts on, per-part priors) is kept: a
+        # proposer states total effects, and dropping the parts would silently switch the models off
+        return replace(base, time=time, memory=memory)
 
     def to_dict(self) -> dict[str, Any]:
         return {"proposer": self.proposer,

@@ -81,7 +81,7 @@ def trial_records(job: SimulatedJob, n: int, seed: int) -> tuple[list[TrialRecor
 def time_step(job: SimulatedJob, records: Sequence[TrialRecord], repeats: int, seed: int) -> Timing:
     """Observe the last record on an engine holding the others, then the stop advice and a proposal."""
     space = engine_space(job)
-    engine = SearchEngine(space, builtin_priors(space), memory_limit=job.cluster.usable_hbm_bytes, seed=seed)
+    engine = SearchEngine(space, builtin_priors(space, job.cluster.world_size), memory_limit=job.cluster.usable_hbm_bytes, seed=seed)
     *before, last = records
     engine.observe(before)
     fit, stop, propose = [], [], []
@@ -112,7 +112,7 @@ def _recosted(record: TrialRecord, r: int) -> TrialRecord:
 def profile(job: SimulatedJob, records: Sequence[TrialRecord], seed: int, top: int = 25) -> str:
     """cProfile of one fit-and-propose, by cumulative time."""
     space = engine_space(job)
-    engine = SearchEngine(space, builtin_priors(space), memory_limit=job.cluster.usable_hbm_bytes, seed=seed)
+    engine = SearchEngine(space, builtin_priors(space, job.cluster.world_size), memory_limit=job.cluster.usable_hbm_bytes, seed=seed)
     *before, last = records
     engine.observe(before)
     prof = cProfile.Profile()

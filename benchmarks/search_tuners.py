@@ -78,6 +78,8 @@ class Bench(Protocol):
     def dimensions(self) -> Sequence[Dimension]: ...
     @property
     def memory_limit(self) -> float | None: ...
+    @property
+    def world_size(self) -> int: ...  # GPUs (processes) a trial runs on, as the contract's launch says
     def default(self) -> Config: ...
     def valid(self, config: Mapping[str, Value]) -> bool: ...
     def run(self, config: Mapping[str, Value]) -> Result: ...
@@ -97,6 +99,10 @@ class SimBench:
     @property
     def memory_limit(self) -> float:
         return self.job.cluster.usable_hbm_bytes
+
+    @property
+    def world_size(self) -> int:
+        return self.job.cluster.world_size
 
     def default(self) -> Config:
         return self.job.space.default()
@@ -257,7 +263,7 @@ def run_engine(session: Session, seed: int, *, bank: Sequence[tuple[Candidate, f
     dims = job.dimensions
     default = job.default()
     space = job.engine_space()
-    engine = SearchEngine(space, builtin_priors(space), memory_limit=job.memory_limit, seed=seed)
+    engine = SearchEngine(space, builtin_priors(space, job.world_size), memory_limit=job.memory_limit, seed=seed)
 
     def run(config: Mapping[str, Value]) -> None:
         trial = session.run(config)

@@ -283,6 +283,10 @@ class TableSpace:
     def engine_space(self) -> SearchSpace:
         return self.table.space()
 
+    @property
+    def world_size(self) -> int:
+        return 1  # the fixtures' tables are single-process CPU runs
+
 
 @dataclass(frozen=True, slots=True)
 class TableBench(TableSpace):

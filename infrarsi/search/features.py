@@ -67,6 +67,12 @@ class Priors:
     which part of the step a feature acts on, ``"compute"`` or
     ``"communication"`` (exposed); when it names any feature, step time is
     fitted as their sum (:mod:`.time_parts`), else as one log-linear model.
+    ``memory_by_part`` gives a design column's prior on one part of the two-part
+    memory model, keyed ``"<column> [<part>]"`` (``"tp [states]"``,
+    ``"tp*zero=0 [states]"``; a pair in either order), in that part's own units
+    and used as given: a feature can shrink one part and leave the other (tensor
+    parallelism under ZeRO-3 divides the activations, not the already sharded
+    states), which one total-peak prior cannot say.
     """
 
     time: Mapping[str, tuple[float, float]] = field(default_factory=dict)
@@ -84,17 +90,42 @@ class Priors:
     memory_noise: tuple[float, float] = (0.03, 4.0)
     memory_parts: Mapping[str, str] = field(default_factory=dict)
     time_parts: Mapping[str, str] = field(default_factory=dict)
+    memory_by_part: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "time", MappingProxyType(dict(self.time)))
         object.__setattr__(self, "memory", MappingProxyType(dict(self.memory)))
         object.__setattr__(self, "memory_parts", MappingProxyType(dict(self.memory_parts)))
         object.__setattr__(self, "time_parts", MappingProxyType(dict(self.time_parts)))
+        object.__setattr__(self, "memory_by_part", MappingProxyType(dict(self.memory_by_part)))
 
     def unknown_names(self, space: SearchSpace) -> list[str]:
         """Names in ``time``/``memory`` that are not features of ``space`` (likely typos)."""
         known = set(space.feature_names)
-        return sorted((set(self.time) | set(self.memory) | set(self.memory_parts) | set(self.time_parts)) - known)
+        named = set(self.time) | set(self.memory) | set(self.memory_parts) | set(self.time_parts)
+        return sorted((named - known) | {key for key in self.memory_by_part if not _names_column(key, known)})
+
+
+def part_key(key: str) -> tuple[str, str]:
+    """``"tp*zero=0 [states]"`` as ``("tp*zero=0", "states")``; a key without a part names no part (``""``)."""
+    column, sep, rest = key.rpartition(" [")
+    if not sep or not rest.endswith("]"):
+        return key, ""
+    return column, rest[:-1]
+
+
+def _names_column(key: str, known: set[str]) -> bool:
+    column, part = part_key(key)
+    return bool(part) and {f.removesuffix("^2") for f in column.split("*")} <= known
+
+
+def part_prior_lookup(given: Mapping[str, tuple[float, float]], column: str, part: str) -> tuple[float, float] | None:
+    """The prior ``given`` states for design ``column`` on ``part``; a pair matches in either order."""
+    hit = given.get(f"{column} [{part}]")
+    if hit is None and "*" in column:
+        a, _, b = column.partition("*")
+        hit = given.get(f"{b}*{a} [{part}]")
+    return hit
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from infrarsi.search.features import INTERCEPT, EffectRow
+from infrarsi.search.features import INTERCEPT, MIN_PRIOR_SD, EffectRow, part_prior_lookup
 from infrarsi.search.memory_model import (
     MemoryPrice,
     inverse_pd,
@@ -162,7 +162,8 @@ def fit_memory_parts(x: np.ndarray, y: np.ndarray, censored: np.ndarray, *, name
                      parts: Sequence[frozenset[str]], n_main: int, prior_mean: np.ndarray, prior_sd: np.ndarray,
                      intercept: tuple[float, float], noise: tuple[float, float] = (0.03, 4.0),
                      states_share: float = STATES_SHARE, prior_share: float | None = None,
-                     part_names: tuple[str, str] = PARTS) -> PartsMemoryPosterior:
+                     part_names: tuple[str, str] = PARTS,
+                     by_part: Mapping[str, tuple[float, float]] | None = None) -> PartsMemoryPosterior:
     """MAP and Laplace covariance of the two-part model (see the module docstring).
 
     ``parts[k]`` is the set of parts design column ``k`` acts on; ``prior_mean``
@@ -173,7 +174,11 @@ def fit_memory_parts(x: np.ndarray, y: np.ndarray, censored: np.ndarray, *, name
     this job says how big each part is, not how fast a part grows with a knob.
     ``part_names`` name the two parts (states first); the Tobit likelihood with
     nothing censored is the Gaussian one, which the two-part time model uses.
+    ``by_part`` (:attr:`~infrarsi.search.features.Priors.memory_by_part`) gives
+    a column's prior on one part directly, in that part's units, in place of
+    the total-peak prior (restated or not).
     """
+    by_part = by_part or {}
     p = len(prior_mean)
     x = np.asarray(x, dtype=float).reshape(-1, p)
     y = np.asarray(y, dtype=float).reshape(-1)
@@ -187,7 +192,9 @@ def fit_memory_parts(x: np.ndarray, y: np.ndarray, censored: np.ndarray, *, name
         sds = [intercept[1]]
         for k in cols[1:]:
             m, s = float(prior_mean[k - 1]), float(prior_sd[k - 1])
-            if k - 1 < n_main and len(parts[k - 1]) == 1:
+            if (given := part_prior_lookup(by_part, names[k - 1], part)) is not None:
+                m, s = float(given[0]), max(float(given[1]), MIN_PRIOR_SD)
+            elif k - 1 < n_main and len(parts[k - 1]) == 1:
                 m, s = part_prior(m, s, restate)
             means.append(m)
             sds.append(s)

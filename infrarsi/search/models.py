@@ -194,7 +194,8 @@ def fit_models(space: SearchSpace, features: FeatureMap, priors: Priors, records
                                   parts=column_parts(main_parts, features.squares, features.pairs),
                                   n_main=features.n_main, prior_mean=mm, prior_sd=ms, intercept=intercept,
                                   noise=priors.memory_noise,
-                                  states_share=STATES_SHARE if share is None else share, prior_share=STATES_SHARE)
+                                  states_share=STATES_SHARE if share is None else share, prior_share=STATES_SHARE,
+                                  by_part=priors.memory_by_part)
     else:
         memory = fit_memory(design(m_x), np.asarray(m_y), np.asarray(m_c, dtype=bool), names=names,
                             prior_mean=mm, prior_sd=ms, intercept=intercept, noise=priors.memory_noise)

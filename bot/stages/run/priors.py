@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 
+from bot.stages.run.sharding_priors import sharding_memory_priors
 from infrarsi.search.features import Priors
 from infrarsi.search.space import SearchSpace
 
@@ -91,8 +92,11 @@ def memory_part(feature: str) -> str | None:
     return next((part for pattern, part in MEMORY_PARTS if re.match(pattern, feature)), None)
 
 
-def builtin_priors(space: SearchSpace) -> Priors:
-    """Priors for every knob feature of ``space`` that the table knows; the rest get the engine's default."""
+def builtin_priors(space: SearchSpace, world_size: int | None = None) -> Priors:
+    """Priors for every knob feature of ``space`` that the table knows; the rest get the engine's default.
+
+    With the job's ``world_size``, a ZeRO/FSDP stage knob and the model-parallel degrees get per-part memory
+    priors worked out from how many bytes per parameter each stage keeps (:mod:`.sharding_priors`)."""
     time: dict[str, tuple[float, float]] = {}
     memory: dict[str, tuple[float, float]] = {}
     parts = {name: part for name in space.feature_names if (part := memory_part(name))}
@@ -105,4 +109,5 @@ def builtin_priors(space: SearchSpace) -> Priors:
                 time[name] = (math.log(t), t_sd)
                 memory[name] = (math.log(m), m_sd)
                 break
-    return Priors(time=time, memory=memory, memory_parts=parts, time_parts=time_parts)
+    return Priors(time=time, memory=memory, memory_parts=parts, time_parts=time_parts,
+                  memory_by_part=sharding_memory_priors(space, world_size))

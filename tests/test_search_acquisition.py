@@ -162,3 +162,25 @@ def test_stop_advice() -> None:
     exhausted = engine.stop_advice(0.02)
     assert exhausted.should_stop and exhausted.candidate is None
     assert engine.next_batch(4) == []
+
+
+def test_before_anything_runs_the_next_pick_is_the_one_most_likely_to_fit() -> None:
+    """The baseline OOMed and nothing has run: ``fast`` promises the most but is as big as the baseline,
+    ``saver`` is slower and small. Until a configuration runs, the chance of running comes first
+    (constrained BO's rule while no feasible point is known); EI then ranks only among the likeliest."""
+    knobs = (Knob(name="compile", kind="bool", default=False, flag="--compile"),)
+    patches = (patch("fast", t=0.3, m=1.0, conflicts=("saver",)), patch("saver", t=1.0, m=0.5, conflicts=("fast",)))
+    space = SearchSpace.from_contract(knobs, (), patches)
+    tight = Priors(time={"compile=True": (math.log(0.97), 0.05)}, memory={"compile=True": (0.0, 0.05)},
+                   knob_time_sd=0.05, knob_memory_sd=0.05)
+    engine = SearchEngine(space, tight, memory_limit=LIMIT, seed=0)
+    base = space.baseline()
+    engine.observe([TrialRecord(run_id="r", trial_no=0, candidate=base, outcome=Outcome.OOM,
+                                metrics=TrialMetrics(peak_mem_bytes=LIMIT, peak_mem_censored=True),
+                                memory_limit_bytes=LIMIT)])
+    kd = base.knob_dict()
+    s = score(engine.models, [Candidate.of(kd, ["fast"]), Candidate.of(kd, ["saver"])], engine.incumbent())
+    assert s.log_ei[0] > s.log_ei[1] and s.prob_fits[0] < 0.5 < s.prob_fits[1]
+    assert s.log_score[0] > s.log_score[1]  # EI x P(fit) alone would take the gamble
+    first = engine.next_batch(1)[0]
+    assert "saver" in first.candidate.patches and first.prob_fits > 0.9

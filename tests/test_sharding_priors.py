@@ -76,8 +76,9 @@ def test_a_per_part_key_must_name_columns_of_the_space_and_a_part() -> None:
     ok = Priors(memory_by_part={"pp [states]": (0.0, 0.1), "zero_stage=1*pp [states]": (0.0, 0.1),
                                 "micro_batch^2 [activations]": (0.0, 0.1)})
     assert ok.unknown_names(space) == []
-    bad = Priors(memory_by_part={"pq [states]": (0.0, 0.1), "pp": (0.0, 0.1), "pp*zero=1 [states]": (0.0, 0.1)})
-    assert bad.unknown_names(space) == ["pp", "pp*zero=1 [states]", "pq [states]"]
+    bad = Priors(memory_by_part={"pq [states]": (0.0, 0.1), "pp": (0.0, 0.1), "pp*zero=1 [states]": (0.0, 0.1),
+                                 "pp [compute]": (0.0, 0.1)})
+    assert bad.unknown_names(space) == ["pp", "pp [compute]", "pp*zero=1 [states]", "pq [states]"]
 
 
 def test_the_engine_predicts_a_lower_tp_under_zero_3_from_trials_at_tp_8() -> None:

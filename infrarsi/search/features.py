@@ -43,6 +43,9 @@ MIN_PRIOR_SD: float = 0.01
 
 INTERCEPT = "(intercept)"
 
+#: The two parts of the two-part memory model (:mod:`.memory_parts`), model states first.
+MEMORY_PART_NAMES: tuple[str, str] = ("states", "activations")
+
 Target = Literal["time", "memory", "crash"]
 
 
@@ -116,7 +119,7 @@ def part_key(key: str) -> tuple[str, str]:
 
 def _names_column(key: str, known: set[str]) -> bool:
     column, part = part_key(key)
-    return bool(part) and {f.removesuffix("^2") for f in column.split("*")} <= known
+    return part in MEMORY_PART_NAMES and {f.removesuffix("^2") for f in column.split("*")} <= known
 
 
 def part_prior_lookup(given: Mapping[str, tuple[float, float]], column: str, part: str) -> tuple[float, float] | None:

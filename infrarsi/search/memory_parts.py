@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from infrarsi.search.features import INTERCEPT, MIN_PRIOR_SD, EffectRow, part_prior_lookup
+from infrarsi.search.features import INTERCEPT, MEMORY_PART_NAMES, MIN_PRIOR_SD, EffectRow, part_prior_lookup
 from infrarsi.search.memory_model import (
     MemoryPrice,
     inverse_pd,
@@ -57,8 +57,8 @@ from infrarsi.search.memory_model import (
     with_intercept,
 )
 
-STATES, ACTIVATIONS = "states", "activations"
-PARTS: tuple[str, str] = (STATES, ACTIVATIONS)
+STATES, ACTIVATIONS = MEMORY_PART_NAMES
+PARTS: tuple[str, str] = MEMORY_PART_NAMES
 
 #: Prior share of the baseline's peak held by model states.
 STATES_SHARE: float = 0.5

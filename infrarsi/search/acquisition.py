@@ -16,7 +16,7 @@ too big" gets a chance as "fast plus a memory saver" even if random sampling
 never happened to draw that pair.
 
 **Risk floor.** Once a configuration has run ok, candidates with P(fit)
->= ``MIN_PROB_FITS`` (0.7) are proposed before any candidate under it. Constrained EI
+>= ``MIN_PROB_FITS`` (0.85) are proposed before any candidate under it. Constrained EI
 alone happily trades a 50% chance of an OOM for a large expected gain, and an
 OOM is rarely cheap (on the cluster simulator it costs 180 s per GPU, more
 than a good trial); on the benchmark the floor halved the OOM share of
@@ -33,7 +33,7 @@ three runs of ten spent all 20 trials on OOMs at P(fit) 0.25. Stop advice still 
 **What an OOM costs.** Where the records show an OOM costing ``r`` times an ok
 trial (``Models.oom_cost_ratio``, median device-seconds; 32 GPUs held until
 the kill), the score is divided by the expected cost in ok trials,
-``P(fit) + (1 - P(fit)) r``, and the floor becomes ``1 - 0.3 / r``: the
+``P(fit) + (1 - P(fit)) r``, and the floor becomes ``1 - 0.15 / r``: the
 expected device-seconds lost to OOMs stay what they are at ``r = 1``. Only
 the OOM's cost is priced, never the ok trial's own time: EI per expected
 device-second of the whole trial steered away from the slow configurations
@@ -59,10 +59,9 @@ from infrarsi.search.models import Models, TimeModel
 from infrarsi.trial import Candidate
 
 #: Once something has run ok, a candidate is proposed only if P(fit) >= this, while any candidate is.
-#: 0.85 while the memory model overstated what tp saves under ZeRO-3; with the sharding priors the
-#: optima at the memory limit are predicted near it, and 0.7 found more of them for the same OOM share
+#: 0.7 found more of the simulator's optima at its memory limit but lost on the tables of real trials
 #: (docs/search.md, Risk floor).
-MIN_PROB_FITS: float = 0.7
+MIN_PROB_FITS: float = 0.85
 
 #: Before anything has run ok, EI ranks only candidates with P(fit) within this share of the best on offer.
 FIRST_FIT_SHARE: float = 0.9

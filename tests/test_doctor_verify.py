@@ -150,8 +150,8 @@ def test_the_baseline_verified_against_itself_is_not_promoted(doctored: Path) ->
     if verdict["verdict"] == "promoted":
         assert verdict["p_value"] < 0.05 and code == 0, verdict
         code, verdict = _verify_aa(doctored)
-    assert code == 1
-    assert verdict["verdict"] == "not_significant", verdict
+    assert code == 1, verdict.get("reason")
+    assert verdict["verdict"] == "not_significant", (verdict.get("reason"), verdict.get("stop"))
     assert len(verdict["baseline_trials"]) == 4 and len(verdict["candidate_trials"]) == 4
 
 

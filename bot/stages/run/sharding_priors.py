@@ -1,8 +1,9 @@
 """What model parallelism does to model states depends on how far ZeRO/FSDP already shards them.
 
 ZeRO (Rajbhandari et al. 2020) shards over the data-parallel group, and that
-group is what is left of the world after tensor, pipeline and expert
-parallelism: ``dp = world / (tp * pp)``. Per parameter a GPU holds
+group is what is left of the world after tensor and pipeline parallelism:
+``dp = world / (tp * pp)`` (experts shard over ``dp / ep``). Per parameter a
+GPU holds
 
     stage 0: 16 / mp        stage 1: 4 / mp + 12 / world
     stage 2: 2 / mp + 14 / world        stage 3: 16 / world
@@ -15,11 +16,12 @@ first and wrong for the last: on the cluster simulator it put the optimum of
 llama2-70b on two H100 nodes (tp = 2 under ZeRO-3) at 150 GiB where it needs 73,
 from trials at tp = 8.
 
-Relative to the baseline's stage ``b``, the states ratio per doubling of a
-model-parallel degree is ``rho(b)`` (the main effect on the states part), and at
-another stage ``k`` it is ``rho(k)`` (the pair ``degree*stage=k`` on states,
-``log rho(k) - log rho(b)``). Expert parallelism divides only the expert share
-of the states. Tensor parallelism also divides the activations it splits
+Relative to the baseline's stage ``b`` (all priors on the states part): a
+stage ``k`` is the ratio of its bytes to stage ``b``'s at ``mp = 1`` (the
+``zero=k`` main effect, which needs the world size); a doubling of tp or pp is
+the mean slope of log bytes at stage ``b`` from 1 to 8 (the main effect), and
+at stage ``k`` the slope there (the pair ``tp*zero=k`` holds the difference).
+Expert parallelism divides only the experts' share of the states. Tensor parallelism also divides the activations it splits
 (Korthikanti et al. 2022); pipeline parallelism does not (1F1B keeps ``pp``
 micro-batches of ``L / pp`` layers in flight on the first stage), and expert
 parallelism does not.

@@ -43,15 +43,19 @@ def test_expected_improvement_closed_form_and_tail() -> None:
         pytest.approx(np.maximum(0.0 - draws, 0).mean(), rel=0.01)
 
 
-def pairing_engine() -> tuple[SearchEngine, dict[str, Candidate]]:
-    """Baseline at 75% of the limit; ``fast`` halves step time but adds 60% memory; ``saver`` takes 40% off."""
+def compile_engine(*patches) -> tuple[SearchEngine, Candidate]:
+    """An engine over a ``compile`` knob with tight priors and ``patches``, and the space's baseline."""
     knobs = (Knob(name="compile", kind="bool", default=False, flag="--compile"),)
-    patches = (patch("fast", t=0.5, m=1.6), patch("saver", t=1.05, m=0.6), patch("meh", t=0.98, m=1.0))
     space = SearchSpace.from_contract(knobs, (), patches)
     tight = Priors(time={"compile=True": (math.log(0.97), 0.05)}, memory={"compile=True": (0.0, 0.05)},
                    knob_time_sd=0.05, knob_memory_sd=0.05)
-    engine = SearchEngine(space, tight, memory_limit=LIMIT, seed=0)
-    base = space.baseline()
+    return SearchEngine(space, tight, memory_limit=LIMIT, seed=0), space.baseline()
+
+
+def pairing_engine() -> tuple[SearchEngine, dict[str, Candidate]]:
+    """Baseline at 75% of the limit; ``fast`` halves step time but adds 60% memory; ``saver`` takes 40% off."""
+    engine, base = compile_engine(patch("fast", t=0.5, m=1.6), patch("saver", t=1.05, m=0.6),
+                                  patch("meh", t=0.98, m=1.0))
     engine.observe([TrialRecord(run_id="r", trial_no=0, candidate=base, outcome=Outcome.OK,
                                 metrics=TrialMetrics(step_time_s=1.0, peak_mem_bytes=int(0.75 * LIMIT)),
                                 memory_limit_bytes=LIMIT)])
@@ -168,13 +172,8 @@ def test_before_anything_runs_the_next_pick_is_the_one_most_likely_to_fit() -> N
     """The baseline OOMed and nothing has run: ``fast`` promises the most but is as big as the baseline,
     ``saver`` is slower and small. Until a configuration runs, the chance of running comes first
     (constrained BO's rule while no feasible point is known); EI then ranks only among the likeliest."""
-    knobs = (Knob(name="compile", kind="bool", default=False, flag="--compile"),)
-    patches = (patch("fast", t=0.3, m=1.0, conflicts=("saver",)), patch("saver", t=1.0, m=0.5, conflicts=("fast",)))
-    space = SearchSpace.from_contract(knobs, (), patches)
-    tight = Priors(time={"compile=True": (math.log(0.97), 0.05)}, memory={"compile=True": (0.0, 0.05)},
-                   knob_time_sd=0.05, knob_memory_sd=0.05)
-    engine = SearchEngine(space, tight, memory_limit=LIMIT, seed=0)
-    base = space.baseline()
+    engine, base = compile_engine(patch("fast", t=0.3, m=1.0, conflicts=("saver",)),
+                                  patch("saver", t=1.0, m=0.5, conflicts=("fast",)))
     engine.observe([TrialRecord(run_id="r", trial_no=0, candidate=base, outcome=Outcome.OOM,
                                 metrics=TrialMetrics(peak_mem_bytes=LIMIT, peak_mem_censored=True),
                                 memory_limit_bytes=LIMIT)])

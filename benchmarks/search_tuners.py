@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from bot.stages.run.pipeline_bubble import bubble_features
 from bot.stages.run.priors import builtin_priors
 from infrarsi.contract.model import Constraint, Knob
 from infrarsi.patches import Effect, PatchSpec
@@ -231,7 +232,11 @@ def engine_space(job: SimulatedJob) -> SearchSpace:
         else:
             knobs.append(Knob(name=d.name, kind=d.kind, default=DEFAULT[d.name], values=tuple(d.values),
                               log=d.name == "bucket_mb"))
-    return SearchSpace.from_contract(knobs, known_constraints(job), patches)
+    # What `infrarsi init` writes for a fixed --global-batch-size: the micro-batch divides it.
+    constraints = [*known_constraints(job), Constraint(kind="divides", knob="micro_batch",
+                                                       value=job.workload.global_batch, reason="global batch")]
+    return SearchSpace.from_contract(knobs, constraints, patches,
+                                     derived=bubble_features(knobs, constraints, job.cluster.world_size))
 
 
 def to_candidate(config: Mapping[str, Value], dims: Sequence[Dimension]) -> Candidate:

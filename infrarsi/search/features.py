@@ -231,14 +231,15 @@ def build_features(space: SearchSpace, priors: Priors) -> FeatureMap:
     names = space.feature_names
     squares = tuple(i for i, (kind, group) in enumerate(zip(space.feature_kinds, space.feature_groups))
                     if kind in ("log2", "linear") and _levels(space, group) >= 3)
-    eligible = [i for i in range(len(names))]
-    if len(names) > ALL_PAIRS_MAX:
+    # A derived column (:mod:`.derived`) already is the interaction it stands for: it pairs with nothing.
+    eligible = [i for i, kind in enumerate(space.feature_kinds) if kind != "derived"]
+    if len(eligible) > ALL_PAIRS_MAX:
         fmap = FeatureMap(main_names=names, squares=(), pairs=())
         mt, st = fmap.main_prior(space, priors, "time")
         mm, sm = fmap.main_prior(space, priors, "memory")
         # Prior magnitude: how far the effect could plausibly reach, time and memory together.
         strength = np.abs(mt) + st + np.abs(mm) + sm
-        order = sorted(range(len(names)), key=lambda k: (-strength[k], names[k]))
+        order = sorted(eligible, key=lambda k: (-strength[k], names[k]))
         eligible = sorted(order[:ALL_PAIRS_MAX])
     pairs = tuple((i, j) for a, i in enumerate(eligible) for j in eligible[a + 1:]
                   if _may_interact(space, names[i], names[j], space.feature_groups[i], space.feature_groups[j]))

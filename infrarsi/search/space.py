@@ -30,6 +30,7 @@ import numpy as np
 
 from infrarsi.contract.model import Constraint, Knob, KnobValue
 from infrarsi.decisions import patch_knob_clashes, patch_patch_clashes
+from infrarsi.search.derived import DerivedFeature
 from infrarsi.patches import PatchSpec
 from infrarsi.trial import Candidate
 
@@ -137,8 +138,11 @@ class SearchSpace:
     """
 
     def __init__(self, axes: Sequence[KnobAxis], constraints: Sequence[Constraint],
-                 patches: Sequence[PatchSpec], excluded: Iterable[Iterable[str]] = ()) -> None:
+                 patches: Sequence[PatchSpec], excluded: Iterable[Iterable[str]] = (),
+                 derived: Sequence[DerivedFeature] = ()) -> None:
         self.axes: tuple[KnobAxis, ...] = tuple(axes)
+        #: Columns computed from several knobs (:mod:`.derived`), after the patches in :meth:`encode`.
+        self.derived: tuple[DerivedFeature, ...] = tuple(derived)
         self.constraints: tuple[Constraint, ...] = tuple(constraints)
         self.patches: dict[str, PatchSpec] = {p.id: p for p in patches}
         self.patch_ids: tuple[str, ...] = tuple(sorted(self.patches))
@@ -155,11 +159,15 @@ class SearchSpace:
             names.append(f"patch:{pid}")
             groups.append(f"patch:{pid}")
             kinds.append("patch")
+        for d in self.derived:
+            names.append(d.name)
+            groups.append(f"derived:{d.name}")
+            kinds.append("derived")
         #: Main-effect feature names, in :meth:`encode` order.
         self.feature_names: tuple[str, ...] = tuple(names)
         #: For each feature, the knob name or ``patch:<id>`` it belongs to.
         self.feature_groups: tuple[str, ...] = tuple(groups)
-        #: For each feature, ``onehot``, ``log2``, ``linear`` or ``patch``.
+        #: For each feature, ``onehot``, ``log2``, ``linear``, ``patch`` or ``derived``.
         self.feature_kinds: tuple[str, ...] = tuple(kinds)
         #: For each feature, the largest ``|value|`` it takes over the levels (1 for 0/1 features).
         self.feature_spans: tuple[float, ...] = tuple(
@@ -168,6 +176,8 @@ class SearchSpace:
         # Encodings are pure functions of the (frozen, hashable) candidate; scoring
         # re-encodes the same pool every batch.
         self._encoded: dict[Candidate, np.ndarray] = {}
+        defaults = {a.name: a.knob.default for a in self.axes}
+        self._derived_origin: tuple[float, ...] = tuple(d.value(defaults) for d in self.derived)
         # Validity is checked for every sampled and neighbouring point (tens of thousands per
         # proposal): constraints compiled to tuples, domain membership memoised per value.
         self._forbid: tuple[tuple[tuple[str, KnobValue], ...], ...] = tuple(
@@ -193,8 +203,9 @@ class SearchSpace:
 
     @staticmethod
     def from_contract(contract_knobs: Sequence[Knob], constraints: Sequence[Constraint],
-                      patches: Sequence[PatchSpec], excluded: Iterable[Iterable[str]] = ()) -> SearchSpace:
-        return SearchSpace([KnobAxis.of(k) for k in contract_knobs], constraints, patches, excluded)
+                      patches: Sequence[PatchSpec], excluded: Iterable[Iterable[str]] = (),
+                      derived: Sequence[DerivedFeature] = ()) -> SearchSpace:
+        return SearchSpace([KnobAxis.of(k) for k in contract_knobs], constraints, patches, excluded, derived)
 
     # -- points -----------------------------------------------------------------
 
@@ -448,6 +459,9 @@ class SearchSpace:
             row += a.features(values.get(a.name, a.knob.default))
         chosen = set(candidate.patches)
         row += [1.0 if pid in chosen else 0.0 for pid in self.patch_ids]
+        if self.derived:
+            full = {a.name: values.get(a.name, a.knob.default) for a in self.axes}
+            row += [d.value(full) - self._derived_origin[i] for i, d in enumerate(self.derived)]
         out = np.asarray(row, dtype=float)
         self._encoded[candidate] = out
         return out.copy()

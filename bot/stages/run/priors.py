@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 import re
 
-from bot.stages.run.sharding_priors import sharding_memory_priors
+from bot.stages.run import pipeline_bubble
+from bot.stages.run.sharding_priors import DEGREES, sharding_memory_priors
+from infrarsi.search.derived import PIPELINE_BUBBLE
 from infrarsi.search.features import Priors
 from infrarsi.search.space import SearchSpace
 
@@ -42,6 +44,13 @@ KNOB_PRIORS: tuple[tuple[str, float, float, float, float], ...] = (
     (r"^(bucket_mb|bucket_cap_mb|ddp_bucket_size)$", 0.99, 0.03, 1.01, 0.03),
 )
 
+# Step-time priors of pp and vpp when the space has the pipeline-bubble column (bot/stages/run/pipeline_bubble.py):
+# point-to-point sends per micro-batch (and per virtual stage) only, the bubble being the column's.
+PIPELINE_TIME_WITH_BUBBLE: tuple[tuple[str, float, float], ...] = (
+    (DEGREES["pp"].pattern, 1.02, 0.1),
+    (pipeline_bubble.ROLES["vpp"].pattern, 1.01, 0.05),
+)
+
 
 # (feature pattern, the part of peak memory it acts on): model states (parameters, gradients,
 # optimizer state and what shards them) or activations. A feature named nowhere acts on both.
@@ -69,6 +78,7 @@ MEMORY_PARTS: tuple[tuple[str, str], ...] = (
 # mean fewer ZeRO-2/3 collectives). docs/priors.md § Time parts.
 TIME_PARTS: tuple[tuple[str, str], ...] = (
     (r"^(grad_ckpt|gradient_checkpointing|activation_checkpointing|checkpoint_activations)=", "compute"),
+    (rf"^{PIPELINE_BUBBLE}$", "compute"),  # idle slots of a micro-batch's whole work
     (r"^(recompute|recompute_granularity|activation_recompute)=", "compute"),
     (r"^(sequence_parallel)=", "compute"),
     (r"^(compile|torch_compile|use_compile)=", "compute"),
@@ -109,5 +119,13 @@ def builtin_priors(space: SearchSpace, world_size: int | None = None) -> Priors:
                 time[name] = (math.log(t), t_sd)
                 memory[name] = (math.log(m), m_sd)
                 break
+    if PIPELINE_BUBBLE in space.feature_names:
+        time[PIPELINE_BUBBLE] = pipeline_bubble.TIME_PRIOR
+        memory[PIPELINE_BUBBLE] = pipeline_bubble.MEMORY_PRIOR
+        # The column carries the bubble; what pipelining and virtual stages cost besides is the sends.
+        for name in space.feature_names:
+            for pattern, t, t_sd in PIPELINE_TIME_WITH_BUBBLE:
+                if re.match(pattern, name):
+                    time[name] = (math.log(t), t_sd)
     return Priors(time=time, memory=memory, memory_parts=parts, time_parts=time_parts,
                   memory_by_part=sharding_memory_priors(space, world_size))

@@ -22,6 +22,7 @@ from bot.patching.judged import Judgements
 from bot.patching.screen import Screening, git_reader, screen_patches
 from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.baseline import load_doctor, run_doctor
+from bot.stages.run.pipeline_bubble import bubble_features
 from bot.stages.run.priors import builtin_priors
 from bot.stages.run.verify import verify_candidate
 from infrarsi.bank import Bank, Finding, FindingOutcome, as_pairs, hardware_fingerprint, workload_fingerprint
@@ -300,7 +301,9 @@ def _space(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgeme
             _emit(progress, event="device", message=f"device: {note}")
     return SearchSpace.from_contract(contract.knobs, (*contract.constraints, *device.constraints),
                                      list(patches.values()),
-                                     (*judged.excluded_sets, *((pid,) for pid in device.patches)))
+                                     (*judged.excluded_sets, *((pid,) for pid in device.patches)),
+                                     bubble_features(contract.knobs, contract.constraints,
+                                                     contract.launch.world_size))
 
 
 def _rebuilt(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgements, doctor: DoctorReport,

@@ -1,0 +1,99 @@
+"""Design columns computed from several knobs at once: what no knob's own encoding can say.
+
+Every model of the engine is log-linear (or a sum of log-linear parts) in the
+knobs' encodings. Some effects are not: the pipeline bubble of 1F1B
+scheduling (Narayanan et al. 2021, § 2.2) stretches a step by
+``1 + (pp - 1) / (vpp * m)``, where the micro-batches per step
+``m = global_batch / (dp * micro_batch)`` and ``dp = world / (tp * pp * cp)``:
+small where micro-batches are many, most of the step where they are few, and
+no sum of per-knob slopes and pairwise products follows it across tp, pp, vpp
+and the micro-batch. Its logarithm, computed from the candidate's knob values,
+is one more column whose coefficient is known a priori (1 on the compute part:
+the step is ``m + (pp - 1)/vpp`` micro-batch slots instead of ``m``).
+
+A derived column is relative to the baseline like every other feature (the
+baseline encodes to zero), takes part in no square or pair, and is priced by
+the priors under its own name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from infrarsi.contract.model import KnobValue
+
+#: The pipeline bubble column's name (a feature name of a space that has one).
+PIPELINE_BUBBLE = "pipeline_bubble"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DerivedFeature:
+    """A design column: ``value`` of a candidate's knob values (every knob of the space present)."""
+
+    name: str
+    knobs: tuple[str, ...]  # the knobs it reads
+    value: Callable[[Mapping[str, KnobValue]], float]
+    description: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PipelineRoles:
+    """Which knobs of a space set the pipeline's shape, and what the contract fixes.
+
+    ``pp`` is required; any other degree missing from the space stays at 1
+    (``vpp``, ``tp``, ``cp``) or at ``micro_batch_size`` (the micro-batch). The
+    micro-batches per step come from ``accumulation`` (a gradient-accumulation
+    knob is exactly that count) or from ``global_batch`` (sequences per
+    optimizer step across data-parallel replicas, Megatron's
+    ``--global-batch-size``) with the world size.
+    """
+
+    pp: str
+    world_size: int
+    global_batch: int | None = None
+    tp: str | None = None
+    cp: str | None = None
+    vpp: str | None = None
+    micro_batch: str | None = None
+    micro_batch_size: int = 1
+    accumulation: str | None = None
+
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        return tuple(k for k in (self.pp, self.tp, self.cp, self.vpp, self.micro_batch, self.accumulation) if k)
+
+    def microbatches(self, values: Mapping[str, KnobValue]) -> float | None:
+        """Micro-batches per optimizer step on one pipeline, None where the contract does not say."""
+        if self.accumulation is not None:
+            return max(_number(values, self.accumulation, 1), 1.0)
+        if self.global_batch is None:
+            return None
+        model_parallel = _number(values, self.tp, 1) * _number(values, self.pp, 1) * _number(values, self.cp, 1)
+        dp = max(self.world_size // max(int(model_parallel), 1), 1)
+        micro = _number(values, self.micro_batch, self.micro_batch_size)
+        return max(self.global_batch // max(int(dp * micro), 1), 1)
+
+    def log_slots(self, values: Mapping[str, KnobValue]) -> float:
+        """``log(1 + (pp - 1) / (vpp * m))``: the bubble's stretch of a step, 0 without pipelining."""
+        pp = _number(values, self.pp, 1)
+        m = self.microbatches(values)
+        if pp <= 1 or m is None:
+            return 0.0
+        return math.log1p((pp - 1) / (_number(values, self.vpp, 1) * m))
+
+
+def pipeline_bubble(roles: PipelineRoles) -> DerivedFeature | None:
+    """The bubble column for a space with these roles, None when the micro-batch count is unknown."""
+    if roles.accumulation is None and roles.global_batch is None:
+        return None
+    return DerivedFeature(name=PIPELINE_BUBBLE, knobs=roles.knobs, value=roles.log_slots,
+                          description="log(1 + (pp - 1) / (vpp * micro-batches per step)): 1F1B's idle slots")
+
+
+def _number(values: Mapping[str, KnobValue], knob: str | None, default: float) -> float:
+    if knob is None:
+        return float(default)
+    value = values.get(knob, default)
+    return float(value) if not isinstance(value, bool) else float(default)

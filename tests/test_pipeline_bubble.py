@@ -113,3 +113,17 @@ def test_the_engine_extrapolates_to_fewer_micro_batches_with_the_column() -> Non
         mu, _ = engine.models.time.predict(engine.models.design([to_candidate(target, dims)]))
         errors[label] = abs(float(np.exp(mu[0])) / truth - 1.0)
     assert errors["with"] < 0.04 < errors["without"], errors
+
+
+def test_a_global_batch_on_the_command_and_a_hydra_override_are_read() -> None:
+    knobs = [Knob(name="model_pp", kind="int", default=1, values=(1, 2, 4),
+                  override="model.pipeline_model_parallel_size"),
+             Knob(name="mbs", kind="int", default=1, values=(1, 2, 4), flag="--micro-batch-size")]
+    argv = ("python", "pretrain_gpt.py", "--global-batch-size", "64", "--seq-length", "4096")
+    (feature,) = bubble_features(knobs, (), 8, argv)
+    assert feature.knobs == ("model_pp", "mbs")
+    assert feature.value({"model_pp": 4, "mbs": 4}) == pytest.approx(math.log1p(3 / 8))  # dp 2, m 8
+    (hydra,) = bubble_features(knobs, (), 8, ("python", "train.py", "model.global_batch_size=64"))
+    assert hydra.value({"model_pp": 4, "mbs": 4}) == feature.value({"model_pp": 4, "mbs": 4})
+    # a plain batch size is not a global batch: nothing says how many micro-batches a step holds
+    assert bubble_features(knobs, (), 8, ("python", "train.py", "--batch-size", "64")) == ()

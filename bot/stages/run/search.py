@@ -303,7 +303,8 @@ def _space(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgeme
                                      list(patches.values()),
                                      (*judged.excluded_sets, *((pid,) for pid in device.patches)),
                                      bubble_features(contract.knobs, contract.constraints,
-                                                     contract.launch.world_size))
+                                                     contract.launch.world_size,
+                                                     (*contract.workload.command, *contract.workload.args)))
 
 
 def _rebuilt(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgements, doctor: DoctorReport,

@@ -10,8 +10,10 @@ and the page's writer carries the marked sections over when it rewrites it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +69,11 @@ def publish(text: str, *, section: str, page: Path | None, raw: Path | None, pay
     if page is not None:
         write_section(page, section, text)
         print(f"wrote the section to {page}", file=sys.stderr)
+
+
+def recorded_command(module: str, argv: Sequence[str] | None) -> str:
+    """The command line a measurement records: as really run, with its niceness (a timed run at ``nice -n 19``
+    shares its cores with everything else, and whoever reads the figures should know)."""
+    niceness = os.nice(0)
+    args = " ".join(argv if argv is not None else sys.argv[1:])
+    return f"{f'nice -n {niceness} ' if niceness else ''}.venv/bin/python -m {module} {args}".strip()

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.doc_sections import write_section
+from benchmarks.doc_sections import recorded_command
 from benchmarks.search_tuners import Trial, engine_space, key, random_configs, to_record
 from bot.stages.run.priors import builtin_priors
 from infrarsi.search.engine import SearchEngine
@@ -176,8 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{n:>5} trials: refit {statistics.median(t.fit_s):.3f} s, stop advice {statistics.median(t.stop_s):.3f}"
               f" s, proposal {statistics.median(t.propose_s):.3f} s; total median {statistics.median(t.total_s):.3f} s,"
               f" max {max(t.total_s):.3f} s ({args.repeats} repeats)", file=sys.stderr, flush=True)
-    command = "OPENBLAS_NUM_THREADS=1 nice -n 19 .venv/bin/python -m benchmarks.engine_cost" + \
-        ("" if not (argv if argv is not None else sys.argv[1:]) else " " + " ".join(argv or sys.argv[1:]))
+    command = "OPENBLAS_NUM_THREADS=1 " + recorded_command("benchmarks.engine_cost", argv)
     load = (f"{len(timings[0].fit_s)} repeats; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
             "while it ran" if timings else "")
     text = render(job, timings, trial_s, command, load)

@@ -83,6 +83,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from benchmarks.doc_sections import recorded_command
 from benchmarks.fixture_search import REPO_ROOT, infrarsi, make_repo
 from benchmarks.search_tuners import key
 from benchmarks.space_table import SUPPLEMENT, Run, Table, compared_keys, config_candidate, load, save, to_json
@@ -169,14 +170,6 @@ def machine_fingerprint() -> dict[str, Any]:
                                   "amx": bool({"amx_bf16", "amx_tile"} & flags)},
             "cores": os.cpu_count(), "torch": torch, "python": platform.python_version(),
             "platform": platform.platform()}
-
-
-def recorded_command(module: str, argv: Sequence[str] | None) -> str:
-    """The command line a measurement records: as really run, with its niceness (a timed run at ``nice -n 19``
-    shares its cores with everything else, and whoever reads the figures should know)."""
-    niceness = os.nice(0)
-    args = " ".join(argv if argv is not None else sys.argv[1:])
-    return f"{f'nice -n {niceness} ' if niceness else ''}.venv/bin/python -m {module} {args}".strip()
 
 
 def _contract_text(fixture: str, memory_limit: str) -> str | None:

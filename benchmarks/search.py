@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.doc_sections import keep_marked
+from benchmarks.doc_sections import keep_marked, recorded_command
 from benchmarks.search_tuners import (METHODS, TPE_VARIANTS, Bench, SimBench, Trial, key, play, run_engine,
                                       to_candidate)
 from infrarsi.bank import Effect as BankEffect
@@ -432,8 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         chosen = every
     started = time.time()
-    command = "nice -n 19 .venv/bin/python -m benchmarks.search" + (" " + " ".join(argv) if argv else
-                                                                   " " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
+    command = recorded_command("benchmarks.search", argv)
     transfers: list[dict[str, Any]] = []
 
     def dump(partial: bool) -> None:

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.doc_sections import publish
-from benchmarks.measure_space import design_for, fixture_repo, machine_fingerprint, recorded_command, trial
+from benchmarks.doc_sections import recorded_command
+from benchmarks.measure_space import design_for, fixture_repo, machine_fingerprint, trial
 from benchmarks.search import ALL_METHODS, ALPHA, MAX_PAIRS, Row, Truth, _q, score_trials, verify_on
 from benchmarks.search_table import METHODS, check_complete
 from benchmarks.search_tuners import key, play

@@ -36,7 +36,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from benchmarks.doc_sections import publish
-from benchmarks.measure_space import recorded_command
+from benchmarks.doc_sections import recorded_command
 from benchmarks.search import (ALL_METHODS, MIN_EFFECT, REACH, TOP_K, VERIFY_SEED, Row, Truth, _median_reach, _q,
                                _reach_value, score_trials, summary_table, verify_on)
 from benchmarks.search_tuners import play

@@ -61,6 +61,7 @@ def test_megatron_names_and_the_global_batch_give_the_column_and_the_baseline_st
 def test_no_column_without_a_pipeline_knob_or_a_micro_batch_count() -> None:
     assert bubble_features(MEGATRON, (), 32) == ()  # no global batch, no accumulation knob
     assert bubble_features(MEGATRON, (GLOBAL_BATCH,), None) == ()  # the world size decides dp
+    assert bubble_features(MEGATRON, (GLOBAL_BATCH,), 1) == ()  # one rank as far as the bot knows: dp unknown
     assert bubble_features([MEGATRON[0], MEGATRON[3]], (GLOBAL_BATCH,), 32) == ()  # nothing pipelines
     # Megatron's layers-per-virtual-stage is the inverse of a stage count: not read as vpp
     layers = Knob(name="num_layers_per_virtual_pipeline_stage", kind="int", default=4, values=(1, 2, 4))

@@ -12,7 +12,8 @@ import math
 import re
 
 from bot.stages.run import pipeline_bubble
-from bot.stages.run.sharding_priors import DEGREES, sharding_memory_priors
+from bot.stages.run.parallel_roles import ROLES
+from bot.stages.run.sharding_priors import sharding_memory_priors
 from infrarsi.search.derived import PIPELINE_BUBBLE
 from infrarsi.search.features import Priors
 from infrarsi.search.space import SearchSpace
@@ -47,8 +48,8 @@ KNOB_PRIORS: tuple[tuple[str, float, float, float, float], ...] = (
 # Step-time priors of pp and vpp when the space has the pipeline-bubble column (bot/stages/run/pipeline_bubble.py):
 # point-to-point sends per micro-batch (and per virtual stage) only, the bubble being the column's.
 PIPELINE_TIME_WITH_BUBBLE: tuple[tuple[str, float, float], ...] = (
-    (DEGREES["pp"].pattern, 1.02, 0.1),
-    (pipeline_bubble.ROLES["vpp"].pattern, 1.01, 0.05),
+    (ROLES["pp"].pattern, 1.02, 0.1),
+    (ROLES["vpp"].pattern, 1.01, 0.05),
 )
 
 

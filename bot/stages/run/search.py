@@ -22,6 +22,8 @@ from bot.patching.judged import Judgements
 from bot.patching.screen import Screening, git_reader, screen_patches
 from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.baseline import load_doctor, run_doctor
+from bot.stages.run.launcher_checks import launcher_constraints
+from bot.stages.run.parallel_roles import fixed_global_batch
 from bot.stages.run.pipeline_bubble import bubble_features
 from bot.stages.run.priors import builtin_priors
 from bot.stages.run.verify import verify_candidate
@@ -293,18 +295,26 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
 
 def _space(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgements, doctor: DoctorReport,
            progress: Progress | None = None) -> SearchSpace:
-    """The joint space of the contract's knobs and ``patches``, less what was judged invalid and the settings
-    that select a dtype this device only emulates (infrarsi/dtype_levers.py; said once, when ``progress``)."""
+    """The joint space of the contract's knobs and ``patches``, less what was judged invalid, the settings
+    that select a dtype this device only emulates (infrarsi/dtype_levers.py) and the parallel layouts the
+    launcher rejects (launcher_checks.py), both said once when ``progress``; with the pipeline-bubble column
+    when the contract says enough (pipeline_bubble.py)."""
     device = for_doctor(contract.knobs, list(patches.values()), doctor.fingerprint or {}, doctor.peak_flops)
+    argv = (*contract.workload.command, *contract.workload.args)
+    launcher = launcher_constraints(contract.knobs, contract.launch.world_size,
+                                    fixed_global_batch(contract.knobs, contract.constraints, argv))
     if progress is not None:
         for note in device.notes:
             _emit(progress, event="device", message=f"device: {note}")
-    return SearchSpace.from_contract(contract.knobs, (*contract.constraints, *device.constraints),
+        if launcher:
+            _emit(progress, event="launcher", message=f"launcher: {len(launcher)} parallel layouts left out, which "
+                  f"the launcher rejects on {contract.launch.world_size} ranks (e.g. {launcher[0].describe()}: "
+                  f"{launcher[0].reason})")
+    return SearchSpace.from_contract(contract.knobs, (*contract.constraints, *device.constraints, *launcher),
                                      list(patches.values()),
                                      (*judged.excluded_sets, *((pid,) for pid in device.patches)),
                                      bubble_features(contract.knobs, contract.constraints,
-                                                     contract.launch.world_size,
-                                                     (*contract.workload.command, *contract.workload.args)))
+                                                     contract.launch.world_size, argv))
 
 
 def _rebuilt(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgements, doctor: DoctorReport,

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.search_tuners import Trial, engine_space, to_candidate, to_record
 from bot.stages.run.priors import builtin_priors
-from bot.stages.run.sharding_priors import sharding_memory_priors, stage_of, states_bytes
+from bot.stages.run.sharding_priors import sharding_memory_priors, sharding_of, stage_of, states_bytes
 from infrarsi.contract.model import Knob
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.features import Priors
@@ -31,7 +31,7 @@ def test_stages_from_zero_and_fsdp_values() -> None:
     assert [stage_of(v) for v in (0, 1, 2, 3, "3")] == [0, 1, 2, 3, 3]
     assert [stage_of(v) for v in ("NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD", "ShardingStrategy.FULL_SHARD")] \
         == [0, 2, 3, 3]
-    assert stage_of("HYBRID_SHARD") is None and stage_of(True) is None
+    assert stage_of("HYBRID_SHARD") is None and stage_of(True) is None  # a stage and a group: sharding_of
 
 
 def test_bytes_per_parameter_follow_the_zero_paper() -> None:
@@ -79,6 +79,24 @@ def test_a_per_part_key_must_name_columns_of_the_space_and_a_part() -> None:
     bad = Priors(memory_by_part={"pq [states]": (0.0, 0.1), "pp": (0.0, 0.1), "pp*zero=1 [states]": (0.0, 0.1),
                                  "pp [compute]": (0.0, 0.1)})
     assert bad.unknown_names(space) == ["pp", "pp [compute]", "pp*zero=1 [states]", "pq [states]"]
+
+
+def test_hybrid_sharding_shards_within_a_node_and_replicates_across_nodes() -> None:
+    assert sharding_of("HYBRID_SHARD", 32, 8) == (3, 8) and sharding_of("_HYBRID_SHARD_ZERO2", 32, 8) == (2, 8)
+    assert sharding_of("HYBRID_SHARD", 8, 8) == (3, 8) and sharding_of("HYBRID_SHARD", 32, None) == (3, 32)
+    assert sharding_of("FULL_SHARD", 32, 8) == (3, 32) and sharding_of("bogus", 32, 8) is None
+    knobs = [Knob(name="sharding_strategy", kind="categorical", default="FULL_SHARD",
+                  values=("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")),
+             Knob(name="micro_batch", kind="int", default=1, values=(1, 2, 4))]
+    space = SearchSpace.from_contract(knobs, [], [])
+    # four nodes of eight: hybrid keeps 16/8 bytes per parameter where full sharding keeps 16/32
+    p = sharding_memory_priors(space, world_size=32, ranks_per_node=8)
+    assert p["sharding_strategy=HYBRID_SHARD [states]"][0] == pytest.approx(math.log(4.0))
+    assert p["sharding_strategy=NO_SHARD [states]"][0] == pytest.approx(math.log(32.0))
+    # on one node hybrid is full sharding; without a node size it is taken as one node
+    assert sharding_memory_priors(space, world_size=8, ranks_per_node=8)[
+        "sharding_strategy=HYBRID_SHARD [states]"][0] == pytest.approx(0.0)
+    assert builtin_priors(space, 32, 8).memory_by_part == p
 
 
 def test_the_engine_predicts_a_lower_tp_under_zero_3_from_trials_at_tp_8() -> None:

@@ -275,6 +275,13 @@ class Launch:
             return self.slurm.world_size
         return self.nproc_per_node * self.nnodes if self.executor == "torchrun" else 1
 
+    @property
+    def ranks_per_node(self) -> int:
+        """Ranks on each node (a node's share of :attr:`world_size`)."""
+        if self.executor == "slurm":
+            return self.slurm.tasks_per_node
+        return self.nproc_per_node if self.executor == "torchrun" else 1
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DataSpec:

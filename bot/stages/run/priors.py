@@ -103,11 +103,12 @@ def memory_part(feature: str) -> str | None:
     return next((part for pattern, part in MEMORY_PARTS if re.match(pattern, feature)), None)
 
 
-def builtin_priors(space: SearchSpace, world_size: int | None = None) -> Priors:
+def builtin_priors(space: SearchSpace, world_size: int | None = None, ranks_per_node: int | None = None) -> Priors:
     """Priors for every knob feature of ``space`` that the table knows; the rest get the engine's default.
 
-    With the job's ``world_size``, a ZeRO/FSDP stage knob and the model-parallel degrees get per-part memory
-    priors worked out from how many bytes per parameter each stage keeps (:mod:`.sharding_priors`)."""
+    With the job's ``world_size`` (and ``ranks_per_node``, for FSDP's hybrid sharding), a ZeRO/FSDP stage knob
+    and the model-parallel degrees get per-part memory priors worked out from how many bytes per parameter each
+    stage keeps (:mod:`.sharding_priors`)."""
     time: dict[str, tuple[float, float]] = {}
     memory: dict[str, tuple[float, float]] = {}
     parts = {name: part for name in space.feature_names if (part := memory_part(name))}
@@ -129,4 +130,4 @@ def builtin_priors(space: SearchSpace, world_size: int | None = None) -> Priors:
                 if re.match(pattern, name):
                     time[name] = (math.log(t), t_sd)
     return Priors(time=time, memory=memory, memory_parts=parts, time_parts=time_parts,
-                  memory_by_part=sharding_memory_priors(space, world_size))
+                  memory_by_part=sharding_memory_priors(space, world_size, ranks_per_node))

@@ -133,7 +133,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
                                if why.startswith("invalid:") and pid in ctx.patches})
     space = _space(contract, ctx.patches, judged, doctor, progress)
     baseline = Candidate.of(contract.defaults())
-    priors = builtin_priors(space, contract.launch.world_size)
+    priors = builtin_priors(space, contract.launch.world_size, contract.launch.ranks_per_node)
     if session is not None:
         priors = session.priors(contract, doctor, list(ctx.patches.values()), base=priors)
     engine = SearchEngine(space, priors, memory_limit=contract.budget.memory_limit_bytes,

@@ -26,6 +26,9 @@ Expert parallelism divides only the experts' share of the states. Tensor paralle
 micro-batches of ``L / pp`` layers in flight on the first stage), and expert
 parallelism does not.
 
+FSDP's hybrid strategies (``HYBRID_SHARD``, ``_HYBRID_SHARD_ZERO2``) are stage 3 and 2 within a node,
+replicated across nodes: the same bytes with the node's ranks in place of the world.
+
 Only emitted when the space has a sharding knob whose levels map to a stage:
 without one the baseline's sharding is unknown and the total-peak priors in
 :data:`~bot.stages.run.priors.KNOB_PRIORS` stand.
@@ -66,6 +69,8 @@ DEGREES: dict[str, re.Pattern[str]] = {
 }
 #: FSDP's strategies by the ZeRO stage they amount to (PyTorch FSDP docs).
 FSDP_STAGES: dict[str, int] = {"NO_SHARD": 0, "SHARD_GRAD_OP": 2, "FULL_SHARD": 3}
+#: FSDP's hybrid strategies: that stage within a node, replicated across nodes (the shard group is a node).
+HYBRID_STAGES: dict[str, int] = {"HYBRID_SHARD": 3, "_HYBRID_SHARD_ZERO2": 2}
 
 
 def stage_of(value: KnobValue) -> int | None:
@@ -74,6 +79,17 @@ def stage_of(value: KnobValue) -> int | None:
     if text in FSDP_STAGES:
         return FSDP_STAGES[text]
     return int(text) if text in {"0", "1", "2", "3"} else None
+
+
+def sharding_of(value: KnobValue, world: int, node: int | None) -> tuple[int, int] | None:
+    """(ZeRO stage, ranks the states are sharded over) of a sharding knob's value on ``world`` ranks of
+    ``node`` per node: the world, except for FSDP's hybrid strategies, which shard within a node (without a
+    node size, or on one node, that is the world). None for a value that names no stage."""
+    text = str(value).strip().upper().removeprefix("SHARDINGSTRATEGY.")
+    if text in HYBRID_STAGES:
+        return HYBRID_STAGES[text], node if node and 1 < node < world else world
+    stage = stage_of(value)
+    return None if stage is None else (stage, world)
 
 
 def states_bytes(stage: int, world: int, *, mp: float = 1.0, ep: float = 1.0, moe: bool = False) -> float:
@@ -97,32 +113,34 @@ def slope(stage: int, world: int, degree: str) -> float:
     return math.log(hi / lo) / DOUBLINGS
 
 
-def sharding_memory_priors(space: SearchSpace, world_size: int | None) -> dict[str, tuple[float, float]]:
+def sharding_memory_priors(space: SearchSpace, world_size: int | None,
+                           ranks_per_node: int | None = None) -> dict[str, tuple[float, float]]:
     """Per-part memory priors (:attr:`~infrarsi.search.features.Priors.memory_by_part`) for the ZeRO stages
     and model-parallel degrees of ``space``, relative to the stage of its baseline, for a job on
-    ``world_size`` GPUs; empty without a sharding knob or a world size."""
+    ``world_size`` GPUs (``ranks_per_node`` per node, for FSDP's hybrid strategies); empty without a sharding
+    knob or a world size."""
     knob = next((a for a in space.axes if SHARDING_KNOB.match(a.name)), None)
-    base = stage_of(knob.knob.default) if knob else None
-    if knob is None or base is None or not world_size or world_size < 2:
+    if knob is None or not world_size or world_size < 2:
         return {}
     world = int(world_size)
+    base = sharding_of(knob.knob.default, world, ranks_per_node)
+    if base is None:
+        return {}
     features = set(space.feature_names)
-    stages = {level_name: stage for level in knob.levels
-              if (stage := stage_of(level)) is not None and stage != base
+    levels = {level_name: sharding for level in knob.levels
+              if (sharding := sharding_of(level, world, ranks_per_node)) is not None
               and (level_name := knob.knob.codec.feature(level)) in features}
     moe = any(DEGREES["ep"].match(f) for f in space.feature_names)
     out: dict[str, tuple[float, float]] = {
-        f"{name} [states]": (math.log(states_bytes(stage, world, moe=moe) / states_bytes(base, world, moe=moe)),
-                             STAGE_SD)
-        for name, stage in stages.items()}
+        f"{name} [states]": (math.log(states_bytes(*level, moe=moe) / states_bytes(*base, moe=moe)), STAGE_SD)
+        for name, level in levels.items()}
     for degree, pattern in DEGREES.items():
         name = next((f for f in space.feature_names if pattern.match(f)), None)
         if name is None:
             continue
-        out[f"{name} [states]"] = (slope(base, world, degree), SLOPE_SD)
+        out[f"{name} [states]"] = (slope(*base, degree), SLOPE_SD)
         if degree == "tp":
             out[f"{name} [activations]"] = (math.log(TP_ACTIVATIONS[0]), TP_ACTIVATIONS[1])
-        for level_name, stage in stages.items():
-            out[f"{name}*{level_name} [states]"] = (slope(stage, world, degree) - slope(base, world, degree),
-                                                    SLOPE_SD)
+        for level_name, level in levels.items():
+            out[f"{name}*{level_name} [states]"] = (slope(*level, degree) - slope(*base, degree), SLOPE_SD)
     return out

@@ -5,9 +5,9 @@ divisible by ``tp x pp x cp``, and when the expert-parallel size does not
 divide what is left (``world / (tp x pp)``, the data- and context-parallel
 ranks the experts are spread over); its argument checks reject virtual
 pipeline stages without a pipeline, and its micro-batch calculator a global
-batch that does not split into whole micro-batches per replica. Each such trial is a crash that costs a
-launch of the whole job, and the crash model would need several to learn a
-rule the contract's ``[launch]`` already decides. So, when the bot launches the
+batch that does not split into whole micro-batches per replica. Each such
+trial is a crash that costs a launch of the whole job, and the crash model
+would need several to learn a rule the contract's ``[launch]`` already decides. So, when the bot launches the
 ranks itself (torchrun, Slurm: the world size is known and at least 2), the
 combinations of knob levels that break these rules are left out of the space.
 
@@ -30,7 +30,8 @@ from infrarsi.search.space import KnobAxis
 RULES: tuple[tuple[tuple[str, ...], Callable[[dict[str, int], int], str | None]], ...] = (
     (("tp", "pp", "cp"), lambda v, world: None if world % (v["tp"] * v["pp"] * v["cp"]) == 0 else
      f"world size {world} is not divisible by the model-parallel size {v['tp'] * v['pp'] * v['cp']}"),
-    (("tp", "pp", "ep"), lambda v, world: None if world % (v["tp"] * v["pp"]) or (world // (v["tp"] * v["pp"])) % v["ep"] == 0
+    (("tp", "pp", "ep"), lambda v, world: None if world % (v["tp"] * v["pp"])  # the world-size rule's
+     or (world // (v["tp"] * v["pp"])) % v["ep"] == 0
      else f"expert-parallel size {v['ep']} does not divide world / (tp x pp) = {world // (v['tp'] * v['pp'])}"),
     (("pp", "vpp"), lambda v, world: "virtual pipeline stages need pipeline parallelism"
      if v["vpp"] > 1 and v["pp"] == 1 else None),

@@ -9,7 +9,8 @@ batch a ``divides`` constraint on the micro-batch knob names (what
 workload's command (Megatron-LM's ``--global-batch-size 256``, NeMo's
 ``model.global_batch_size=256``), with the job's world size (roles:
 :mod:`.parallel_roles`). Without a pipeline knob, or without any source of the
-count, there is no column and the search is as before. The formula: :mod:`infrarsi.search.derived`.
+count, there is no column and the search is as before. The formula:
+:mod:`infrarsi.search.derived`.
 
 Virtual stages count only under a name that means "stages per rank"
 (``vpp``, ``virtual_pipeline_model_parallel_size``): Megatron's
@@ -49,4 +50,3 @@ def bubble_features(knobs: Sequence[Knob], constraints: Sequence[Constraint], wo
                           accumulation=found["accumulation"])
     feature = pipeline_bubble(roles)
     return (feature,) if feature else ()
-

@@ -35,7 +35,6 @@ class DerivedFeature:
     name: str
     knobs: tuple[str, ...]  # the knobs it reads
     value: Callable[[Mapping[str, KnobValue]], float]
-    description: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,7 +42,7 @@ class PipelineRoles:
     """Which knobs of a space set the pipeline's shape, and what the contract fixes.
 
     ``pp`` is required; any other degree missing from the space stays at 1
-    (``vpp``, ``tp``, ``cp``) or at ``micro_batch_size`` (the micro-batch). The
+    (``vpp``, ``tp``, ``cp``, the micro-batch). The
     micro-batches per step come from ``accumulation`` (a gradient-accumulation
     knob is exactly that count) or from ``global_batch`` (sequences per
     optimizer step across data-parallel replicas, Megatron's
@@ -57,7 +56,6 @@ class PipelineRoles:
     cp: str | None = None
     vpp: str | None = None
     micro_batch: str | None = None
-    micro_batch_size: int = 1
     accumulation: str | None = None
 
     @property
@@ -72,7 +70,7 @@ class PipelineRoles:
             return None
         model_parallel = _number(values, self.tp, 1) * _number(values, self.pp, 1) * _number(values, self.cp, 1)
         dp = max(self.world_size // max(int(model_parallel), 1), 1)
-        micro = _number(values, self.micro_batch, self.micro_batch_size)
+        micro = _number(values, self.micro_batch, 1)
         return max(self.global_batch // max(int(dp * micro), 1), 1)
 
     def log_slots(self, values: Mapping[str, KnobValue]) -> float:
@@ -88,8 +86,7 @@ def pipeline_bubble(roles: PipelineRoles) -> DerivedFeature | None:
     """The bubble column for a space with these roles, None when the micro-batch count is unknown."""
     if roles.accumulation is None and roles.global_batch is None:
         return None
-    return DerivedFeature(name=PIPELINE_BUBBLE, knobs=roles.knobs, value=roles.log_slots,
-                          description="log(1 + (pp - 1) / (vpp * micro-batches per step)): 1F1B's idle slots")
+    return DerivedFeature(name=PIPELINE_BUBBLE, knobs=roles.knobs, value=roles.log_slots)
 
 
 def _number(values: Mapping[str, KnobValue], knob: str | None, default: float) -> float:

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from bot.stages.run.group_placement import placement_features
 from bot.stages.run.pipeline_bubble import bubble_features
 from bot.stages.run.priors import builtin_priors
 from infrarsi.contract.model import Constraint, Knob
@@ -236,7 +237,9 @@ def engine_space(job: SimulatedJob) -> SearchSpace:
     constraints = [*known_constraints(job), Constraint(kind="divides", knob="micro_batch",
                                                        value=job.workload.global_batch, reason="global batch")]
     return SearchSpace.from_contract(knobs, constraints, patches,
-                                     derived=bubble_features(knobs, constraints, job.cluster.world_size))
+                                     derived=(*bubble_features(knobs, constraints, job.cluster.world_size),
+                                              *placement_features(knobs, job.cluster.world_size,
+                                                                  job.cluster.gpus_per_node)))
 
 
 def to_candidate(config: Mapping[str, Value], dims: Sequence[Dimension]) -> Candidate:

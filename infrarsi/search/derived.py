@@ -11,6 +11,16 @@ and the micro-batch. Its logarithm, computed from the candidate's knob values,
 is one more column whose coefficient is known a priori (1 on the compute part:
 the step is ``m + (pp - 1)/vpp`` micro-batch slots instead of ``m``).
 
+The other derived columns say where a communication group's ranks sit. With
+Megatron-LM's rank order (tensor-parallel ranks adjacent, then expert-parallel
+ones ``tp`` apart), a group of ``p`` ranks ``s`` apart stays on one node while
+``s x p`` is at most the ranks per node; beyond, a share
+``(p - g) / (p - 1)`` of each rank's peers (``g`` of the group per node) is
+reached over the network instead of NVLink, several times slower for an
+all-to-all. Which of ``tp = 4, ep = 2`` and ``tp = 8, ep = 2`` keeps the
+experts' all-to-all inside a node depends on both knobs and the node's size:
+no per-knob slope says it.
+
 A derived column is relative to the baseline like every other feature (the
 baseline encodes to zero), takes part in no square or pair, and is priced by
 the priors under its own name.
@@ -87,6 +97,41 @@ def pipeline_bubble(roles: PipelineRoles) -> DerivedFeature | None:
     if roles.accumulation is None and roles.global_batch is None:
         return None
     return DerivedFeature(name=PIPELINE_BUBBLE, knobs=roles.knobs, value=roles.log_slots)
+
+
+#: Prefix of a group-placement column's name: ``off_node:ep`` for the expert-parallel group.
+OFF_NODE = "off_node:"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GroupPlacement:
+    """A communication group whose size is a knob and whose ranks are ``stride`` (a product of knobs) apart.
+
+    ``off_node_share`` is the share of a rank's peers in the group that are on other nodes, with
+    ``ranks_per_node`` ranks on each: 0 while the group fits in a node."""
+
+    group: str  # the role: "tp", "ep"
+    size: str  # the knob that sets the group's size
+    stride: tuple[str, ...] = ()  # knobs whose product is the distance between the group's ranks
+    ranks_per_node: int
+
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        return (self.size, *self.stride)
+
+    def off_node_share(self, values: Mapping[str, KnobValue]) -> float:
+        size = _number(values, self.size, 1)
+        stride = math.prod(_number(values, k, 1) for k in self.stride)
+        if size <= 1 or stride * size <= self.ranks_per_node:
+            return 0.0
+        per_node = min(max(self.ranks_per_node // stride, 1.0), size)
+        return (size - per_node) / (size - 1)
+
+
+def group_placement(placement: GroupPlacement) -> DerivedFeature:
+    """The column ``off_node:<group>``: the group's off-node share of peers for a candidate."""
+    return DerivedFeature(name=f"{OFF_NODE}{placement.group}", knobs=placement.knobs,
+                          value=placement.off_node_share)
 
 
 def _number(values: Mapping[str, KnobValue], knob: str | None, default: float) -> float:

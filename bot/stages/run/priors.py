@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 import re
 
-from bot.stages.run import pipeline_bubble
+from bot.stages.run import group_placement, pipeline_bubble
 from bot.stages.run.parallel_roles import ROLES
 from bot.stages.run.sharding_priors import sharding_memory_priors
-from infrarsi.search.derived import PIPELINE_BUBBLE
+from infrarsi.search.derived import OFF_NODE, PIPELINE_BUBBLE
 from infrarsi.search.features import Priors
 from infrarsi.search.space import SearchSpace
 
@@ -80,6 +80,7 @@ MEMORY_PARTS: tuple[tuple[str, str], ...] = (
 TIME_PARTS: tuple[tuple[str, str], ...] = (
     (r"^(grad_ckpt|gradient_checkpointing|activation_checkpointing|checkpoint_activations)=", "compute"),
     (rf"^{PIPELINE_BUBBLE}$", "compute"),  # idle slots of a micro-batch's whole work
+    (rf"^{OFF_NODE}", "communication"),  # collectives over the network instead of NVLink
     (r"^(recompute|recompute_granularity|activation_recompute)=", "compute"),
     (r"^(sequence_parallel)=", "compute"),
     (r"^(compile|torch_compile|use_compile)=", "compute"),
@@ -129,5 +130,9 @@ def builtin_priors(space: SearchSpace, world_size: int | None = None, ranks_per_
             for pattern, t, t_sd in PIPELINE_TIME_WITH_BUBBLE:
                 if re.match(pattern, name):
                     time[name] = (math.log(t), t_sd)
+    for name in space.feature_names:
+        if name.startswith(OFF_NODE):
+            time[name] = group_placement.TIME_PRIORS[name.removeprefix(OFF_NODE)]
+            memory[name] = group_placement.MEMORY_PRIOR
     return Priors(time=time, memory=memory, memory_parts=parts, time_parts=time_parts,
                   memory_by_part=sharding_memory_priors(space, world_size, ranks_per_node))

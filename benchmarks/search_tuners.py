@@ -31,8 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from bot.stages.run.group_placement import placement_features
-from bot.stages.run.pipeline_bubble import bubble_features
+from bot.stages.run.design_columns import derived_features
 from bot.stages.run.priors import builtin_priors
 from infrarsi.contract.model import Constraint, Knob
 from infrarsi.patches import Effect, PatchSpec
@@ -237,9 +236,8 @@ def engine_space(job: SimulatedJob) -> SearchSpace:
     constraints = [*known_constraints(job), Constraint(kind="divides", knob="micro_batch",
                                                        value=job.workload.global_batch, reason="global batch")]
     return SearchSpace.from_contract(knobs, constraints, patches,
-                                     derived=(*bubble_features(knobs, constraints, job.cluster.world_size),
-                                              *placement_features(knobs, job.cluster.world_size,
-                                                                  job.cluster.gpus_per_node)))
+                                     derived=derived_features(knobs, constraints, job.cluster.world_size,
+                                                              job.cluster.gpus_per_node))
 
 
 def to_candidate(config: Mapping[str, Value], dims: Sequence[Dimension]) -> Candidate:
@@ -261,6 +259,38 @@ def to_record(trial: Trial, trial_no: int, dims: Sequence[Dimension], run_id: st
                            steady_mem_bytes=int(trial.steady_mem_bytes) if trial.steady_mem_bytes else None)
     return TrialRecord(run_id=run_id, trial_no=trial_no, candidate=to_candidate(trial.config, dims),
                        outcome=outcome, metrics=metrics, cost_s=trial.cost_s)
+
+
+def simulated_records(job: SimulatedJob, configs: Sequence[Mapping[str, Value]]) -> list[TrialRecord]:
+    """``configs`` run on ``job`` in this order, as the records the engine observes (tests' fixed histories)."""
+    records = []
+    for i, config in enumerate(configs):
+        r = job.run(config)
+        records.append(to_record(Trial(config=dict(config), outcome=r.outcome, step_time_s=r.step_time_s,
+                                       peak_mem_bytes=r.peak_mem_bytes, cost_s=r.cost_s), i, job.space.dimensions))
+    return records
+
+
+def without_derived(space: SearchSpace, prefix: str) -> SearchSpace:
+    """``space`` less its derived columns whose name starts with ``prefix`` (to measure what one does)."""
+    return SearchSpace.from_contract([a.knob for a in space.axes], space.constraints, list(space.patches.values()),
+                                     derived=[d for d in space.derived if not d.name.startswith(prefix)])
+
+
+def prediction_error(space: SearchSpace, job: SimulatedJob, records: Sequence[TrialRecord],
+                     config: Mapping[str, Value], *, memory: bool = False) -> float:
+    """Relative error of the engine's step time (or peak memory) for ``config`` after ``records``, with the
+    built-in priors for ``job``'s cluster, against the simulator's noiseless value."""
+    engine = SearchEngine(space, builtin_priors(space, job.cluster.world_size, job.cluster.gpus_per_node),
+                          memory_limit=job.cluster.usable_hbm_bytes, seed=0)
+    engine.observe(records)
+    models = engine.models
+    mu, _ = (models.memory if memory else models.time).predict(
+        models.design([to_candidate(config, job.space.dimensions)]))
+    expected = job.expected(config)
+    truth = expected.peak_mem_bytes if memory else expected.step_time_s
+    assert truth, f"{config} does not run on {job.workload.name}"
+    return float(np.exp(mu[0])) / float(truth) - 1.0
 
 
 def run_engine(session: Session, seed: int, *, bank: Sequence[tuple[Candidate, float]] = (),

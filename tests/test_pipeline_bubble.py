@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.search_tuners import Trial, engine_space, to_candidate, to_record
+from benchmarks.search_tuners import engine_space, simulated_records, to_candidate
 from bot.stages.run.pipeline_bubble import TIME_PRIOR, bubble_features
 from bot.stages.run.priors import builtin_priors
 from infrarsi.contract.model import Constraint, Knob
@@ -95,11 +95,7 @@ def test_the_engine_extrapolates_to_fewer_micro_batches_with_the_column() -> Non
     base = {**job.space.default(), "zero": 1, "recompute": "selective", "tp": 8}
     tried = [{**base, "pp": pp, "micro_batch": mb, "vpp": vpp} for pp in (2, 4) for mb in (1, 2) for vpp in (1, 2)]
     tried.append({**base, "pp": 1})
-    records = []
-    for i, config in enumerate(tried):
-        r = job.run(config)
-        records.append(to_record(Trial(config=config, outcome=r.outcome, step_time_s=r.step_time_s,
-                                       peak_mem_bytes=r.peak_mem_bytes, cost_s=r.cost_s), i, dims))
+    records = simulated_records(job, tried)
     target = {**base, "pp": 4, "micro_batch": 8}
     truth = job.expected(target).step_time_s
     assert truth is not None

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.search_tuners import Trial, engine_space, to_candidate, to_record
+from benchmarks.search_tuners import engine_space, simulated_records, to_candidate
 from bot.stages.run.priors import builtin_priors
 from bot.stages.run.sharding_priors import sharding_memory_priors, sharding_of, stage_of, states_bytes
 from infrarsi.contract.model import Knob
@@ -109,11 +109,7 @@ def test_the_engine_predicts_a_lower_tp_under_zero_3_from_trials_at_tp_8() -> No
     base = job.space.default()
     tried = [{**base, "tp": 8, "micro_batch": mb, "sequence_parallel": sp, "flash_attention": fa}
              for mb in (1, 2, 4) for sp in (False, True) for fa in (False, True)]
-    records = []
-    for i, config in enumerate(tried):
-        r = job.run(config)
-        records.append(to_record(Trial(config=config, outcome=r.outcome, step_time_s=r.step_time_s,
-                                       peak_mem_bytes=r.peak_mem_bytes, cost_s=r.cost_s), i, dims))
+    records = simulated_records(job, tried)
     target = {**base, "tp": 2, "micro_batch": 2, "sequence_parallel": True, "flash_attention": True}
     truth = job.expected(target).peak_mem_bytes
     errors = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from bot.stages.run import group_placement, pipeline_bubble
+from bot.stages.run import group_placement, pipeline_bubble, states_column
 from bot.stages.run.parallel_roles import ROLES
 from bot.stages.run.sharding_priors import sharding_memory_priors
 from infrarsi.search.derived import OFF_NODE, PIPELINE_BUBBLE
@@ -63,6 +63,7 @@ MEMORY_PARTS: tuple[tuple[str, str], ...] = (
     (r"^(vpp|virtual_pipeline(_stages)?|num_layers_per_virtual_pipeline_stage)$", "activations"),
     (r"^patch:.*(attention|sdpa|flash|cross_entropy|gelu|norm|checkpoint).*$", "activations"),
     (r"^(zero|zero_stage)=", "states"),
+    (rf"^{states_column.MODEL_STATES}$", "states"),
     (r"^(ep|expert_parallel(_size)?|expert_model_parallel_size)$", "states"),
     # 1F1B: the first stage keeps pp micro-batches of L/pp layers in flight, so pp divides the states only
     (r"^(pp|pipeline_parallel(_size)?|pipeline_model_parallel_size)$", "states"),
@@ -134,5 +135,10 @@ def builtin_priors(space: SearchSpace, world_size: int | None = None, ranks_per_
         if name.startswith(OFF_NODE):
             time[name] = group_placement.TIME_PRIORS[name.removeprefix(OFF_NODE)]
             memory[name] = group_placement.MEMORY_PRIOR
-    return Priors(time=time, memory=memory, memory_parts=parts, time_parts=time_parts,
-                  memory_by_part=sharding_memory_priors(space, world_size, ranks_per_node))
+    by_part = sharding_memory_priors(space, world_size, ranks_per_node)
+    if states_column.MODEL_STATES in space.feature_names:
+        # the column carries the states' bytes; a stage's and a degree's own states priors become residuals
+        time[states_column.MODEL_STATES] = (0.0, 0.02)
+        memory[states_column.MODEL_STATES] = states_column.TOTAL_PRIOR
+        by_part = states_column.residual_priors(by_part)
+    return Priors(time=time, memory=memory, memory_parts=parts, time_parts=time_parts, memory_by_part=by_part)

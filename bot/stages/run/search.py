@@ -22,10 +22,9 @@ from bot.patching.judged import Judgements
 from bot.patching.screen import Screening, git_reader, screen_patches
 from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.baseline import load_doctor, run_doctor
-from bot.stages.run.group_placement import placement_features
+from bot.stages.run.design_columns import derived_features
 from bot.stages.run.launcher_checks import launcher_constraints
 from bot.stages.run.parallel_roles import fixed_global_batch
-from bot.stages.run.pipeline_bubble import bubble_features
 from bot.stages.run.priors import builtin_priors
 from bot.stages.run.verify import verify_candidate
 from infrarsi.bank import Bank, Finding, FindingOutcome, as_pairs, hardware_fingerprint, workload_fingerprint
@@ -299,8 +298,8 @@ def _space(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgeme
     """The joint space of the contract's knobs and ``patches``, less what was judged invalid, the settings
     that select a dtype this device only emulates (infrarsi/dtype_levers.py) and the parallel layouts the
     launcher rejects (launcher_checks.py), both said once when ``progress``; with the pipeline-bubble column
-    when the contract says enough (pipeline_bubble.py) and, on several nodes, columns for tensor- and
-    expert-parallel groups that span them (group_placement.py)."""
+    when the contract says enough, columns for tensor- and expert-parallel groups that span nodes and for
+    model-state bytes (design_columns.py)."""
     device = for_doctor(contract.knobs, list(patches.values()), doctor.fingerprint or {}, doctor.peak_flops)
     argv = (*contract.workload.command, *contract.workload.args)
     launcher = launcher_constraints(contract.knobs, contract.launch.world_size,
@@ -315,10 +314,9 @@ def _space(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgeme
     return SearchSpace.from_contract(contract.knobs, (*contract.constraints, *device.constraints, *launcher),
                                      list(patches.values()),
                                      (*judged.excluded_sets, *((pid,) for pid in device.patches)),
-                                     (*bubble_features(contract.knobs, contract.constraints,
-                                                       contract.launch.world_size, argv),
-                                      *placement_features(contract.knobs, contract.launch.world_size,
-                                                          contract.launch.ranks_per_node)))
+                                     derived_features(contract.knobs, contract.constraints,
+                                                      contract.launch.world_size, contract.launch.ranks_per_node,
+                                                      argv))
 
 
 def _rebuilt(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgements, doctor: DoctorReport,

@@ -63,7 +63,7 @@ def test_the_catalog_bf16_patches_are_recognised_and_no_other() -> None:
 def test_on_an_emulating_device_the_space_holds_no_bf16_setting_but_keeps_the_baseline() -> None:
     knobs = (Knob(name="dtype", kind="categorical", default="fp32", values=("fp32", "bf16"), flag="--dtype"),
              Knob(name="micro_batch", kind="int", default=2, values=(1, 2, 4), flag="--micro-batch"))
-    contract = SimpleNamespace(knobs=knobs, constraints=(), launch=SimpleNamespace(world_size=1),
+    contract = SimpleNamespace(knobs=knobs, constraints=(), launch=SimpleNamespace(world_size=1, ranks_per_node=1),
                                workload=SimpleNamespace(command=("python", "train.py"), args=()))
     patches = {p.id: p for p in (_patch("autocast_forward_bf16", "bf16 autocast inside the model's forward"),
                                  _patch("fused_gelu", "tanh GELU", decides=()))}

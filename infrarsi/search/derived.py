@@ -75,21 +75,21 @@ class PipelineRoles:
     def microbatches(self, values: Mapping[str, KnobValue]) -> float | None:
         """Micro-batches per optimizer step on one pipeline, None where the contract does not say."""
         if self.accumulation is not None:
-            return max(_number(values, self.accumulation, 1), 1.0)
+            return max(knob_number(values, self.accumulation, 1), 1.0)
         if self.global_batch is None:
             return None
-        model_parallel = _number(values, self.tp, 1) * _number(values, self.pp, 1) * _number(values, self.cp, 1)
+        model_parallel = knob_number(values, self.tp, 1) * knob_number(values, self.pp, 1) * knob_number(values, self.cp, 1)
         dp = max(self.world_size // max(int(model_parallel), 1), 1)
-        micro = _number(values, self.micro_batch, 1)
+        micro = knob_number(values, self.micro_batch, 1)
         return max(self.global_batch // max(int(dp * micro), 1), 1)
 
     def log_slots(self, values: Mapping[str, KnobValue]) -> float:
         """``log(1 + (pp - 1) / (vpp * m))``: the bubble's stretch of a step, 0 without pipelining."""
-        pp = _number(values, self.pp, 1)
+        pp = knob_number(values, self.pp, 1)
         m = self.microbatches(values)
         if pp <= 1 or m is None:
             return 0.0
-        return math.log1p((pp - 1) / (_number(values, self.vpp, 1) * m))
+        return math.log1p((pp - 1) / (knob_number(values, self.vpp, 1) * m))
 
 
 def pipeline_bubble(roles: PipelineRoles) -> DerivedFeature | None:
@@ -120,8 +120,8 @@ class GroupPlacement:
         return (self.size, *self.stride)
 
     def off_node_share(self, values: Mapping[str, KnobValue]) -> float:
-        size = _number(values, self.size, 1)
-        stride = math.prod(_number(values, k, 1) for k in self.stride)
+        size = knob_number(values, self.size, 1)
+        stride = math.prod(knob_number(values, k, 1) for k in self.stride)
         if size <= 1 or stride * size <= self.ranks_per_node:
             return 0.0
         per_node = min(max(self.ranks_per_node // stride, 1.0), size)
@@ -134,8 +134,13 @@ def group_placement(placement: GroupPlacement) -> DerivedFeature:
                           value=placement.off_node_share)
 
 
-def _number(values: Mapping[str, KnobValue], knob: str | None, default: float) -> float:
-    if knob is None:
+def knob_number(values: Mapping[str, KnobValue], knob: str | None, default: float) -> float:
+    """The numeric value of ``knob`` among a candidate's ``values``; ``default`` without the knob, for a bool
+    or for a level that is not a number (a categorical ``"auto"``)."""
+    value = values.get(knob, default) if knob is not None else default
+    if isinstance(value, bool):
         return float(default)
-    value = values.get(knob, default)
-    return float(value) if not isinstance(value, bool) else float(default)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float(default)

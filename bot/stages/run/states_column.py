@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from bot.stages.run.parallel_roles import find_roles
 from bot.stages.run.sharding_priors import SHARDING_KNOB, sharding_of, states_bytes
 from infrarsi.contract.model import Knob, KnobValue
-from infrarsi.search.derived import DerivedFeature
+from infrarsi.search.derived import DerivedFeature, knob_number
 
 #: The column's name.
 MODEL_STATES = "model_states"
@@ -56,8 +56,8 @@ def states_feature(knobs: Sequence[Knob], world_size: int | None,
 
     def value(values: Mapping[str, KnobValue]) -> float:
         stage, ranks = sharding_of(values.get(sharding.name, sharding.default), world_size, ranks_per_node) or base
-        mp = _degree(values, roles["tp"]) * _degree(values, roles["pp"])
-        return math.log(states_bytes(stage, ranks, mp=mp, ep=_degree(values, roles["ep"]), moe=moe))
+        tp, pp, ep = (max(knob_number(values, roles[r], 1), 1.0) for r in ("tp", "pp", "ep"))
+        return math.log(states_bytes(stage, ranks, mp=tp * pp, ep=ep, moe=moe))
 
     reads = tuple(k for k in (sharding.name, roles["tp"], roles["pp"], roles["ep"]) if k)
     return DerivedFeature(name=MODEL_STATES, knobs=reads, value=value)
@@ -76,7 +76,3 @@ def residual_priors(by_part: Mapping[str, tuple[float, float]]) -> dict[str, tup
     out[f"{MODEL_STATES} [states]"] = STATES_PRIOR
     return out
 
-
-def _degree(values: Mapping[str, KnobValue], knob: str | None) -> float:
-    value = values.get(knob, 1) if knob else 1
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1 else 1.0

@@ -61,14 +61,21 @@ def run(job_dir: Path) -> int:
     log_dir = job_dir / f"rank{rank}"
     executor = LocalExecutor(base_env=base, sample_interval_s=0.05)
 
+    received: list[str] = []
+
     def stop(signum: int, frame: object) -> None:  # scancel, time limit, preemption: end the trial, keep the record
-        del signum, frame
+        del frame
+        received.append(signal.Signals(signum).name)
         executor.interrupt()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     execution = executor.execute(replace(spec, env=tuple(extra.items()), log_dir=str(log_dir)))
     node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    if received and execution.killed_for == "interrupt":
+        # who stopped this rank is then in its record: scancel and the time limit, but also srun ending the step
+        execution = replace(execution, stderr_tail=(execution.stderr_tail + f"\ninfrarsi agent, rank {rank} on {node}: "
+                                                    f"{received[0]} while the trial ran; the trial was stopped").strip())
     write_json(job_dir / record_file(rank),
                execution_to_dict(execution, rank=rank, node=node, hostname=socket.gethostname(),
                                  job_id=os.environ.get("SLURM_JOB_ID"), step_id=os.environ.get("SLURM_STEP_ID")))

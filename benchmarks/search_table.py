@@ -49,27 +49,30 @@ TPE = ("optuna-tpe", "optuna-tpe-penalty", "optuna-tpe-fail")
 SECTION = "measured-on-real-trials"
 
 
-def replay(table: Table, method: str, seed: int, budgets: Sequence[int]) -> list[Row]:
-    """``method`` on ``table`` for the largest budget, scored at every budget."""
-    trials = play(ALL_METHODS[method], TableBench(table, seed), max(budgets), seed)
+def replay(table: Table, method: str, seed: int, budgets: Sequence[int], noise: int | None = None) -> list[Row]:
+    """``method`` on ``table`` for the largest budget, scored at every budget. The method's own randomness comes
+    from ``seed``, the repeats it draws from ``noise`` (default: ``seed`` too; another value replays the same
+    method run against another draw of the machine's noise)."""
+    draw = seed if noise is None else noise
+    trials = play(ALL_METHODS[method], TableBench(table, draw), max(budgets), seed)
     truth = Truth(time=lambda c: true_time(table, c), optimum_s=optimum(table)[1], default=table.default())
     sigma = sigma_log(table)
     rows = []
     for b in budgets:
         row, _ = score_trials(method, trials, b, workload=table.label, cluster="measured", seed=seed, truth=truth,
-                              verify=lambda first: verify_on(first, TableBench(table, VERIFY_SEED + seed), sigma))
+                              verify=lambda first: verify_on(first, TableBench(table, VERIFY_SEED + draw), sigma))
         rows.append(row)
     return rows
 
 
 @functools.cache
-def _table(path: str) -> Table:
+def cached_table(path: str) -> Table:
     return load(Path(path))
 
 
 def _task(args: tuple[str, str, int, tuple[int, ...]]) -> list[Row]:
     path, method, seed, budgets = args
-    return replay(_table(path), method, seed, budgets)
+    return replay(cached_table(path), method, seed, budgets)
 
 
 def check_complete(table: Table, where: str) -> None:

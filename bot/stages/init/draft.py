@@ -14,6 +14,8 @@ from typing import Any
 from bot.stages.init import conventions
 from bot.stages.init.cores import usable_cores
 from bot.stages.init.knob_tables import given_values
+from bot.stages.init.launcher import LaunchError, split_launcher
+from bot.stages.init.parallel_knobs import plan_parallel
 from bot.stages.init.loader_batch import loader_batch
 from bot.stages.init.scan import ArgFlag, RepoSummary
 from infrarsi.contract.knob_codec import guess_value
@@ -134,6 +136,10 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
     argv = shlex.split(command)
     if not argv:
         raise DraftError("the command is empty; pass --command \"python train.py ...\"")
+    try:
+        launch, argv = split_launcher(argv)
+    except LaunchError as e:
+        raise DraftError(f"--command: {e}") from None
     draft = ContractDraft()
     draft.set("version", 1)
     prog: list[str] = []
@@ -161,6 +167,14 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
     for name, table in found.plan.knobs.items():
         knobs[name] = table
     draft.notes.update(found.plan.notes)
+    layout = plan_parallel(found.settings, given, world_size=launch.world_size if launch else 1,
+                           ranks_per_node=launch.ranks_per_node if launch else 1, taken=set(knobs))
+    knobs.update(layout.knobs)
+    draft.notes.update(layout.notes)
+    found.plan.deferred += layout.deferred
+    if launch is not None:
+        for key, value in launch.table.items():
+            draft.set(f"launch.{key}", value, launch.notes.get(f"launch.{key}", ""))
     knob_flags = {t["flag"] for t in knobs.values() if "flag" in t}
     fixed = _strip_flags(user_args, knob_flags) + found.extra_args
     draft.set("workload.command", prog, "the entry command; 'python' means the interpreter that runs infrarsi")

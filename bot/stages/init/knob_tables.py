@@ -19,7 +19,7 @@ from bot.stages.init.cores import usable_cores
 from bot.stages.init.discover import Setting
 from bot.stages.init.framework_rules import hf_precision_rules, machine_has_gpu
 
-_EXPRESSIBLE = ("flag-space", "flag-equals", "hydra", "switch", "env")
+EXPRESSIBLE = ("flag-space", "flag-equals", "hydra", "switch", "env")
 _LIGHTNING_PRECISION = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
 _SEQ = re.compile(r"^(block_size|seq_len|seq_length|max_seq_len|max_seq_length|context_length|sequence_length|"
                   r"max_length|n_ctx|ctx_len|context_len|context_size|bptt)$")
@@ -61,7 +61,7 @@ class KnobPlan:
     fixed: list[str] = field(default_factory=list)  # "key = value (reason)"
 
 
-def _passing(setting: Setting) -> dict[str, Any]:
+def passing_table(setting: Setting) -> dict[str, Any]:
     if setting.passing == "env":
         return {"env": setting.token}
     if setting.passing == "switch":
@@ -129,14 +129,14 @@ def plan_knobs(classified: Classified, given: dict[str, str], *, taken: set[str]
         name = knob_name(s)
         if name in taken or s.key in taken or s is token_micro:
             continue
-        if s.passing not in _EXPRESSIBLE:
+        if s.passing not in EXPRESSIBLE:
             plan.deferred.append(f"{s.key} ({reason}; passed as {_style(s)})")
             continue
         domain = _domain(s, current(s, given), reason)
         if domain is None:
             plan.deferred.append(f"{s.key} ({reason}; its current value {current(s, given)!r} gives no safe domain)")
             continue
-        plan.knobs[name] = {**_passing(s), **domain}
+        plan.knobs[name] = {**passing_table(s), **domain}
         if s.passing == "flag-equals" and domain.get("kind") == "bool":
             plan.knobs[name]["bool_text"] = ["True", "False"]  # ast.literal_eval reads these, not 1/0
         plan.notes[f"knobs.{name}"] = (f"guessed: {s.token} ({s.convention}) looks like a knob for {reason}"
@@ -157,7 +157,7 @@ def _couple(plan: KnobPlan, pair: Coupled, given: dict[str, str], taken: set[str
     names = (knob_name(micro), knob_name(accum))
     if any(n in taken or n in plan.knobs for n in names):
         return
-    if gb is None or any(s.passing not in _EXPRESSIBLE or s.passing == "switch" for s in (micro, accum)):
+    if gb is None or any(s.passing not in EXPRESSIBLE or s.passing == "switch" for s in (micro, accum)):
         plan.deferred.append(f"{micro.key} x {accum.key} (coupled pair; passed as {_style(micro)}"
                              + (", current values unknown" if gb is None else "") + ")")
         return
@@ -165,8 +165,8 @@ def _couple(plan: KnobPlan, pair: Coupled, given: dict[str, str], taken: set[str
     micros = _powers_of_two_dividing(gb)
     if m not in micros:
         micros = sorted({*micros, m})
-    plan.knobs[names[0]] = {**_passing(micro), "kind": "int", "values": micros, "default": m}
-    plan.knobs[names[1]] = {**_passing(accum), "kind": "int", "values": sorted({gb // v for v in micros}), "default": a}
+    plan.knobs[names[0]] = {**passing_table(micro), "kind": "int", "values": micros, "default": m}
+    plan.knobs[names[1]] = {**passing_table(accum), "kind": "int", "values": sorted({gb // v for v in micros}), "default": a}
     plan.notes[f"knobs.{names[0]}"] = (f"guessed: {micro.token} and {accum.token} are a coupled pair: their product "
                                        f"is the global batch ({m} x {a} = {gb}), fixed by a constraint")
     plan.constraints.append({"kind": "product", "knobs": list(names), "value": gb,
@@ -185,12 +185,12 @@ def _token_micro(plan: KnobPlan, pair: TokenBatch, seq: int | None, given: dict[
     assert micro is not None
     name = knob_name(micro)
     total, m = current(pair.total, given), current(micro, given)
-    if name in taken or name in plan.knobs or seq is None or micro.passing not in _EXPRESSIBLE:
+    if name in taken or name in plan.knobs or seq is None or micro.passing not in EXPRESSIBLE:
         plan.deferred.append(f"{micro.key} (micro-batch of the token batch {pair.total.key}; "
                              + ("no sequence length found" if seq is None else f"passed as {_style(micro)}") + ")")
         return
     values = sorted({m, *[v for v in _powers_of_two_dividing(total // seq) if total % (v * seq) == 0]})
-    plan.knobs[name] = {**_passing(micro), "kind": "int", "values": values, "default": m}
+    plan.knobs[name] = {**passing_table(micro), "kind": "int", "values": values, "default": m}
     plan.notes[f"knobs.{name}"] = (f"guessed: {micro.token} is the batch of one forward; the global batch is "
                                    f"{pair.total.token} = {total} tokens, so accumulation follows "
                                    f"({total} / ({m} x {seq}) = {total // (m * seq)} now)")

@@ -38,9 +38,13 @@ def find_roles(knobs: Sequence[Knob]) -> dict[str, str | None]:
 def spellings(knob: Knob) -> tuple[str, ...]:
     """The knob's name and the leaf of how it is passed (``--pipeline-model-parallel-size``,
     ``model.pipeline_model_parallel_size``), lower case with underscores."""
-    passed = knob.flag or knob.override or ""
+    return spellings_of(knob.name, knob.flag or knob.override or "")
+
+
+def spellings_of(name: str, passed: str) -> tuple[str, ...]:
+    """``name`` and the leaf of ``passed`` (a flag, an override or a dotted key), lower case with underscores."""
     leaf = passed.lstrip("-+~").rsplit(".", 1)[-1].replace("-", "_").lower()
-    return (knob.name, leaf) if leaf else (knob.name,)
+    return (name, leaf) if leaf else (name,)
 
 
 def fixed_global_batch(knobs: Sequence[Knob], constraints: Sequence[Constraint], argv: Sequence[str]) -> int | None:

@@ -118,3 +118,28 @@ def test_the_launchers_options_are_read_in_either_spelling() -> None:
     assert launch.world_size == 16 and launch.ranks_per_node == 8
     with pytest.raises(LaunchError, match="no training script"):
         split_launcher(["torchrun", "--nproc-per-node", "2"])
+
+
+def test_a_model_drafting_the_contract_gets_the_script_and_the_launch_is_read_from_the_command() -> None:
+    """With ``--proposer anthropic`` a model drafts the workload; what the launcher says is not left to it."""
+    from bot.proposers import draft_with
+    from infrarsi.seams.proposer import ContractProposal
+
+    class Drafting:  # the proposer seam as a model answers it: a workload, and a launch of its own guessing
+        name, model = "anthropic", "claude-test"
+
+        def __init__(self) -> None:
+            self.commands: list[str] = []
+
+        def draft_contract(self, command, summary, *, tokens_per_step=None):  # noqa: ANN001, ANN201
+            self.commands.append(command)
+            return ContractProposal(data={"workload": {"command": ["python", "train.py"], "args": []},
+                                          "launch": {"executor": "local"}},
+                                    rationale={"workload.command": "the entry script"}, proposer=self.name)
+
+    model = Drafting()
+    draft = draft_with(model, "torchrun --nproc-per-node=4 train.py --lr 1", None)  # type: ignore[arg-type]
+    assert model.commands == ["python train.py --lr 1"]
+    assert draft.data["launch"] == {"executor": "torchrun", "nproc_per_node": 4}
+    assert draft.notes["workload.command"] == "claude-test: the entry script"
+    assert draft.notes["launch.nproc_per_node"].startswith("from the command: torchrun")

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from infrarsi.errors import BAD_INPUT, InfraRSIError
+
 #: torchrun's options that take no value (spelled with ``_`` here; ``-`` is the same option).
 _SWITCHES = frozenset({"standalone", "no_python", "run_path", "use_env", "module"})
 #: What the contract's ``[launch]`` table holds, by torchrun's option name.
@@ -33,8 +35,10 @@ _OTHER_LAUNCHERS = {
 }
 
 
-class LaunchError(ValueError):
+class LaunchError(InfraRSIError, ValueError):
     """The launcher's options cannot become a ``[launch]`` table; the message says what to pass instead."""
+
+    exit_code = BAD_INPUT
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot.proposers.llm import LLMConfig
 from infrarsi.errors import BAD_INPUT, InfraRSIError
@@ -102,31 +102,25 @@ def draft_with(proposer: Proposer, command: str, summary: "RepoSummary", *,
     from bot.stages.init.draft import ContractDraft, DraftError
     from bot.stages.init.launcher import LaunchError, split_launcher
 
-    if proposer.name == "builtin":  # its drafter reads the launcher itself (and offers the layout knobs)
-        proposal = proposer.draft_contract(command, summary, tokens_per_step=tokens_per_step)
-        if proposal.data is None:
-            raise DraftError(f"the builtin proposer could not draft a contract: {_failures(proposal)}")
-        return ContractDraft(data=dict(proposal.data), notes=dict(proposal.rationale))
-    try:  # a model drafts the workload; the launcher's options are read here, as the builtin drafter reads them
-        launch, argv = split_launcher(shlex.split(command))
-    except LaunchError as e:
-        raise DraftError(f"--command: {e}") from None
-    proposal = proposer.draft_contract(shlex.join(argv) if launch else command, summary,
-                                       tokens_per_step=tokens_per_step)
+    launch = None
+    if proposer.name != "builtin":  # the builtin drafter reads the launcher itself (and offers the layout knobs)
+        try:  # a model drafts the workload; the launcher's options are read here, as the builtin drafter reads them
+            launch, argv = split_launcher(shlex.split(command))
+        except LaunchError as e:
+            raise DraftError(f"--command: {e}") from None
+        command = shlex.join(argv) if launch else command
+    proposal = proposer.draft_contract(command, summary, tokens_per_step=tokens_per_step)
     if proposal.data is None:
-        raise DraftError(f"the {proposer.name} proposer could not draft a contract: {_failures(proposal)}"
-                         f"{spent_text(proposer)}")
+        why = "; ".join(f.error for f in proposal.failures if f.error) or "no answer"
+        raise DraftError(f"the {proposer.name} proposer could not draft a contract: {why}{spent_text(proposer)}")
+    if proposer.name == "builtin":
+        return ContractDraft(data=dict(proposal.data), notes=dict(proposal.rationale))
     model = proposer.model or proposer.name
     draft = ContractDraft(data=dict(proposal.data), notes={k: f"{model}: {v}" for k, v in proposal.rationale.items()})
     if launch is not None:
         draft.data.pop("launch", None)
-        for key, value in launch.table.items():
-            draft.set(f"launch.{key}", value, launch.notes.get(f"launch.{key}", ""))
+        launch.write(draft)
     return draft
-
-
-def _failures(proposal: Any) -> str:
-    return "; ".join(f.error for f in proposal.failures if f.error) or "no answer"
 
 
 def spent_text(proposer: Proposer) -> str:

@@ -21,7 +21,8 @@ import shlex
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bot.stages.init.draft import _PYTHONS, _strip_flags
+from bot.stages.init.draft import _strip_flags
+from bot.stages.init.launcher import PYTHONS
 from bot.patching.replace import parse_replacement
 from bot.patching.results import Broken
 from bot.proposers.llm import InvalidAnswer, Tool
@@ -181,7 +182,7 @@ def human_command(command: str) -> tuple[list[str], list[str]]:
     argv = shlex.split(command)
     prog: list[str] = []
     rest = argv
-    if argv and _PYTHONS.match(argv[0]):
+    if argv and PYTHONS.match(argv[0]):
         prog, rest = ["python"], argv[1:]
     script = rest[0] if rest and not rest[0].startswith("-") else None
     prog += rest[:1] if script else []

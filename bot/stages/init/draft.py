@@ -14,7 +14,7 @@ from typing import Any
 from bot.stages.init import conventions
 from bot.stages.init.cores import usable_cores
 from bot.stages.init.knob_tables import given_values
-from bot.stages.init.launcher import LaunchError, split_launcher
+from bot.stages.init.launcher import PYTHONS, LaunchError, split_launcher
 from bot.stages.init.parallel_knobs import plan_parallel
 from bot.stages.init.loader_batch import loader_batch
 from bot.stages.init.scan import ArgFlag, RepoSummary
@@ -38,7 +38,6 @@ _KNOB_PATTERNS: tuple[tuple[str, str], ...] = (
 _GLOBAL_BATCH = re.compile(r"^(global_batch(_size)?|total_batch(_size)?|batch_size|gbs)$")
 _SEQ_LEN = re.compile(r"^(seq_len|seq_length|block_size|context_length|max_seq_len|sequence_length|ctx_len)$")
 _STEPS = re.compile(r"^(steps|max_steps|iters|max_iters|num_steps|train_steps)$")
-_PYTHONS = re.compile(r"^(python[0-9.]*|.*/python[0-9.]*)$")
 # Upper bound on the loss band's half-width (relative); the doctor measures the width itself. At 2% a
 # patch that ran one block of three passed (docs/trials.md, "Invariants"); bf16 on the fixtures moves a
 # short loss curve by well under 0.5%.
@@ -144,7 +143,7 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
     draft.set("version", 1)
     prog: list[str] = []
     rest = argv
-    if _PYTHONS.match(argv[0]):
+    if PYTHONS.match(argv[0]):
         prog, rest = ["python"], argv[1:]
     script = rest[0] if rest and not rest[0].startswith("-") else None
     prog += rest[:1] if script else []
@@ -173,8 +172,7 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
     draft.notes.update(layout.notes)
     found.plan.deferred += layout.deferred
     if launch is not None:
-        for key, value in launch.table.items():
-            draft.set(f"launch.{key}", value, launch.notes.get(f"launch.{key}", ""))
+        launch.write(draft)
     knob_flags = {t["flag"] for t in knobs.values() if "flag" in t}
     fixed = _strip_flags(user_args, knob_flags) + found.extra_args
     draft.set("workload.command", prog, "the entry command; 'python' means the interpreter that runs infrarsi")

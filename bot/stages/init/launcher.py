@@ -25,10 +25,8 @@ from infrarsi.errors import BAD_INPUT, InfraRSIError
 
 #: torchrun's options that take no value (spelled with ``_`` here; ``-`` is the same option).
 _SWITCHES = frozenset({"standalone", "no_python", "run_path", "use_env", "module"})
-#: What the contract's ``[launch]`` table holds, by torchrun's option name.
-_KEPT = {"nproc_per_node": "nproc_per_node", "nnodes": "nnodes", "node_rank": "node_rank",
-         "rdzv_endpoint": "rdzv_endpoint", "rdzv_backend": "rdzv_backend", "rdzv_id": "rdzv_id"}
-_PYTHONS = re.compile(r"^(python[0-9.]*|.*/python[0-9.]*)$")
+#: A Python interpreter at the front of a command (``python3``, ``/opt/venv/bin/python3.11``).
+PYTHONS = re.compile(r"^(python[0-9.]*|.*/python[0-9.]*)$")
 _OTHER_LAUNCHERS = {
     "deepspeed": "DeepSpeed's launcher passes --local_rank to the script",
     "accelerate": "Accelerate's launcher also sets the mixed precision and the distributed backend",
@@ -56,6 +54,11 @@ class DraftedLaunch:
     def ranks_per_node(self) -> int:
         return int(self.table.get("nproc_per_node", 1))
 
+    def write(self, draft: Any) -> None:
+        """Set ``launch.*`` in a :class:`~bot.stages.init.draft.ContractDraft`, each field with its note."""
+        for key, value in self.table.items():
+            draft.set(f"launch.{key}", value, self.notes.get(f"launch.{key}", ""))
+
 
 def split_launcher(argv: Sequence[str]) -> tuple[DraftedLaunch | None, list[str]]:
     """(the launch, the program and its arguments) for ``argv``; (None, argv) when no launcher leads it."""
@@ -69,7 +72,7 @@ def split_launcher(argv: Sequence[str]) -> tuple[DraftedLaunch | None, list[str]
                           "nproc_per_node = N in infrarsi.toml by hand (docs/contract.md)")
     if head == "torchrun":
         return _torchrun(argv[1:], "torchrun")
-    if _PYTHONS.match(argv[0]) and argv[1:3] in (["-m", "torch.distributed.run"], ["-m", "torch.distributed.launch"]):
+    if PYTHONS.match(argv[0]) and argv[1:3] in (["-m", "torch.distributed.run"], ["-m", "torch.distributed.launch"]):
         return _torchrun(argv[3:], argv[2])
     return None, argv
 
@@ -132,8 +135,8 @@ def _table(options: dict[str, str | None], launcher: str) -> DraftedLaunch:
     for name in ("node_rank", "rdzv_backend", "rdzv_id"):
         if options.get(name) is not None:
             raw = options[name]
-            table[_KEPT[name]] = int(raw) if name == "node_rank" and raw.isdigit() else raw
-            notes[f"launch.{_KEPT[name]}"] = f"from the command: --{name.replace('_', '-')} {raw}"
+            table[name] = int(raw) if name == "node_rank" and raw.isdigit() else raw
+            notes[f"launch.{name}"] = f"from the command: --{name.replace('_', '-')} {raw}"
     if nnodes > 1:
         if endpoint is None:
             raise LaunchError(f"{launcher}: --nnodes {nnodes} without --rdzv-endpoint (or --master-addr): every "

@@ -114,6 +114,9 @@ def summarize(execution: Execution, *, warmup: int, measured: int,
         parameters=_int_info(execution, "parameters"),
         embedding_parameters=_int_info(execution, "embedding_parameters"),
         witness=execution.witness,
+        witness_ranks=execution.witness_ranks,
+        witness_skipped=execution.witness_skipped,
+        lock_checked=execution.lock_changed is not None,
     )
 
 
@@ -182,6 +185,9 @@ def error_line(tail: str) -> str:
 def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measured: int,
              tokens_per_step: int, steps_per_line: int = 1) -> tuple[Outcome, str]:
     """The outcome of a finished execution and the reason a person would want to read."""
+    if execution.lock_changed:
+        return Outcome.INVALID, ("lock broken where the job ran (checked by the launcher before and after): "
+                                 + ", ".join(execution.lock_changed[:5]))
     if execution.killed_for == "memory":
         return Outcome.OOM, f"peak memory reached the limit ({metrics.peak_mem_bytes} bytes); killed"
     if execution.probe_oom is not None:

@@ -19,9 +19,10 @@ from infrarsi.contract.knob_codec import assignment_text
 from infrarsi.contract.model import KnobValue
 
 #: 2 added ``TrialMetrics.steady_mem_bytes`` (absent, it reads as None); 3 the GPU's held memory, capacity and
-#: whether its peak is censored. An added field bumps the version: older code then says its record is newer,
-#: rather than failing on an unknown keyword.
-TRIAL_SCHEMA_VERSION = 3
+#: whether its peak is censored; 4 every rank's witness report, why a trial was not witnessed, and whether the
+#: launcher checked the lock where the job ran. An added field bumps the version: older code then says its
+#: record is newer, rather than failing on an unknown keyword.
+TRIAL_SCHEMA_VERSION = 4
 
 
 class Outcome(StrEnum):
@@ -57,8 +58,25 @@ class Candidate:
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
+        """The text form ``k=v … +patch`` (``(baseline)`` when empty); :func:`parse_description` reads it back."""
         parts = [assignment_text(k, v) for k, v in self.knobs] + [f"+{p}" for p in self.patches]
         return " ".join(parts) or "(baseline)"
+
+
+def parse_description(text: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """:meth:`Candidate.describe`'s text read back: ``(name, value text)`` per knob and the patch ids. Values stay
+    text; the caller types them against its contract (a bare ``name`` without ``=`` keeps an empty value)."""
+    knobs: list[tuple[str, str]] = []
+    patches: list[str] = []
+    for part in text.split():
+        if part == "(baseline)":
+            continue
+        if part.startswith("+"):
+            patches.append(part[1:])
+        else:
+            name, _, value = part.partition("=")
+            knobs.append((name, value))
+    return knobs, patches
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -107,6 +125,9 @@ class TrialMetrics:
     parameters: int | None = None  # as the job reported it (probe.info)
     embedding_parameters: int | None = None  # probe.info: left out of N in the 6·N·tokens fallback
     witness: dict[str, Any] | None = None  # the witness's report (infrarsi.witness.WitnessReport) when witnessed
+    witness_ranks: tuple[dict[str, Any], ...] = ()  # every rank's report, when more than one process reported
+    witness_skipped: str | None = None  # witnessed, but the executor could not run the witness: why
+    lock_checked: bool = False  # the launcher compared the locked files with the lock where the job ran
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -144,6 +165,7 @@ class TrialRecord:
         for key in ("step_times_s", "loss", "warmup_loss"):
             metrics[key] = tuple(metrics.get(key) or ())
         metrics["phases_s"] = tuple((str(k), float(v)) for k, v in metrics.get("phases_s") or ())
+        metrics["witness_ranks"] = tuple(metrics.get("witness_ranks") or ())
         return TrialRecord(
             **{**data,
                "candidate": Candidate(knobs=tuple((k, v) for k, v in cand["knobs"]), patches=tuple(cand["patches"])),
@@ -154,7 +176,7 @@ class TrialRecord:
 
 
 def upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """Bring a stored record up to the current schema (1 -> 2 -> 3 add optional metrics: nothing to do)."""
+    """Bring a stored record up to the current schema (1 -> 2 -> 3 -> 4 add optional metrics: nothing to do)."""
     version = int(data.get("schema_version", 1))
     if version > TRIAL_SCHEMA_VERSION:
         raise ValueError(f"trial record has schema {version}, newer than this InfraRSI ({TRIAL_SCHEMA_VERSION})")

@@ -39,6 +39,17 @@ class WitnessReport:
     # job after it), or on the bot's SIGTERM; ``t`` on the bot's clock (perf_counter is CLOCK_MONOTONIC).
     at: str = "exit"
     t: float | None = None
+    rank: int | None = None  # the process's RANK (None: a single process)
+    # What the counted step consumed: token ids that reached an embedding (the most any one embedding table
+    # was indexed with) and targets that reached a classification loss (nll_loss, which cross_entropy runs).
+    tokens_in: int | None = None
+    targets_in: int | None = None
+
+    @property
+    def tokens(self) -> int | None:
+        """Tokens (or samples) one optimizer step consumed, as the witness measured them; None: neither seen."""
+        seen = [n for n in (self.tokens_in, self.targets_in) if n]
+        return max(seen) if seen else None
 
     @property
     def with_grad(self) -> int:
@@ -50,7 +61,8 @@ class WitnessReport:
                 "counted_s": self.counted_s, "params": self.params, "param_elements": self.param_elements,
                 "grad_norms": list(self.grad_norms), "weight_norms": list(self.weight_norms),
                 "update_proj": list(self.update_proj),
-                "tampered": list(self.tampered), "source_sha256": self.source_sha256, "at": self.at, "t": self.t}
+                "tampered": list(self.tampered), "source_sha256": self.source_sha256, "at": self.at, "t": self.t,
+                "rank": self.rank, "tokens_in": self.tokens_in, "targets_in": self.targets_in}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> WitnessReport:
@@ -65,7 +77,20 @@ class WitnessReport:
             weight_norms=tuple(float(w) for w in d.get("weight_norms") or ()),
             update_proj=tuple(float(w) for w in d.get("update_proj") or ()),
             tampered=tuple(str(t) for t in d.get("tampered") or ()), source_sha256=str(d["source_sha256"]),
-            at=str(d.get("at") or "exit"), t=None if d.get("t") is None else float(d["t"]))
+            at=str(d.get("at") or "exit"), t=None if d.get("t") is None else float(d["t"]),
+            rank=_rank(d.get("rank")), tokens_in=_count(d.get("tokens_in")), targets_in=_count(d.get("targets_in")))
+
+
+def _rank(value: Any) -> int | None:
+    """The report's rank: the witness writes ``RANK`` as it found it (a string, or null)."""
+    try:
+        return None if value is None or value == "" else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -805,7 +805,7 @@ class TrialWorkflowRunner:
                 self.checkouts.append((inputs["trial_branch"], str(head)))
             env = {**(os.environ if self.environ is None else self.environ), "CANDIDATE": inputs["candidate"],
                    "RUNNER_TEMP": str(temp)}
-            timeout = float(json.loads(inputs["candidate"])["timeout_s"]) + 120
+            timeout = float(json.loads(inputs["candidate"])["spec"]["timeout_s"]) + 120
             step = subprocess.run(["bash", "-e", "-c", TRIAL_STEP.replace("python3", sys.executable, 1)],
                                   cwd=checkout, env=env, capture_output=True, timeout=timeout)
             out = temp / "infrarsi-trial"

@@ -35,6 +35,7 @@ from bot.workspace.commits import is_dirty
 from tests.support.repos import commit_all, init_repo
 from bot.forges.github_api import GitHubTarget, RateLimitPolicy
 from infrarsi.seams.executor import TrialSpec
+from infrarsi.seams.executor_codec import spec_to_dict
 from infrarsi.contract.model import ActionsLaunch
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Outcome
@@ -93,9 +94,10 @@ def test_dispatch_poll_and_read_back_the_record(fake: FakeGitHub, tmp_path: Path
     inputs = dispatch.body["inputs"]
     assert dispatch.body["ref"] == TRIAL_BRANCH and dispatch.body["return_run_details"] is True
     assert inputs["trial_branch"] == TRIAL_BRANCH and len(inputs["dispatch_id"]) == 16
-    assert json.loads(inputs["candidate"]) == {
-        "argv": ["python", "job.py"], "cwd": ".", "env": [["OMP_NUM_THREADS", "1"]], "timeout_s": 60.0,
-        "memory_limit_bytes": None, "source": "probe", "stdout_regex": None, "expected_steps": None}
+    # the whole launch in the one codec, paths relative to the checkout, the runner's own interpreter
+    sent = json.loads(inputs["candidate"])
+    assert sent == spec_to_dict(replace(spec, argv=("python", "job.py"), cwd=".", root=".", log_dir=None))
+    assert sent["spec"]["env"] == [["OMP_NUM_THREADS", "1"]] and sent["spec"]["timeout_s"] == 60.0
     assert fake.branch(TRIAL_BRANCH) == str(pygit2.Repository(str(repo)).head.target)  # pushed first
     assert len(fake.calls("GET", r"/repos/acme/trainer/actions/runs/\d+")) >= 2  # polled until completed
 

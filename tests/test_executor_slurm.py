@@ -10,6 +10,8 @@ once for the module and asserted by its own test.
 
 from __future__ import annotations
 
+import hashlib
+
 import json
 import shutil
 import subprocess
@@ -29,6 +31,7 @@ from infrarsi.contract.model import SlurmLaunch
 from infrarsi.measure import classify, summarize
 from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.trial import Outcome
+from infrarsi.witness import WitnessReport
 from tests.conftest import REPO, SlurmCluster
 
 pytestmark = pytest.mark.slow
@@ -258,8 +261,10 @@ def test_a_two_node_ddp_trial_is_ok_with_the_peak_over_ranks(slurm_cluster: Slur
     args = ("--n-layer", "1", "--n-head", "2", "--d-model", "32", "--vocab-size", "128", "--seq-len", "16",
             "--global-batch", "4", "--steps", "5", "--seed", "1", "--micro-batch", "2", "--threads", "1")
     ex = SlurmExecutor(SlurmLaunch(nodes=2, tasks_per_node=1), workdir=tmp_path / "work", poll_s=0.2)
+    harness = hashlib.sha256((repo / "harness.py").read_bytes()).hexdigest()
     execution = ex.execute(TrialSpec(argv=(sys.executable, "train.py", *args), cwd=str(repo), timeout_s=240,
-                                     log_dir=str(tmp_path / "logs")))
+                                     log_dir=str(tmp_path / "logs"), witness=2, expected_steps=5,
+                                     root=str(repo), lock=(("harness.py", harness),)))
     metrics = summarize(execution, warmup=1, measured=4)
     outcome, reason = classify(execution, metrics, warmup=1, measured=4, tokens_per_step=4 * 16)
     job_dir = next((tmp_path / "work").iterdir())
@@ -275,6 +280,13 @@ def test_a_two_node_ddp_trial_is_ok_with_the_peak_over_ranks(slurm_cluster: Slur
     assert execution.peak_rss_bytes == max(peaks)
     assert execution.devices == 2 and len(execution.events) == 5
     assert (tmp_path / "logs" / "rank1.stderr.log").exists()
+    # each rank's agent witnessed its own rank and checked the lock on its own node
+    assert execution.witness_error is None and execution.lock_changed == ()
+    reports = {r["rank"]: WitnessReport.from_dict(r) for r in execution.witness_ranks}
+    assert sorted(reports) == [0, 1] and execution.witness is not None and execution.witness["rank"] == 0
+    assert all(r.optimizer_steps >= 4 and r.flops for r in reports.values())
+    # gradients are read after DDP's all-reduce: the two replicas hold the same ones
+    assert reports[0].grad_norms == pytest.approx(reports[1].grad_norms, rel=1e-5)
 
 
 def test_a_job_over_its_time_limit_is_a_timeout(rows: dict[str, Future]) -> None:

@@ -26,11 +26,11 @@ __all__ = ["register"]
 
 def _candidate_from(args: argparse.Namespace, contract) -> Candidate:  # noqa: ANN001
     from bot.stages.run.trial import CandidateError, make_candidate
+    from infrarsi.trial import parse_description
 
-    knobs = list(args.knob or [])
-    patches = list(args.patch or [])
-    for token in (args.candidate or "").split():
-        (patches if token.startswith("+") else knobs).append(token.lstrip("+"))
+    described, patched = parse_description(args.candidate or "")
+    knobs = list(args.knob or []) + [f"{name}={value}" if value else name for name, value in described]
+    patches = list(args.patch or []) + patched
     try:
         return make_candidate(contract, knobs, tuple(patches))
     except CandidateError as e:
@@ -75,9 +75,15 @@ def _verdict_text(verdict: Verdict) -> str:
     if c is not None:
         lines.append(f"  speedup {c.speedup:.3f}x, {c.ci_level:.0%} CI [{c.ci_low:.3f}, {c.ci_high:.3f}], "
                      f"Mann-Whitney p = {c.p_value:.4f} ({c.n_baseline} vs {c.n_candidate} runs)")
+    shown: set[tuple[str, object]] = set()
     for check in verdict.invariants:
-        if not check.ok or check.name in ("loss_band", "clock", "project_metadata"):
-            lines.append(f"  {'ok ' if check.ok else 'BROKEN'} {check.name}: {check.detail}")
+        if (not check.ok or check.name in ("loss_band", "clock", "project_metadata", "split_reference")) \
+                and (check.name, check.status) not in shown:
+            shown.add((check.name, check.status))
+            label = {"ok": "ok         ", "broken": "BROKEN     "}.get(check.status.value,
+                                                                       "waived     " if check.waived else
+                                                                       "NOT CHECKED")
+            lines.append(f"  {label} {check.name}: {check.detail}")
     return "\n".join(lines)
 
 

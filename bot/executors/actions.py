@@ -11,9 +11,11 @@ launcher — and writes that record. Dispatches are queued by the bot itself, at
 most ``max_runners`` in flight, first come first served: Actions concurrency
 groups cancel pending runs, so they cannot be the queue.
 
-Artifact format (``infrarsi-trial-<dispatch_id>``, one zip): ``execution.json``
-(``{"schema_version": 2, "execution": {...}}``, the :class:`Execution` fields)
-plus ``stdout.log`` and ``stderr.log`` when the job wrote them.
+The launch and the record travel in the one codec every remote executor speaks
+(:mod:`infrarsi.seams.executor_codec`): the runner launches, witnesses and checks
+the lock exactly as a local trial does. Artifact format
+(``infrarsi-trial-<dispatch_id>``, one zip): ``execution.json`` (the codec's
+execution record) plus ``stdout.log`` and ``stderr.log`` when the job wrote them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import time
 import uuid
 import zipfile
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -35,12 +37,12 @@ from typing import Any
 from bot.workspace.commits import is_dirty, repo_head_commit
 from bot.workspace.refs import head_branch, repository_dir
 from bot.workspace.naming import parse_trial_branch
+from bot.executors.witness import payload_sha256
 from bot.forges.github_api import GitHubAPIError, GitHubClient
 from infrarsi.contract.model import PYTHON_PLACEHOLDER, ActionsLaunch
 from infrarsi.seams.executor import Execution, TrialSpec
-from infrarsi.trial import StepEvent
+from infrarsi.seams.executor_codec import execution_from_dict, execution_to_dict, spec_from_dict, spec_to_dict
 
-EXECUTION_SCHEMA_VERSION = 3  # 2: Execution.steady_rss_bytes; 3: device_steady_bytes, device_capacity_bytes
 RECORD_FILE = "execution.json"
 ARTIFACT_PREFIX = "infrarsi-trial-"
 TRIAL_WORKFLOW = "infrarsi-trial.yml"
@@ -48,28 +50,10 @@ _FAILED = {"failure", "cancelled", "timed_out", "startup_failure", "action_requi
            "neutral"}
 
 
-# -- the record the runner uploads ------------------------------------------------------------------------
-def execution_to_dict(execution: Execution) -> dict[str, Any]:
-    return {"schema_version": EXECUTION_SCHEMA_VERSION, "execution": asdict(execution)}
-
-
-def execution_from_dict(data: dict[str, Any]) -> Execution:
-    version = int(data.get("schema_version", 1))
-    if version > EXECUTION_SCHEMA_VERSION:
-        raise ValueError(f"execution record has schema {version}, newer than this InfraRSI "
-                         f"({EXECUTION_SCHEMA_VERSION}); upgrade the bot")
-    ex = dict(data["execution"])
-    return Execution(**{**ex,
-                        "events": tuple(StepEvent(**e) for e in ex.get("events") or ()),
-                        "pids": tuple(ex.get("pids") or ()),
-                        "phases": tuple((int(s), str(n), float(t)) for s, n, t in ex.get("phases") or ()),
-                        "info": tuple((str(k), v) for k, v in ex.get("info") or ()),
-                        "placement": tuple((str(k), v) for k, v in ex.get("placement") or ())})
-
-
 # -- the launch the workflow receives ---------------------------------------------------------------------
 def spec_to_input(spec: TrialSpec, *, root: Path) -> str:
-    """The candidate's launch as the workflow's ``candidate`` input: paths relative to the checkout."""
+    """The candidate's launch as the workflow's ``candidate`` input: the one codec's form
+    (:mod:`infrarsi.seams.executor_codec`), paths relative to the checkout, the interpreter the runner's own."""
     cwd = Path(spec.cwd).resolve()
     try:
         rel = cwd.relative_to(root.resolve())
@@ -78,19 +62,15 @@ def spec_to_input(spec: TrialSpec, *, root: Path) -> str:
     argv = list(spec.argv)
     if argv and argv[0] == sys.executable:
         argv[0] = PYTHON_PLACEHOLDER  # the runner's own interpreter
-    payload = {"argv": argv, "cwd": rel.as_posix(), "env": [list(kv) for kv in spec.env],
-               "timeout_s": spec.timeout_s, "memory_limit_bytes": spec.memory_limit_bytes, "source": spec.source,
-               "stdout_regex": spec.stdout_regex, "expected_steps": spec.expected_steps}
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    portable = replace(spec, argv=tuple(argv), cwd=rel.as_posix(), root=".", log_dir=None)
+    return json.dumps(spec_to_dict(portable), sort_keys=True, separators=(",", ":"))
 
 
 def spec_from_input(text: str, *, checkout: Path, log_dir: Path | None = None) -> TrialSpec:
-    data = json.loads(text)
-    argv = [sys.executable if a == PYTHON_PLACEHOLDER and i == 0 else a for i, a in enumerate(data["argv"])]
-    return TrialSpec(argv=tuple(argv), cwd=str(checkout / data["cwd"]), env=tuple((k, v) for k, v in data["env"]),
-                     timeout_s=float(data["timeout_s"]), memory_limit_bytes=data.get("memory_limit_bytes"),
-                     source=data.get("source", "probe"), stdout_regex=data.get("stdout_regex"),
-                     expected_steps=data.get("expected_steps"), log_dir=str(log_dir) if log_dir else None)
+    spec = spec_from_dict(json.loads(text))
+    argv = [sys.executable if a == PYTHON_PLACEHOLDER and i == 0 else a for i, a in enumerate(spec.argv)]
+    return replace(spec, argv=tuple(argv), cwd=str(checkout / spec.cwd), root=str(checkout),
+                   log_dir=str(log_dir) if log_dir else None)
 
 
 def trial_ref(cwd: str) -> tuple[Path, str]:
@@ -268,7 +248,7 @@ class ActionsExecutor:
                 ("actions_conclusion", conclusion), ("actions_run_s", duration))
         recorded = self._download(run, dispatch_id, spec) if run.get("infrarsi_reason") is None else None
         if recorded is not None and conclusion != "timed_out":
-            ex = recorded
+            ex = same_witness(recorded)
             return replace(ex, wall_s=max(ex.wall_s, duration), devices=max(ex.devices, self.settings.devices),
                            info=ex.info + info + (("runner_wall_s", ex.wall_s),))
         devices = self.settings.devices
@@ -303,6 +283,20 @@ class ActionsExecutor:
                     if log in names:
                         (log_dir / log).write_bytes(z.read(log))
         return record
+
+
+def same_witness(execution: Execution) -> Execution:
+    """The runner authenticated its witness's report against the witness it ran; the bot also holds that witness
+    to its own: a runner with another InfraRSI installed ran other checks, so they are not counted (not
+    checked, and the trial not blamed for it)."""
+    reports = [r for r in (execution.witness, *execution.witness_ranks) if r is not None]
+    ours = payload_sha256()
+    theirs = next((str(r.get("source_sha256")) for r in reports if r.get("source_sha256") != ours), None)
+    if theirs is None:
+        return execution
+    return replace(execution, witness=None, witness_ranks=(), witness_skipped=(
+        f"the runner's witness (sha256 {theirs[:12]}) is not this bot's ({ours[:12]}): install the bot's "
+        "InfraRSI version on the runners (vars.INFRARSI_VERSION)"))
 
 
 RUNNERS_ENV = "INFRARSI_ACTIONS_RUNNERS"
@@ -359,12 +353,25 @@ def _duration(run: dict[str, Any]) -> float:
 
 # -- the runner side --------------------------------------------------------------------------------------
 def run_on_runner(candidate: str, *, checkout: Path, out: Path) -> Execution:
-    """Launch the candidate in ``checkout`` with the local executor and write the record into ``out``."""
+    """Launch the candidate in ``checkout`` with the local executor and write the record into ``out``.
+
+    The checkout must be the commit the bot ran the trial at (a branch can move between push and checkout);
+    the local executor then checks the lock there, runs the witness and stamps the steps, as on the bot's
+    own machine."""
     from bot.executors.local import LocalExecutor
 
     out.mkdir(parents=True, exist_ok=True)
     spec = spec_from_input(candidate, checkout=checkout, log_dir=out)
-    execution = LocalExecutor().execute(spec)
+    try:
+        head = repo_head_commit(checkout)
+    except Exception as e:  # noqa: BLE001 - a checkout that is not a git repository: said in the record
+        head = f"unknown ({e})"
+    if spec.commit is not None and head != spec.commit:
+        execution = Execution(events=(), returncode=None, wall_s=0.0, peak_rss_bytes=0,
+                              stderr_tail=f"not started: the runner checked out {head[:12]}, not the trial's "
+                                          f"commit {spec.commit[:12]} (the trial branch moved after the push)")
+    else:
+        execution = LocalExecutor().execute(spec)
     (out / RECORD_FILE).write_text(json.dumps(execution_to_dict(execution), sort_keys=True) + "\n")
     return execution
 

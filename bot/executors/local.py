@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bot.executors.environment import scrubbed_environment
+from bot.executors.locked_files import changed_locked_files, merged, refused
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
 from bot.executors.witness import device_memory_env, open_channel, witness_final_step
@@ -44,6 +45,10 @@ class LocalExecutor:
 
     def execute(self, spec: TrialSpec) -> Execution:
         self._stop.clear()
+        before = changed_locked_files(spec)
+        if before:
+            return Execution(events=(), returncode=None, wall_s=0.0, peak_rss_bytes=0,
+                             stderr_tail=refused(spec, before), lock_changed=before)
         collector = StepCollector()
         probe_file, probe_fd = open_probe_pipe()
         env = scrubbed_environment({**dict(spec.env), FD_ENV: str(probe_fd)}, base=self.base_env,
@@ -68,7 +73,7 @@ class LocalExecutor:
             if witness is not None:
                 witness.abandon()
             return Execution(events=(), returncode=127, wall_s=time.perf_counter() - start, peak_rss_bytes=0,
-                             stderr_tail=f"could not start {spec.argv[0]!r}: {e}")
+                             stderr_tail=f"could not start {spec.argv[0]!r}: {e}", lock_changed=before)
         os.close(probe_fd)  # the child holds the only write end now: EOF when it (and its heirs) exit
         if witness is not None:
             witness.started()
@@ -118,4 +123,5 @@ class LocalExecutor:
             stopped_after_steps=run.stopped,
             witness=seen.report.to_dict() if seen is not None and seen.report is not None else None,
             witness_error=seen.error if seen is not None else None,
+            lock_changed=merged(before, changed_locked_files(spec)),
         )

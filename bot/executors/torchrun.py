@@ -46,13 +46,16 @@ from bot.executors.environment import scrubbed_environment
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
 from bot.executors.streams import LineReader, StepCollector, ignore, on_step_line, regex_handler
-from bot.executors.witness import device_memory_env
+from bot.executors.locked_files import changed_locked_files, merged, refused
+from bot.executors.witness import device_memory_env, witness_final_step
+from bot.executors.witness.ranks import SHIM_SETUP, RankChannels, merged_witness
 from infrarsi.contract.model import Launch
 from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.probe import FILE_ENV
 
 # Run in each rank by torchrun: send this rank's stderr (and, but for rank 0, its stdout) to
-# files, then exec the trial's own command, so the rank's process is the job itself.
+# files, hand a witnessed trial's rank its own witness channel (bot/executors/witness/ranks.py), then exec the
+# trial's own command, so the rank's process is the job itself.
 _RANK_SHIM = """\
 import os, sys
 rank = os.environ.get("RANK", "0")
@@ -62,6 +65,7 @@ if logs:
     os.dup2(os.open(os.path.join(logs, f"rank{rank}.stderr.log"), flags, 0o644), 2)
     if rank != "0":
         os.dup2(os.open(os.path.join(logs, f"rank{rank}.stdout.log"), flags, 0o644), 1)
+""" + SHIM_SETUP + """\
 try:
     os.execvp(sys.argv[1], sys.argv[1:])
 except OSError as e:
@@ -214,6 +218,10 @@ class TorchrunExecutor:
 
     def _execute(self, spec: TrialSpec, work: Path) -> Execution:
         launch = self.launch
+        before = changed_locked_files(spec)
+        if before:
+            return Execution(events=(), returncode=None, wall_s=0.0, peak_rss_bytes=0,
+                             stderr_tail=refused(spec, before), lock_changed=before, devices=launch.nproc_per_node)
         collector = StepCollector()
         fifo = work / "probe.fifo"
         os.mkfifo(fifo, stat.S_IRUSR | stat.S_IWUSR)
@@ -231,6 +239,10 @@ class TorchrunExecutor:
         env = scrubbed_environment(extra, base=self.base_env, passthrough=self.passthrough_env)
         env["INFRARSI_RANK_LOG_DIR"] = str(log_dir)  # the bot's own variable, for the rank shim
         env.update(device_memory_env(env.get("PYTHONPATH")))  # every rank reports its GPU memory on the FIFO
+        channels = RankChannels.open(work / "witness", ranks=launch.nproc_per_node, count_step=spec.witness,
+                                     final_step=witness_final_step(spec)) if spec.witness else None
+        if channels is not None:
+            env.update(channels.env)  # the bot's own variable: the rank shim turns it into each rank's channel
         endpoint = launch.rdzv_endpoint or f"127.0.0.1:{free_port()}"
         argv = torchrun_argv(launch, spec.argv, endpoint=endpoint, run_id=f"infrarsi-{os.getpid()}-{time.time_ns()}")
         start = time.perf_counter()
@@ -302,6 +314,8 @@ class TorchrunExecutor:
             info=tuple(sorted(collector.info.items())),
             stopped_after_steps=run.stopped,
             failed_rank=failed_rank,
+            **(merged_witness(channels.results()) if channels is not None else {}),
+            lock_changed=merged(before, changed_locked_files(spec)),
         )
 
 

@@ -31,6 +31,12 @@ class TrialSpec:
     log_dir: str | None = None  # where stdout/stderr are kept in full
     witness: int | None = None  # witnessed: the optimizer step whose work the witness counts; None: unwitnessed
     steps_per_line: int = 1  # optimizer steps per step line: the witness reports after expected x this
+    # The tree the job runs in (``cwd`` is inside it), the commit it must be at, and the sha256 of every locked
+    # file in it (paths relative to ``root``): the launcher, wherever it runs, checks them before the job starts
+    # and after it ends, so a locked file edited at run time is caught where the job ran (a runner's checkout).
+    root: str | None = None
+    commit: str | None = None
+    lock: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -57,6 +63,15 @@ class Execution:
     stopped_after_steps: bool = False  # the launcher ended the job once every expected step was seen
     witness: dict[str, Any] | None = None  # the witness's authenticated report (infrarsi.witness.WitnessReport)
     witness_error: str | None = None  # the witness was requested and its report is missing or not trusted
+    # Every process's authenticated report when more than one reported (torchrun's and Slurm's ranks), by rank;
+    # ``witness`` is rank 0's.
+    witness_ranks: tuple[dict[str, Any], ...] = ()
+    # The witness was requested and this executor could not run it (not the candidate's doing): the verdict
+    # then says what was not checked, instead of judging the trial.
+    witness_skipped: str | None = None
+    # Locked files (``TrialSpec.lock``) found changed where the job ran, before or after it; None: not checked
+    # (the spec named none).
+    lock_changed: tuple[str, ...] | None = None
 
 
 class Executor(Protocol):

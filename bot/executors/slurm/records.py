@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bot.executors.witness.ranks import merged_witness
 from infrarsi.seams.executor import Execution, KillReason, TrialSpec
-from infrarsi.trial import StepEvent
+from infrarsi.seams.executor_codec import (CODEC_VERSION, execution_facts, execution_from_dict, execution_to_dict,
+                                           spec_from_dict as _codec_spec_from_dict, spec_to_dict as _codec_spec_to_dict)
 
-SCHEMA_VERSION = 3  # 2: Execution.steady_rss_bytes; 3: device_steady_bytes, device_capacity_bytes
 SPEC_FILE = "spec.json"
 SCRIPT_FILE = "job.sh"
 BATCH_LOG = "slurm.out"
 POINTER_FILE = "slurm-job.json"  # in the trial's log directory: which job ran it (read on --resume)
+
+__all__ = ["BATCH_LOG", "POINTER_FILE", "SCRIPT_FILE", "SPEC_FILE", "execution_from_dict", "execution_to_dict",
+           "merge_ranks", "read_json", "read_ranks", "record_file", "spec_from_dict", "spec_to_dict", "write_json"]
 
 
 def record_file(rank: int) -> str:
@@ -49,33 +53,19 @@ def read_json(path: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict):
         return None
-    if int(data.get("schema_version", 1)) > SCHEMA_VERSION:
-        raise ValueError(f"{path}: schema {data['schema_version']} is newer than this InfraRSI ({SCHEMA_VERSION})")
+    if int(data.get("schema_version", 1)) > CODEC_VERSION:
+        raise ValueError(f"{path}: schema {data['schema_version']} is newer than this InfraRSI ({CODEC_VERSION})")
     return data
 
 
 def spec_to_dict(spec: TrialSpec, *, base_env: dict[str, str], world_size: int, tasks_per_node: int) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, "spec": asdict(spec), "base_env": base_env,
-            "world_size": world_size, "tasks_per_node": tasks_per_node}
+    """The launch (infrarsi.seams.executor_codec) and what the agents need beside it."""
+    return {**_codec_spec_to_dict(spec), "base_env": base_env, "world_size": world_size,
+            "tasks_per_node": tasks_per_node}
 
 
 def spec_from_dict(data: dict[str, Any]) -> TrialSpec:
-    s = dict(data["spec"])
-    return TrialSpec(**{**s, "argv": tuple(s["argv"]), "env": tuple((str(k), str(v)) for k, v in s.get("env") or ())})
-
-
-def execution_to_dict(execution: Execution, **facts: Any) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, "execution": asdict(execution), **facts}
-
-
-def execution_from_dict(data: dict[str, Any]) -> Execution:
-    ex = dict(data["execution"])
-    return Execution(**{**ex,
-                        "events": tuple(StepEvent(**e) for e in ex.get("events") or ()),
-                        "pids": tuple(ex.get("pids") or ()),
-                        "phases": tuple((int(s), str(n), float(t)) for s, n, t in ex.get("phases") or ()),
-                        "info": tuple((str(k), v) for k, v in ex.get("info") or ()),
-                        "placement": tuple((str(k), v) for k, v in ex.get("placement") or ())})
+    return _codec_spec_from_dict({k: data[k] for k in ("schema_version", "spec") if k in data})
 
 
 def read_ranks(job_dir: Path) -> dict[int, tuple[Execution, dict[str, Any]]]:
@@ -85,7 +75,7 @@ def read_ranks(job_dir: Path) -> dict[int, tuple[Execution, dict[str, Any]]]:
         data = read_json(path)
         if data is None:
             continue
-        facts = {k: v for k, v in data.items() if k not in ("execution", "schema_version")}
+        facts = execution_facts(data)
         out[int(facts.get("rank", path.name.split(".")[1]))] = (execution_from_dict(data), facts)
     return out
 
@@ -94,17 +84,24 @@ _KILL_ORDER: tuple[KillReason, ...] = ("memory", "timeout", "interrupt")
 
 
 def merge_ranks(ranks: dict[int, Execution]) -> Execution | None:
-    """One execution for the whole job: rank 0's steps, the maximum peak over ranks, the first rank that failed.
+    """One execution for the whole job: rank 0's steps, the maximum peak over ranks, the first rank that failed,
+    every rank's witness report.
 
     A rank that exited non-zero on its own is the failure; ranks killed by a signal
-    afterwards (``srun --kill-on-bad-exit`` stops the rest) are collateral.
+    afterwards (``srun --kill-on-bad-exit`` stops the rest) are collateral. So is whatever the other ranks did
+    once rank 0's agent, having seen every step the trial measures, ended its job (a long job is stopped so;
+    its peers then lose their collective and are stopped by srun): only their memory or time limits count.
     """
     if not ranks:
         return None
     first = ranks.get(0) or ranks[min(ranks)]
-    killed = next((k for k in _KILL_ORDER if any(e.killed_for == k for e in ranks.values())), None)
-    own = [r for r in sorted(ranks) if ranks[r].returncode not in (0, None) and ranks[r].returncode > 0]
-    signalled = [r for r in sorted(ranks) if ranks[r].returncode not in (0, None)]
+    done = first.stopped_after_steps and first.killed_for is None
+    judged = {r: e for r, e in ranks.items() if not done or e is first}
+    killed = next((k for k in _KILL_ORDER if any(e.killed_for == k for e in ranks.values())
+                   and (k != "interrupt" or any(e.killed_for == k for e in judged.values()))), None)
+    own = [r for r in sorted(judged) if judged[r].returncode not in (0, None) and judged[r].returncode > 0]
+    signalled = [r for r in sorted(judged) if judged[r].returncode not in (0, None)
+                 and not judged[r].stopped_after_steps]
     failed = own[0] if own else (signalled[0] if signalled else None)
     culprit = ranks[failed] if failed is not None else first
     oom = next((e.probe_oom for e in ranks.values() if e.probe_oom), None)
@@ -121,4 +118,11 @@ def merge_ranks(ranks: dict[int, Execution]) -> Execution | None:
                    device_capacity_bytes=min(capacities) if capacities else None,
                    pids=tuple(sorted({p for e in ranks.values() for p in e.pids})),
                    wall_s=max(e.wall_s for e in ranks.values()),
-                   failed_rank=failed if len(ranks) > 1 or failed not in (None, 0) else None)
+                   failed_rank=failed if len(ranks) > 1 or failed not in (None, 0) else None,
+                   **merged_witness(ranks), lock_changed=_merged_lock(ranks))
+
+
+def _merged_lock(ranks: dict[int, Execution]) -> tuple[str, ...] | None:
+    """Every locked file any rank's agent found changed; None when no agent checked."""
+    checked = [e.lock_changed for e in ranks.values() if e.lock_changed is not None]
+    return tuple(sorted({p for c in checked for p in c})) if checked else None

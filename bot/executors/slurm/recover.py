@@ -21,7 +21,7 @@ from infrarsi.contract.model import Contract
 from infrarsi.journal import Journal
 from infrarsi.measure import classify, summarize
 from infrarsi.seams.executor import TrialSpec
-from infrarsi.trial import Candidate, TrialRecord
+from infrarsi.trial import Candidate, TrialRecord, parse_description
 
 from bot.executors.slurm.logs import copy_logs
 
@@ -42,14 +42,11 @@ def _from_description(contract: Contract, text: str) -> Candidate | None:
     """``Candidate.describe()`` read back (``k=v … +patch``), as the trial's commit message carries it."""
     from bot.stages.run.trial import CandidateError, parse_knob_value
 
-    values, patches = contract.defaults(), []
+    values = contract.defaults()
+    knobs, patches = parse_description(text)
     try:
-        for part in text.split():
-            if part.startswith("+"):
-                patches.append(part[1:])
-            elif "=" in part:
-                name, _, value = part.partition("=")
-                values[name] = parse_knob_value(contract, name, value)
+        for name, value in knobs:
+            values[name] = parse_knob_value(contract, name, value)
     except CandidateError:
         return None
     return Candidate.of(values, patches)

@@ -15,7 +15,8 @@ global optimizer step hooks:
   per parameter, its gradient norm (``None``: no gradient reached it);
 - from the end of step ``count_step - 1`` to the end of step ``count_step``: a
   ``torch.utils.flop_counter.FlopCounterMode`` over the whole step (forward,
-  backward, optimizer) and the dtypes the matrix products ran in;
+  backward, optimizer), the dtypes the matrix products ran in, and what the
+  step consumed (token ids reaching an embedding, targets reaching nll_loss);
 - every step: the number of optimizer steps;
 - at exit: per-parameter weight norms, and a check that the hooks, the FLOP
   counter and the clocks are still the objects it started with.
@@ -108,18 +109,31 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
                "aten._scaled_dot_product_cudnn_attention", "aten._flash_attention_forward",
                "aten._efficient_attention_forward", "aten._scaled_dot_product_flash_attention_for_cpu"}
 
+    embeddings = {"aten.embedding", "aten.embedding_bag", "aten._embedding_bag"}
+    losses = {"aten.nll_loss_forward", "aten.nll_loss2d_forward"}
+
     class DtypeMode(TorchDispatchMode):
-        """The dtypes the counted step's matrix products ran in (autocast, fp16, fp8 show here)."""
+        """The dtypes the counted step's matrix products ran in (autocast, fp16, fp8 show here), and what the
+        step consumed: token ids reaching each embedding table, targets reaching a classification loss."""
 
         def __init__(self) -> None:
             super().__init__()
             self.dtypes: set[str] = set()
+            self.indexed: dict[tuple, int] = {}  # per embedding table, the ids it was indexed with
+            self.targets = 0
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-            if str(func.overloadpacket) in matmuls:
+            name = str(func.overloadpacket)
+            if name in matmuls:
                 for a in args:
                     if isinstance(a, torch.Tensor) and a.is_floating_point():
                         self.dtypes.add(str(a.dtype).removeprefix("torch."))
+            elif name in embeddings and len(args) > 1 and isinstance(args[1], torch.Tensor):
+                table = args[0]
+                key = (tuple(table.shape), table.data_ptr() if table.device.type != "meta" else id(table))
+                self.indexed[key] = self.indexed.get(key, 0) + int(args[1].numel())
+            elif name in losses and len(args) > 1 and isinstance(args[1], torch.Tensor):
+                self.targets += int(args[1].numel())
             return func(*args, **(kwargs or {}))
 
     state: dict[str, object] = {"steps": 0, "params": None, "grads": None, "flops": None, "by_op": {},
@@ -176,6 +190,8 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
             for op, n in ops.items():
                 by_op[str(op)] = max(by_op.get(str(op), 0), int(n))
         state["by_op"], state["dtypes"] = by_op, sorted(dmode.dtypes)
+        state["tokens_in"] = max(dmode.indexed.values(), default=0) or None
+        state["targets_in"] = dmode.targets or None
         state["counter"] = None
 
     def post(opt, args, kwargs) -> None:  # noqa: ANN001
@@ -239,7 +255,8 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
                 "params": len(state.get("shapes") or []),
                 "param_elements": sum(_numel(s) for s in state.get("shapes") or []),
                 "grad_norms": state["grads"], "weight_norms": weights, "update_proj": updates, "tampered": tampered(),
-                "at": at, "t": clocks["perf_counter"]()}
+                "at": at, "t": clocks["perf_counter"](), "tokens_in": state.get("tokens_in"),
+                "targets_in": state.get("targets_in")}
         text = dumps(body, separators=(",", ":"))
         mac = new_mac(key, text.encode(), "sha256").hexdigest()
         try:

@@ -170,26 +170,6 @@ def lower_dtype_values(contract: Contract) -> list[tuple[str, str, str]]:
             if PRECISION.get(dtype, 1) > PRECISION.get(default, 1)]
 
 
-def resplit_values(contract: Contract) -> dict[str, Any]:
-    """The nearest other split of the global batch a coupled micro-batch pair allows (micro-batch doubled,
-    else halved), as knob values; empty without such a pair. The doctor runs the baseline once so, to
-    measure what a legitimate re-split moves (dropout masks follow the micro-batches)."""
-    defaults = contract.defaults()
-    for c in contract.constraints:
-        if c.kind != "product" or len(c.knobs) != 2:
-            continue
-        micro, accum = (contract.knob(n) for n in c.knobs)
-        m, a = defaults[micro.name], defaults[accum.name]
-        if isinstance(m, bool) or isinstance(a, bool) or not isinstance(m, int) or not isinstance(a, int):
-            continue
-        for m2, a2 in ((m * 2, a // 2), (m // 2, a * 2)):
-            values = {micro.name: m2, accum.name: a2}
-            if m2 >= 1 and a2 >= 1 and m2 * a2 == m * a and micro.contains(m2) and accum.contains(a2) \
-                    and all(k.allows({**defaults, **values}) for k in contract.constraints):
-                return values
-    return {}
-
-
 def good_baseline_runs(records: Sequence[TrialRecord]) -> list[TrialRecord]:
     """The baseline repeats that count; :class:`DoctorError` naming each failure when fewer than 2 do."""
     good = [r for r in records if r.outcome is Outcome.OK and len(r.metrics.step_times_s) >= 2]

@@ -12,17 +12,66 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Sequence
 
 from infrarsi.trial import Outcome, TrialRecord
 from infrarsi.witness import WitnessReport
 
 
+class CheckStatus(StrEnum):
+    OK = "ok"  # the comparison was made and held
+    BROKEN = "broken"  # the comparison was made and failed
+    NOT_CHECKED = "not_checked"  # the comparison could not be made (the detail says why): never read as ok
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class InvariantCheck:
+    """One row of a verdict. ``waived``: not checked, and the contract's ``[verify] waive`` says that is fine."""
+
     name: str
-    ok: bool
+    status: CheckStatus
     detail: str
+    waived: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status is CheckStatus.OK
+
+    @property
+    def broken(self) -> bool:
+        return self.status is CheckStatus.BROKEN
+
+    @property
+    def checked(self) -> bool:
+        return self.status is not CheckStatus.NOT_CHECKED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status.value, "ok": self.ok, "detail": self.detail,
+                "waived": self.waived}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> InvariantCheck:
+        """A row as ``to_dict`` wrote it; a row written before rows had a status reads ``ok`` as ok or broken."""
+        status = CheckStatus(d["status"]) if "status" in d else (CheckStatus.OK if d.get("ok") else
+                                                                  CheckStatus.BROKEN)
+        return InvariantCheck(name=str(d["name"]), status=status, detail=str(d.get("detail", "")),
+                              waived=bool(d.get("waived", False)))
+
+
+def compared(name: str, ok: bool, detail: str) -> InvariantCheck:
+    """A row whose comparison was made: ok or broken."""
+    return InvariantCheck(name=name, status=CheckStatus.OK if ok else CheckStatus.BROKEN, detail=detail)
+
+
+def not_checked(name: str, why: str) -> InvariantCheck:
+    """A row whose comparison could not be made, and why (the bot's or the executor's limit, never the
+    candidate's: that is broken)."""
+    return InvariantCheck(name=name, status=CheckStatus.NOT_CHECKED, detail=why)
+
+
+#: The rows a witnessed reference makes possible, in the order they are checked.
+WITNESS_ROWS = ("optimizer_steps", "work", "precision", "trainable", "first_step", "weights")
 
 
 # torch.testing.assert_close's defaults per dtype (rtol, atol): the starting point for one operation.
@@ -39,9 +88,8 @@ PRECISION = {"float64": 0, "float32": 1, "bfloat16": 2, "float16": 2, "float8_e4
 FLOOR = {"first_loss": 2e-5, "grad": 5e-4, "update": 5e-2}
 # A dtype change may move a figure this many times what the doctor measured it to move.
 DTYPE_MARGIN = 3.0
-# The deviation the doctor measured for a legitimate re-split of the global batch into micro-batches (a
-# coupled pair off its default): dropout masks and other random draws follow the micro-batches, so a model
-# with dropout computes the same step with other noise (HF GPT-2: step-1 gradients 6% apart).
+# Written by doctors before re-split candidates were compared with a baseline at their own split
+# (bot/stages/run/references.py): a deviation of that kind in an old doctor.json is ignored.
 SPLIT = "split"
 # Run-to-run spread of the baseline counts this many standard deviations (as the loss band does).
 SIGMAS = 4.0
@@ -73,28 +121,58 @@ class DtypeDeviation:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WorkReference:
-    """The baseline's witnessed facts from several repeats: what a candidate must reproduce."""
+    """The baseline's witnessed facts from several repeats: what a candidate must reproduce.
+
+    ``reports`` are the trial's main process's (rank 0's); a multi-process job also has ``ranks``: per rank,
+    that rank's report from each repeat, so each rank of a candidate is held to the same rank of the
+    baseline (a DDP replica to its replica, an FSDP or ZeRO shard to its shard)."""
 
     reports: tuple[WitnessReport, ...]
     first_loss: tuple[float, ...]  # per repeat, the loss of step 1
     allowed_dtypes: tuple[str, ...]  # matmul dtypes the contract permits (the baseline's and its dtype knob's)
     deviations: tuple[DtypeDeviation, ...] = field(default=())
+    ranks: tuple[tuple[int, tuple[WitnessReport, ...]], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"reports": [r.to_dict() for r in self.reports], "first_loss": list(self.first_loss),
-                "allowed_dtypes": list(self.allowed_dtypes), "deviations": [d.to_dict() for d in self.deviations]}
+                "allowed_dtypes": list(self.allowed_dtypes), "deviations": [d.to_dict() for d in self.deviations],
+                "ranks": [[rank, [r.to_dict() for r in reports]] for rank, reports in self.ranks]}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> WorkReference:
         return WorkReference(reports=tuple(WitnessReport.from_dict(r) for r in d["reports"]),
                              first_loss=tuple(float(v) for v in d["first_loss"]),
                              allowed_dtypes=tuple(d["allowed_dtypes"]),
-                             deviations=tuple(DtypeDeviation.from_dict(x) for x in d.get("deviations") or ()))
+                             deviations=tuple(DtypeDeviation.from_dict(x) for x in d.get("deviations") or ()
+                                              if x.get("dtype") != SPLIT),
+                             ranks=tuple((int(rank), tuple(WitnessReport.from_dict(r) for r in reports))
+                                         for rank, reports in d.get("ranks") or ()))
 
     @property
     def flops(self) -> int | None:
         counted = [r.flops for r in self.reports if r.flops is not None]
         return min(counted) if counted else None
+
+    @property
+    def tokens(self) -> int | None:
+        """Tokens one optimizer step consumed, as the witness measured them, summed over ranks."""
+        return step_tokens(self.reports[0], [reports[0] for _, reports in self.ranks]) if self.reports else None
+
+    def of_rank(self, rank: int) -> WorkReference | None:
+        """The reference for one rank (its reports as the main ones); None when the baseline had no such rank."""
+        reports = dict(self.ranks).get(rank)
+        if reports is None:
+            return None
+        return WorkReference(reports=reports, first_loss=self.first_loss, allowed_dtypes=self.allowed_dtypes,
+                             deviations=self.deviations)
+
+
+def step_tokens(main: WitnessReport, ranks: Sequence[WitnessReport] = ()) -> int | None:
+    """What one optimizer step consumed over the whole job: each rank's measured tokens, summed (one process:
+    its own)."""
+    every = list(ranks) or [main]
+    counts = [r.tokens for r in every]
+    return sum(c for c in counts if c) if all(counts) else None
 
 
 def lowest_precision(dtypes: Sequence[str]) -> str:
@@ -147,14 +225,12 @@ def dtype_deviation(report: WitnessReport, first_loss: float, loss: Sequence[flo
         loss=tuple(_rel(v, m) for v, m in zip(loss, means)))
 
 
-def tolerance(reference: WorkReference, dtype: str, figure: str, *, split: bool = False) -> float:
+def tolerance(reference: WorkReference, dtype: str, figure: str) -> float:
     """The relative tolerance for ``figure`` of a candidate computing in ``dtype``: the largest of
     assert_close's rtol for that dtype, the step floor, and (for a dtype the doctor ran) the margin times
-    the deviation it measured; for a candidate that re-splits the global batch (``split``), also the margin
-    times what the doctor's re-split baseline moved."""
+    the deviation it measured. Nothing measured under another split of the global batch widens it: a
+    candidate that re-splits is held to a reference taken at its own split (bot/stages/run/references.py)."""
     tol = max(ASSERT_CLOSE.get(dtype, ASSERT_CLOSE["float32"])[0], FLOOR[figure])
-    if split:
-        tol = max([tol] + [DTYPE_MARGIN * getattr(d, figure) for d in reference.deviations if d.dtype == SPLIT])
     base = lowest_precision(reference.reports[0].matmul_dtypes) if reference.reports else "float32"
     if PRECISION.get(dtype, 1) > PRECISION.get(base, 1):
         measured = [getattr(d, figure) for d in reference.deviations
@@ -194,8 +270,7 @@ def _fmt_flops(n: float) -> str:
 
 def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_seen: int,
                     reference: WorkReference, trial: int | str = "?",
-                    steps_at_report: int | None = None, split: bool = False,
-                    steps_per_line: int = 1) -> list[InvariantCheck]:
+                    steps_at_report: int | None = None, steps_per_line: int = 1) -> list[InvariantCheck]:
     """Each invariant of one witnessed candidate trial against the baseline's reference.
 
     A report written before exit (the bot stops a long job after its measured steps) is held to at least the
@@ -218,7 +293,7 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
     ceiling = steps_seen if early else lines
     ok = lines * k - slack <= report.optimizer_steps <= max(lines, ceiling) * k + slack \
         and (report.at == "sigterm" or base.at == "sigterm" or report.optimizer_steps == base.optimizer_steps)
-    checks.append(InvariantCheck(name="optimizer_steps", ok=ok, detail=(
+    checks.append(compared("optimizer_steps", ok, (
         f"{t}: {report.optimizer_steps} optimizer steps for {lines} reported steps"
         + (f" of {k} optimizer steps each" if k > 1 else "")
         + (f" (when the witness reported, at {report.at})" if early else "")
@@ -232,49 +307,50 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
         mine, theirs = dict(report.flops_by_op), dict(base.flops_by_op)
         diff = ", ".join(f"{n} {_fmt_flops(mine.get(n, 0))} vs {_fmt_flops(theirs.get(n, 0))}" for n in names
                          if mine.get(n, 0) != theirs.get(n, 0))
-        checks.append(InvariantCheck(name="work", ok=short <= FLOP_TOLERANCE, detail=(
+        checks.append(compared("work", short <= FLOP_TOLERANCE, (
             f"{t}: counted {_fmt_flops(got)} per optimizer step (step {report.count_step}), baseline "
             f"{_fmt_flops(ref_flops)}: {-short:+.1%}" + (f" ({diff})" if diff else "")
             + ("" if short <= FLOP_TOLERANCE else f"; less work than the baseline beyond {FLOP_TOLERANCE:.0%}"))))
 
     dtype = lowest_precision(report.matmul_dtypes)
     extra = sorted(set(report.matmul_dtypes) - set(reference.allowed_dtypes))
-    checks.append(InvariantCheck(name="precision", ok=not extra, detail=(
+    checks.append(compared("precision", not extra, (
         f"{t}: matrix products ran in {', '.join(report.matmul_dtypes) or 'nothing counted'}"
         + (f"; the contract allows only {', '.join(reference.allowed_dtypes)}" if extra else ""))))
 
     same = (report.params, report.param_elements, report.with_grad) == (base.params, base.param_elements,
                                                                          base.with_grad)
-    checks.append(InvariantCheck(name="trainable", ok=same, detail=(
+    checks.append(compared("trainable", same, (
         f"{t}: the optimizer holds {report.params} tensors ({report.param_elements:,} elements), "
         f"{report.with_grad} received a gradient; baseline {base.params} ({base.param_elements:,}), "
         f"{base.with_grad}")))
-    if not same:
-        return checks  # per-parameter figures are not comparable entry by entry
+    if not same:  # per-parameter figures are not comparable entry by entry
+        why = f"{t}: not compared: the trainable set differs"
+        return checks + [not_checked("first_step", why), not_checked("weights", why)]
 
     problems = []
     if first_loss is not None and reference.first_loss:
-        tol = max(tolerance(reference, dtype, "first_loss", split=split),
+        tol = max(tolerance(reference, dtype, "first_loss"),
                   _spread_rel([[v] for v in reference.first_loss]))
         dev = _rel(first_loss, _mean(reference.first_loss))
         if not dev <= tol:
             problems.append(f"step-1 loss {first_loss:.6g} vs {_mean(reference.first_loss):.6g} "
                             f"({dev:.2e} > {tol:.1e} relative)")
     grads = [_filled(r.grad_norms) for r in reference.reports]
-    tol = max(tolerance(reference, dtype, "grad", split=split), _vector_spread(grads))
+    tol = max(tolerance(reference, dtype, "grad"), _vector_spread(grads))
     dev = vector_deviation(_filled(report.grad_norms), grads)
     if not dev <= tol:
         problems.append(f"step-1 gradient norms off by {dev:.2e} relative (tolerance {tol:.1e})")
-    checks.append(InvariantCheck(name="first_step", ok=not problems, detail=(
+    checks.append(compared("first_step", not problems, (
         f"{t}: " + ("; ".join(problems) if problems else f"step-1 loss and {report.with_grad} gradient norms match "
                     f"the baseline ({dtype}; gradients off by {dev:.1e}, tolerance {tol:.1e})"))))
 
     updates = [r.update_proj for r in reference.reports]
-    tol = max(tolerance(reference, dtype, "update", split=split), _vector_spread(updates))
+    tol = max(tolerance(reference, dtype, "update"), _vector_spread(updates))
     dev = vector_deviation(report.update_proj, updates)
     norms = vector_deviation(report.weight_norms, [r.weight_norms for r in reference.reports])
     ok = dev <= tol and norms <= tol and len(report.update_proj) == len(base.update_proj)
-    checks.append(InvariantCheck(name="weights", ok=ok, detail=(
+    checks.append(compared("weights", ok, (
         f"{t}: after {report.optimizer_steps} steps the weight update differs by {dev:.2e} and the weight norms "
         f"by {norms:.2e} relative (tolerance {tol:.1e})")))
     return checks
@@ -292,6 +368,12 @@ def witnessed_report(record: TrialRecord) -> WitnessReport | None:
     return WitnessReport.from_dict(record.metrics.witness) if record.metrics.witness else None
 
 
+def rank_reports(record: TrialRecord) -> dict[int, WitnessReport]:
+    """Every rank's report of a multi-process trial, by rank (empty for one process)."""
+    return {r.rank if r.rank is not None else i: r
+            for i, r in enumerate(WitnessReport.from_dict(d) for d in record.metrics.witness_ranks)}
+
+
 def build_reference(records: Sequence[TrialRecord], *, allowed_dtypes: Sequence[str],
                     lower: Sequence[tuple[str, TrialRecord]] = ()) -> WorkReference | None:
     """The reference from the baseline's witnessed repeats, with the deviation of each ``(dtype, run)``."""
@@ -301,7 +383,10 @@ def build_reference(records: Sequence[TrialRecord], *, allowed_dtypes: Sequence[
     reports = tuple(WitnessReport.from_dict(r.metrics.witness) for r in good)  # type: ignore[arg-type]
     losses = tuple(v for v in (first_loss(r) for r in good) if v is not None)
     allowed = tuple(sorted(set(allowed_dtypes) | {d for r in reports for d in r.matmul_dtypes}))
-    reference = WorkReference(reports=reports, first_loss=losses, allowed_dtypes=allowed)
+    per_run = [rank_reports(r) for r in good]
+    common = sorted(set.intersection(*(set(p) for p in per_run))) if all(per_run) else []
+    ranks = tuple((rank, tuple(p[rank] for p in per_run)) for rank in common)
+    reference = WorkReference(reports=reports, first_loss=losses, allowed_dtypes=allowed, ranks=ranks)
     deviations = []
     for dtype, run in lower:
         report = witnessed_report(run)
@@ -309,19 +394,64 @@ def build_reference(records: Sequence[TrialRecord], *, allowed_dtypes: Sequence[
         if run.outcome is Outcome.OK and report is not None and loss is not None:
             deviations.append(dtype_deviation(report, loss, run.metrics.loss, reference,
                                               [r.metrics.loss for r in good], dtype))
-    return WorkReference(reports=reports, first_loss=losses, allowed_dtypes=allowed, deviations=tuple(deviations))
+    return WorkReference(reports=reports, first_loss=losses, allowed_dtypes=allowed, deviations=tuple(deviations),
+                         ranks=ranks)
 
 
-def record_invariants(record: TrialRecord, reference: WorkReference, *,
-                      printed_loss: bool = True) -> list[InvariantCheck]:
-    """The work invariants of one finished trial (its outcome already says whether the witness is trusted);
-    without ``printed_loss`` the step-1 check holds its gradients only (:func:`infrarsi.verify.trial_invariants`)."""
+def record_invariants(record: TrialRecord, reference: WorkReference) -> list[InvariantCheck]:
+    """The witnessed rows of one finished trial against the baseline's reference (its outcome already says
+    whether the witness is trusted). A multi-process trial holds each rank to the same rank of the baseline
+    (the printed loss is rank 0's), plus the work of all ranks together (``work_total``); each row then says
+    how every rank fared."""
     report = witnessed_report(record)
+    m = record.metrics
     if report is None:
-        return [InvariantCheck(name="witness", ok=False,
-                               detail=f"trial {record.trial_no}: no witness report (the trial was not witnessed)")]
-    return work_invariants(report, first_loss=first_loss(record) if printed_loss else None,
-                           steps_seen=record.metrics.steps_seen, split=not printed_loss,
-                           steps_at_report=record.metrics.steps_at_witness,
-                           steps_per_line=record.metrics.steps_per_line,
-                           reference=reference, trial=record.trial_no)
+        why = (f"trial {record.trial_no}: not witnessed here: {m.witness_skipped}" if m.witness_skipped else
+               f"trial {record.trial_no}: the trial was not witnessed")
+        return [not_checked(name, why) for name in WITNESS_ROWS]
+    ranks = rank_reports(record)
+    if not ranks or not reference.ranks:
+        return work_invariants(report, first_loss=first_loss(record), steps_seen=m.steps_seen,
+                               steps_at_report=m.steps_at_witness, steps_per_line=m.steps_per_line,
+                               reference=reference, trial=record.trial_no)
+    per_rank: dict[int, list[InvariantCheck]] = {}
+    for rank, _ in reference.ranks:
+        mine = ranks.get(rank)
+        ref = reference.of_rank(rank)
+        if mine is None or ref is None:
+            per_rank[rank] = [compared(name, False, f"trial {record.trial_no}: rank {rank} wrote no witness report "
+                                       f"(the baseline's did)") for name in WITNESS_ROWS]
+            continue
+        per_rank[rank] = work_invariants(mine, first_loss=first_loss(record) if rank == 0 else None,
+                                         steps_seen=m.steps_seen, steps_at_report=m.steps_at_witness,
+                                         steps_per_line=m.steps_per_line, reference=ref,
+                                         trial=f"{record.trial_no} rank {rank}")
+    rows = _rows_over_ranks(per_rank)
+    base_total = sum(min((r.flops or 0) for r in reports) for _, reports in reference.ranks)
+    got_total = sum((r.flops or 0) for r in ranks.values())
+    if base_total:
+        short = (base_total - got_total) / base_total
+        rows.append(compared("work_total", short <= FLOP_TOLERANCE, (
+            f"trial {record.trial_no}: all {len(ranks)} ranks counted {_fmt_flops(got_total)} per optimizer step, "
+            f"the baseline's {len(reference.ranks)} ranks {_fmt_flops(base_total)}: {-short:+.1%}"
+            + ("" if short <= FLOP_TOLERANCE else f"; less work than the baseline beyond {FLOP_TOLERANCE:.0%}"))))
+    return rows
+
+
+def _rows_over_ranks(per_rank: dict[int, list[InvariantCheck]]) -> list[InvariantCheck]:
+    """One row per invariant: broken if any rank broke it (that rank's detail), not checked if any rank could not
+    check it, else ok with rank 0's detail and the number of ranks."""
+    names = [c.name for c in per_rank[min(per_rank)]]
+    for checks in per_rank.values():
+        names += [c.name for c in checks if c.name not in names]
+    rows = []
+    for name in names:
+        cells = [(rank, c) for rank, checks in sorted(per_rank.items()) for c in checks if c.name == name]
+        worst = next((c for _, c in cells if c.broken), None) or next((c for _, c in cells if not c.checked), None)
+        if worst is not None:
+            rows.append(worst)
+            continue
+        first = cells[0][1]
+        rows.append(compared(name, True, first.detail + (f" (and the same on the other {len(cells) - 1} rank(s))"
+                                                         if len(cells) > 1 else "")))
+    return rows

@@ -12,6 +12,7 @@ One module owns it so that no stage builds a path by hand::
             doctor.json  doctor.md                  the baseline profile (``infrarsi doctor``)
             search.json  proposed-patches.json      resume state of ``infrarsi run``
             verify-<digest>.json                    one verdict per verified candidate
+            split-<digest>.json                     the witnessed baseline at another split of the global batch
             run.json                                written last by ``infrarsi run``: the run finished
             report.md  report.json  winner.diff     ``infrarsi report``
 
@@ -152,6 +153,11 @@ class RunDir:
     def verify_json(self, digest: str) -> Path:
         """The verdict of the candidate with this digest (``Candidate.digest()``)."""
         return self.path / f"verify-{digest}.json"
+
+    def split_reference_json(self, digest: str) -> Path:
+        """The witnessed baseline at another split of the global batch (the digest of that baseline candidate):
+        what candidates with that split are held to (bot/stages/run/references.py)."""
+        return self.path / f"split-{digest}.json"
 
     @property
     def started(self) -> bool:

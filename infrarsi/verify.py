@@ -3,7 +3,10 @@
 A faster number that is noise, or that came from computing something else, is
 what this module exists to refuse. The verdict is a value with every
 measurement kept: ``promoted``, ``not_significant``, ``invalid`` (an invariant
-broke) or ``quarantined`` (a result too good to believe without a human).
+broke), ``unverified`` (a check the promotion needs could not be made there, and
+the contract does not waive it) or ``quarantined`` (a result too good to believe
+without a human). Each invariant row is ``ok``, ``broken`` or ``not_checked``
+with why: a comparison that was not made never reads as passed.
 """
 
 from __future__ import annotations
@@ -11,14 +14,15 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any, Sequence
 
-from infrarsi.invariants import InvariantCheck, WorkReference, record_invariants
+from infrarsi.invariants import (WITNESS_ROWS, CheckStatus, InvariantCheck, WorkReference, compared, not_checked,
+                                 record_invariants, rank_reports, step_tokens, witnessed_report)
 from infrarsi.loss_band import LossBand, final_loss_worse, first_step_outside
 from infrarsi.stats import Comparison, compare
-from infrarsi.trial import Candidate, Outcome, TrialRecord
+from infrarsi.trial import Candidate, Outcome, TrialRecord, parse_description
 
 # A job whose own clock claims steps this much shorter than the bot saw is lying or broken.
 CLOCK_DISAGREEMENT = 0.5
@@ -30,6 +34,7 @@ class VerdictKind(StrEnum):
     PROMOTED = "promoted"
     NOT_SIGNIFICANT = "not_significant"
     INVALID = "invalid"
+    UNVERIFIED = "unverified"  # a required check could not be made on this executor (never the candidate's fault)
     QUARANTINED = "quarantined"
 
 
@@ -42,6 +47,18 @@ class VerifyPolicy:
     max_speedup: float = 10.0  # above this a result is quarantined for a human to look at
     n_boot: int = 2000
     seed: int = 0
+    waive: tuple[str, ...] = ()  # rows whose "not checked" does not stop a promotion (contract [verify] waive)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Reference:
+    """What a candidate trial is held to: the baseline's witnessed work and its loss band, taken at the
+    candidate's own split of the global batch (``split``; empty: the baseline's), and why either is missing."""
+
+    work: WorkReference | None
+    band: LossBand | None
+    split: tuple[tuple[str, Any], ...] = ()
+    missing: str = ""  # why ``work`` is None (shown on every witnessed row)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -82,7 +99,7 @@ class Verdict:
             "speedup": c.speedup if c else None, "ci": [c.ci_low, c.ci_high] if c else None,
             "ci_level": c.ci_level if c else None, "p_value": c.p_value if c else None,
             "test": TEST,
-            "invariants": [{"name": i.name, "ok": i.ok, "detail": i.detail} for i in self.invariants],
+            "invariants": [i.to_dict() for i in self.invariants],
             "pairs": self.pairs, "stop": self.stop,
         }
 
@@ -106,8 +123,7 @@ class Verdict:
                        candidate_trials=tuple(data.get("candidate_trials") or ()),
                        baseline_step_s=tuple(data.get("baseline_step_s") or ()),
                        candidate_step_s=tuple(data.get("candidate_step_s") or ()), comparison=comparison,
-                       invariants=tuple(InvariantCheck(name=i["name"], ok=bool(i["ok"]), detail=i["detail"])
-                                        for i in data.get("invariants") or ()),
+                       invariants=tuple(InvariantCheck.from_dict(i) for i in data.get("invariants") or ()),
                        pairs=int(data.get("pairs") or 0), stop=str(data.get("stop") or ""))
 
 
@@ -117,15 +133,7 @@ def _legacy_candidate(text: str) -> Candidate:
     Values stay text, so the candidate describes itself exactly as it was written;
     its digest may differ from the original's, so readers match trials by number.
     """
-    if text == Candidate().describe():
-        return Candidate()
-    knobs, patches = [], []
-    for part in text.split(" "):
-        if part.startswith("+"):
-            patches.append(part[1:])
-        else:
-            name, _, value = part.partition("=")
-            knobs.append((name, value))
+    knobs, patches = parse_description(text)
     return Candidate(knobs=tuple(knobs), patches=tuple(patches))
 
 
@@ -146,99 +154,143 @@ def _legacy_comparison(data: Mapping[str, Any]) -> Comparison | None:
                       reason=str(data.get("reason", "")))
 
 
-def trial_invariants(record: TrialRecord, band: LossBand | None,
-                     reference: WorkReference | None = None, *, printed_loss: bool = True) -> list[InvariantCheck]:
-    """The invariants one candidate trial must hold (its outcome already covers tokens, the lock and whether
-    its witness can be trusted); with the baseline's witnessed ``reference``, the work invariants first.
-
-    ``printed_loss=False``: the candidate splits the global batch into micro-batches differently, and many jobs
-    print the loss of the last micro-batch only (nanoGPT: ``loss.item() * gradient_accumulation_steps``), which
-    then moves with the split although the step computes the same thing. Its printed loss is not compared
-    (loss band, final loss, the step-1 loss); the witness's gradients at step 1, its weights after the measured
-    steps and the counted work still are — with a reference, every cheat the red team knows is caught by one
-    of those too (docs/trials.md)."""
+def trial_invariants(record: TrialRecord, reference: Reference) -> list[InvariantCheck]:
+    """Every row one candidate trial is held to, against the baseline's ``reference`` (at the candidate's own
+    split). A row whose comparison could not be made is ``not_checked`` with why — never ``ok``."""
     m = record.metrics
-    checks = [InvariantCheck(name="outcome", ok=record.outcome is Outcome.OK,
-                             detail=f"trial {record.trial_no}: {record.outcome.value}"
-                             + (f" ({record.reason})" if record.reason else ""))]
+    t = f"trial {record.trial_no}"
+    checks = [compared("outcome", record.outcome is Outcome.OK,
+                       f"{t}: {record.outcome.value}" + (f" ({record.reason})" if record.reason else ""))]
     if record.outcome is not Outcome.OK:
         return checks
-    checks.append(InvariantCheck(name="tokens_per_step", ok=True,
-                                 detail=f"trial {record.trial_no}: {m.tokens_per_step} tokens every step"))
-    checks.append(InvariantCheck(name="lock", ok=True, detail=f"trial {record.trial_no}: locked files unchanged "
-                                 "before and after"))
-    if reference is not None:
-        checks += record_invariants(record, reference, printed_loss=printed_loss or reference is None)
-    if band is not None and not printed_loss and reference is not None:
-        checks.append(InvariantCheck(name="loss_band", ok=True, detail=(
-            f"trial {record.trial_no}: printed loss not compared: the global batch is split differently, and the "
-            "job may print one micro-batch's loss; gradients, weights and work are compared instead")))
-    elif band is not None:
-        step = first_step_outside(band, m.loss)
-        if step is None:
-            checks.append(InvariantCheck(name="loss_band", ok=True,
-                                         detail=f"trial {record.trial_no}: every measured step inside the band"))
-        else:
-            got = m.loss[step - 1] if step <= len(m.loss) else float("nan")
-            checks.append(InvariantCheck(
-                name="loss_band", ok=False,
-                detail=f"trial {record.trial_no}: measured step {step} left the baseline loss band "
-                       f"(loss {got:.5f}, band [{band.lower[step - 1]:.5f}, {band.upper[step - 1]:.5f}])"
-                if step <= len(band.lower) else f"trial {record.trial_no}: fewer loss values than the baseline"))
-        worse = final_loss_worse(band, m.loss)
-        checks.append(InvariantCheck(name="final_loss", ok=worse is None,
-                                     detail=f"trial {record.trial_no}: final loss "
-                                     + ("within tolerance" if worse is None else f"{worse:.2%} worse than baseline")))
+    checks.append(_tokens_row(record, reference.work))
+    checks.append(compared("lock", True, f"{t}: locked files unchanged where the job ran, before and after")
+                  if m.lock_checked else
+                  not_checked("lock", f"{t}: the executor did not check the locked files where the job ran"))
+    if reference.work is not None:
+        checks += record_invariants(record, reference.work)
+    else:
+        why = reference.missing or "the doctor has no witnessed baseline run"
+        checks += [not_checked(name, f"{t}: no witnessed baseline to compare with ({why})") for name in WITNESS_ROWS]
+    checks += _loss_rows(record, reference.band)
     measured = sum(m.step_times_s)
     consistent = measured <= m.wall_s * 1.001
     claimed = m.child_step_time_s
     if claimed is not None and m.step_time_s:
         consistent = consistent and claimed / m.step_time_s >= CLOCK_DISAGREEMENT
-    checks.append(InvariantCheck(
-        name="clock", ok=consistent,
-        detail=f"trial {record.trial_no}: bot measured {m.step_time_s or 0:.4f} s/step within {m.wall_s:.1f} s of "
-               f"process wall time" + (f"; the job's own clock claims {claimed:.4f} s/step" if claimed else "")))
+    checks.append(compared("clock", consistent, (
+        f"{t}: bot measured {m.step_time_s or 0:.4f} s/step within {m.wall_s:.1f} s of "
+        f"process wall time" + (f"; the job's own clock claims {claimed:.4f} s/step" if claimed else ""))))
     return checks
 
 
-def judge(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord], *, band: LossBand | None,
+def _tokens_row(record: TrialRecord, work: WorkReference | None) -> InvariantCheck:
+    """The same tokens every step: the witness's count of what a step consumed against the baseline's, else the
+    job's own report (the trial's outcome already held that to the contract), else not checked."""
+    t = f"trial {record.trial_no}"
+    report = witnessed_report(record)
+    measured = step_tokens(report, list(rank_reports(record).values())) if report is not None else None
+    expected = work.tokens if work is not None else None
+    if measured is not None and expected is not None:
+        return compared("tokens_per_step", measured == expected, (
+            f"{t}: the witness saw {measured:,} tokens consumed in optimizer step {report.count_step}"  # type: ignore[union-attr]
+            f" (token ids reaching an embedding, or targets reaching the loss); the baseline's {expected:,}"))
+    if record.metrics.tokens_per_step is not None:
+        return compared("tokens_per_step", True, f"{t}: the job reported {record.metrics.tokens_per_step:,} tokens "
+                        "every measured step, as the contract fixes")
+    return not_checked("tokens_per_step", f"{t}: the job reports no tokens per step and the witness saw no token ids "
+                       "reach an embedding nor targets reach a loss")
+
+
+def _loss_rows(record: TrialRecord, band: LossBand | None) -> list[InvariantCheck]:
+    t = f"trial {record.trial_no}"
+    loss = record.metrics.loss
+    if band is None or not loss:
+        why = f"{t}: " + ("no baseline loss band" if band is None else "the job printed no loss on its step lines")
+        return [not_checked("loss_band", why), not_checked("final_loss", why)]
+    step = first_step_outside(band, loss)
+    if step is None:
+        rows = [compared("loss_band", True, f"{t}: every measured step inside the band")]
+    else:
+        got = loss[step - 1] if step <= len(loss) else float("nan")
+        rows = [compared("loss_band", False,
+                         f"{t}: measured step {step} left the baseline loss band (loss {got:.5f}, band "
+                         f"[{band.lower[step - 1]:.5f}, {band.upper[step - 1]:.5f}])"
+                         if step <= len(band.lower) else f"{t}: fewer loss values than the baseline")]
+    worse = final_loss_worse(band, loss)
+    rows.append(compared("final_loss", worse is None, f"{t}: final loss "
+                         + ("within tolerance" if worse is None else f"{worse:.2%} worse than baseline")))
+    return rows
+
+
+def waived(checks: Sequence[InvariantCheck], waive: Sequence[str]) -> tuple[InvariantCheck, ...]:
+    """``checks`` with the rows the contract waives marked (only rows that were not checked: a broken row is
+    never waived)."""
+    return tuple(replace(c, waived=True) if c.status is CheckStatus.NOT_CHECKED and c.name in waive else c
+                 for c in checks)
+
+
+def missing_checks(checks: Sequence[InvariantCheck]) -> list[InvariantCheck]:
+    """The rows a promotion needs that were not checked and are not waived, one per name."""
+    seen: dict[str, InvariantCheck] = {}
+    for c in checks:
+        if c.status is CheckStatus.NOT_CHECKED and not c.waived:
+            seen.setdefault(c.name, c)
+    return list(seen.values())
+
+
+def unverified_reason(missing: Sequence[InvariantCheck], executor: str | None = None) -> str:
+    where = f" on the {executor} executor" if executor else ""
+    names = ", ".join(c.name for c in missing)
+    return (f"could not be verified{where}: {names} not checked ({missing[0].detail}); nothing is promoted "
+            f"unverified: make the check possible, or waive it in [verify] waive = [...] if that is intended")
+
+
+def judge(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord], *, reference: Reference,
           policy: VerifyPolicy = VerifyPolicy(), peak_flops: float | None = None,
-          model_flops_per_step: float | None = None, reference: WorkReference | None = None,
-          printed_loss: bool = True) -> Verdict:
-    """The verdict from interleaved baseline and candidate trials (``printed_loss``: :func:`trial_invariants`)."""
+          model_flops_per_step: float | None = None, extra: Sequence[InvariantCheck] = ()) -> Verdict:
+    """The verdict from interleaved baseline and candidate trials, every row of every candidate trial held to
+    ``reference`` (plus ``extra`` rows made once for the candidate: its project metadata, its split's
+    reference)."""
     cand = candidate[0].candidate if candidate else Candidate()
     base_ok = [r for r in baseline if r.outcome is Outcome.OK and r.metrics.step_time_s]
-    checks: list[InvariantCheck] = []
+    rows: list[InvariantCheck] = list(extra)
     for r in candidate:
-        checks += trial_invariants(r, band, reference, printed_loss=printed_loss)
+        rows += trial_invariants(r, reference)
+    checks = waived(rows, policy.waive)
     common = dict(candidate=cand, baseline_trials=tuple(r.trial_no for r in baseline),
                   candidate_trials=tuple(r.trial_no for r in candidate),
                   baseline_step_s=tuple(r.metrics.step_time_s or 0.0 for r in base_ok),
                   candidate_step_s=tuple(r.metrics.step_time_s or 0.0 for r in candidate
                                          if r.outcome is Outcome.OK))
-    broken = [c for c in checks if not c.ok]
+    broken = [c for c in checks if c.broken]
     if broken:
         return Verdict(kind=VerdictKind.INVALID, reason=f"{broken[0].name}: {broken[0].detail}", comparison=None,
-                       invariants=tuple(checks), **common)
+                       invariants=checks, **common)
     if len(base_ok) < 2 or len(candidate) < 2:
         return Verdict(kind=VerdictKind.NOT_SIGNIFICANT, reason="fewer than two good runs in an arm",
-                       comparison=None, invariants=tuple(checks), **common)
+                       comparison=None, invariants=checks, **common)
     comparison = compare(common["baseline_step_s"], common["candidate_step_s"], min_effect=policy.min_effect,
                          alpha=policy.alpha, n_boot=policy.n_boot, seed=policy.seed)
+    missing = missing_checks(checks)
+    if missing and comparison.significant:
+        executor = candidate[0].executor if candidate else None
+        return Verdict(kind=VerdictKind.UNVERIFIED, reason=unverified_reason(missing, executor),
+                       comparison=comparison, invariants=checks, **common)
     if not comparison.significant:
         return Verdict(kind=VerdictKind.NOT_SIGNIFICANT, reason=comparison.reason, comparison=comparison,
-                       invariants=tuple(checks), **common)
+                       invariants=checks, **common)
     if comparison.speedup > policy.max_speedup:
         return Verdict(kind=VerdictKind.QUARANTINED,
                        reason=f"speedup {comparison.speedup:.2f}x is above the plausibility limit "
                               f"{policy.max_speedup:g}x; a human should look before it is promoted",
-                       comparison=comparison, invariants=tuple(checks), **common)
+                       comparison=comparison, invariants=checks, **common)
     if peak_flops and model_flops_per_step:
         achieved = model_flops_per_step / comparison.median_candidate
         if achieved > peak_flops:
             return Verdict(kind=VerdictKind.QUARANTINED,
                            reason=f"the candidate would compute {achieved:.3g} FLOP/s, above this device's measured "
                                   f"peak {peak_flops:.3g}; it cannot be doing the same work",
-                           comparison=comparison, invariants=tuple(checks), **common)
+                           comparison=comparison, invariants=checks, **common)
     return Verdict(kind=VerdictKind.PROMOTED, reason=comparison.reason, comparison=comparison,
-                   invariants=tuple(checks), **common)
+                   invariants=checks, **common)

@@ -23,7 +23,7 @@ from infrarsi.doctor import DoctorReport
 from infrarsi.journal import Journal
 from infrarsi.stats import compare
 from infrarsi.trial import Candidate
-from infrarsi.verify import Verdict, VerdictKind, trial_invariants
+from infrarsi.verify import Reference, Verdict, VerdictKind, trial_invariants
 from tests.conftest import TINY_ARGS, copy_fixture, infrarsi
 
 RUN_ID = "r1"
@@ -75,7 +75,8 @@ def write_run_json(repo: Path, *, promoted: bool = True) -> Path:
     cand = [r for r in searched if r.candidate.patches]
     candidate = cand[0].candidate
     comparison = compare(BASE_TIMES, CAND_TIMES, min_effect=0.01, alpha=0.05, n_boot=500, seed=0)
-    checks = tuple(c for r in cand for c in trial_invariants(r, doctor.loss_band))
+    reference = Reference(work=doctor.work, band=doctor.loss_band)
+    checks = tuple(c for r in cand for c in trial_invariants(r, reference))
     verdict = Verdict(kind=VerdictKind.PROMOTED if promoted else VerdictKind.NOT_SIGNIFICANT,
                       reason=comparison.reason, candidate=candidate,
                       baseline_trials=tuple(r.trial_no for r in base), candidate_trials=tuple(r.trial_no for r in cand),

@@ -37,7 +37,7 @@ REFERENCE = WorkReference(reports=(_report(), _report()), first_loss=(4.8, 4.8),
 
 def _broken(report: WitnessReport, *, first_loss: float = 4.8, reference: WorkReference = REFERENCE) -> dict:
     return {c.name: c.detail for c in work_invariants(report, first_loss=first_loss, steps_seen=8,
-                                                      reference=reference, trial=7) if not c.ok}
+                                                      reference=reference, trial=7) if c.broken}
 
 
 def test_an_authentic_report_round_trips() -> None:
@@ -172,41 +172,3 @@ def test_a_line_every_k_steps_is_held_to_k_optimizer_steps_per_line(optimizer_st
 def test_a_report_written_before_exit_is_held_to_the_lines_seen_when_it_was_written(
         report: WitnessReport, seen: int, at_report: int | None, ok: bool) -> None:
     assert _step_count(report, seen=seen, at_report=at_report) is ok
-
-
-def test_a_candidate_that_splits_the_batch_differently_is_judged_by_gradients_and_weights_not_its_printed_loss(
-) -> None:
-    """nanoGPT prints the last micro-batch's loss: 8x1 and 4x2 print different losses for the same step."""
-    from types import SimpleNamespace
-
-    from bot.stages.run.verify import splits_batch_as_baseline
-    from infrarsi.contract.model import Constraint, Knob
-    from infrarsi.loss_band import calibrate
-    from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
-    from infrarsi.verify import trial_invariants
-
-    loss = (5.0, 4.8, 4.6, 4.5)
-    band = calibrate([loss, loss], rtol=0.005, final_rtol=0.005)
-
-    def record(printed: tuple[float, ...], report: WitnessReport) -> TrialRecord:
-        return TrialRecord(run_id="r", trial_no=3, candidate=Candidate.of({"batch_size": 8}), outcome=Outcome.OK,
-                           metrics=TrialMetrics(step_time_s=0.01, step_times_s=(0.01,) * 4, tokens_per_step=128,
-                                                loss=printed, warmup_loss=(printed[0],), wall_s=5.0, steps_seen=8,
-                                                witness=report.to_dict()))
-
-    moved = tuple(v * 1.013 for v in loss)  # the printed loss moved 1.3%, the step did not
-    honest = record(moved, _report())
-    broken = {c.name for c in trial_invariants(honest, band, REFERENCE) if not c.ok}
-    assert {"loss_band", "first_step"} <= broken
-    assert not [c for c in trial_invariants(honest, band, REFERENCE, printed_loss=False) if not c.ok]
-    doubled_lr = record(moved, _report(update_proj=(0.4, -0.2, 0.1)))
-    assert "weights" in {c.name for c in trial_invariants(doubled_lr, band, REFERENCE, printed_loss=False)
-                         if not c.ok}
-
-    knobs = (Knob(name="batch_size", kind="int", default=4, values=(1, 2, 4, 8), flag="--batch_size"),
-             Knob(name="grad_accum", kind="int", default=2, values=(1, 2, 4, 8), flag="--grad_accum"),
-             Knob(name="compile", kind="bool", default=False, flag="--compile"))
-    contract = SimpleNamespace(knobs=knobs, constraints=(
-        Constraint(kind="product", knobs=("batch_size", "grad_accum"), value=8),))
-    assert not splits_batch_as_baseline(contract, Candidate.of({"batch_size": 8, "grad_accum": 1}))
-    assert splits_batch_as_baseline(contract, Candidate.of({"batch_size": 4, "grad_accum": 2, "compile": True}))

@@ -127,7 +127,21 @@ def test_one_row_per_invariant_however_many_runs_checked_it() -> None:
     rows = [line for line in body.splitlines() if line.startswith(("| loss_band", "| work", "| clock"))]
     assert rows == ["| loss_band | ✅ 5/5 runs ok | trial 0: loss_band detail |",
                     "| work | ✅ 5/5 runs ok | trial 0: work detail |",
-                    "| clock | ❌ 4/5 runs ok | trial 3: clock detail |"]
+                    "| clock | ❌ 1/5 runs broken | trial 3: clock detail |"]
+
+
+def test_a_row_that_was_not_checked_never_reads_ok_and_a_waived_one_is_listed_under_the_table() -> None:
+    from dataclasses import replace
+
+    base = _report()
+    checks = (Invariant(name="work", ok=False, status="not_checked", detail="trial 1: no witness here"),
+              Invariant(name="lock", ok=False, status="not_checked", waived=True, detail="trial 1: lock not seen"),
+              Invariant(name="clock", ok=True, status="ok", detail="trial 1: fine"))
+    body = render_pr_body(replace(base, verification=replace(base.verification, invariants=checks)))
+    assert "| work | ⚠️ not checked in 1/1 runs | trial 1: no witness here |" in body
+    assert "| lock | ⚠️ not checked in 1/1 runs (waived by the contract) | trial 1: lock not seen |" in body
+    assert "waived by the contract (`[verify] waive` in infrarsi.toml):" in body
+    assert "- `lock`: trial 1: lock not seen" in body
 
 
 def test_the_llm_cost_stands_next_to_the_speedup_with_a_dated_price_table() -> None:

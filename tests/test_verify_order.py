@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from bot.stages.run.verify import verify_candidate
+from infrarsi.contract.model import WAIVABLE
 from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
 from infrarsi.verify import VerdictKind
 
@@ -22,8 +23,9 @@ class DriftingContext:
     drift: float = 0.0
     start: float = 1.0
     order: list[str] = field(default_factory=list)
+    # Nothing is witnessed here (the order is the point): the contract waives every row only a witness makes.
     contract = SimpleNamespace(defaults=lambda: {"dtype": "fp32"}, knobs=(), constraints=(),
-                               verify=SimpleNamespace(min_effect=0.01, alpha=0.05, max_speedup=10.0))
+                               verify=SimpleNamespace(min_effect=0.01, alpha=0.05, max_speedup=10.0, waive=WAIVABLE))
     repo = Path(".")
 
     def run(self, run_id: str, candidate: Candidate, *, witness: bool = False) -> TrialRecord:
@@ -36,7 +38,7 @@ class DriftingContext:
 
 
 DOCTOR = SimpleNamespace(verify_pairs=6, sigma_log=0.02, loss_band=None, peak_flops={}, model_flops_per_step=None,
-                         work=None)
+                         work=None, notes=(), fingerprint={})
 
 
 def test_pairs_alternate_which_arm_runs_first() -> None:

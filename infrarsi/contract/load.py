@@ -31,6 +31,7 @@ from infrarsi.contract.model import (
     SlurmLaunch,
     Timing,
     VerifySpec,
+    WAIVABLE,
     Workload,
 )
 from infrarsi.contract.scope import check_scope
@@ -362,7 +363,11 @@ def _verify(t: Table) -> VerifySpec:
                       target_effect=t.number("target_effect", d.target_effect),
                       max_pairs=t.integer("max_pairs", d.max_pairs, minimum=4),
                       max_speedup=t.number("max_speedup", d.max_speedup),
-                      top_k=t.integer("top_k", d.top_k, minimum=1))
+                      top_k=t.integer("top_k", d.top_k, minimum=1),
+                      waive=tuple(t.strings("waive", [])))
+    unknown = [w for w in spec.waive if w not in WAIVABLE]
+    if unknown:
+        raise t.error("waive", f"{unknown[0]!r} is not a row a verdict can waive (one of: {', '.join(WAIVABLE)})")
     if not 0 < spec.alpha < 0.5:
         raise t.error("alpha", f"expected a number in (0, 0.5), got {spec.alpha:g}")
     if not 0 < spec.power < 1:

@@ -101,6 +101,8 @@ class Invariant:
     name: str
     ok: bool
     detail: str
+    status: str = ""  # "ok", "broken", "not_checked" (empty: a report written before rows had one)
+    waived: bool = False  # not checked, and the contract's [verify] waive says so
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -238,7 +240,8 @@ def _verification(v: Verdict) -> Verification:
                         baseline_trials=v.baseline_trials, candidate_trials=v.candidate_trials,
                         p_value=c.p_value if c else None, ci=(c.ci_low, c.ci_high) if c else None,
                         ci_level=c.ci_level if c else None, test=TEST, speedup=v.speedup,
-                        invariants=tuple(Invariant(name=i.name, ok=i.ok, detail=i.detail) for i in v.invariants),
+                        invariants=tuple(Invariant(name=i.name, ok=i.ok, detail=i.detail, status=i.status.value,
+                                                   waived=i.waived) for i in v.invariants),
                         pairs=v.pairs, stop=v.stop)
 
 

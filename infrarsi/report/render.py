@@ -171,16 +171,31 @@ def _verification(r: Report) -> list[str]:
 
 def _invariant_table(invariants: Sequence[Invariant]) -> list[str]:
     """One row per invariant, however many runs checked it: "5/5 runs ok", and the first broken run's detail
-    (or the first run's, when none broke)."""
+    (or the first not-checked one's, or the first run's). A row that was not checked says so — never ok — and
+    rows the contract waives are listed under the table with why they could not be checked."""
     groups: dict[str, list[Invariant]] = {}
     for i in invariants:
         groups.setdefault(i.name, []).append(i)
     out = ["| invariant | runs | detail |", "|---|---|---|"]
+    waivers: list[str] = []
     for name, checks in groups.items():
         ok = sum(1 for c in checks if c.ok)
-        shown = next((c for c in checks if not c.ok), checks[0])
-        mark = "✅" if ok == len(checks) else "❌"
-        out.append(f"| {name} | {mark} {ok}/{len(checks)} runs ok | {_cell(shown.detail)} |")
+        unchecked = [c for c in checks if (c.status or ("ok" if c.ok else "broken")) == "not_checked"]
+        broken = [c for c in checks if not c.ok and c not in unchecked]
+        shown = broken[0] if broken else unchecked[0] if unchecked else checks[0]
+        if broken:
+            mark = f"❌ {len(broken)}/{len(checks)} runs broken"
+        elif unchecked:
+            waived = all(c.waived for c in unchecked)
+            mark = (f"⚠️ not checked in {len(unchecked)}/{len(checks)} runs"
+                    + (" (waived by the contract)" if waived else ""))
+            if waived:
+                waivers.append(f"- `{name}`: {_cell(unchecked[0].detail)}")
+        else:
+            mark = f"✅ {ok}/{len(checks)} runs ok"
+        out.append(f"| {name} | {mark} | {_cell(shown.detail)} |")
+    if waivers:
+        out += ["", "Not checked, and waived by the contract (`[verify] waive` in infrarsi.toml):", "", *waivers]
     return out
 
 

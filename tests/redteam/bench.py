@@ -13,6 +13,7 @@ import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from pathlib import Path
 
 import pygit2
@@ -20,6 +21,7 @@ import pygit2
 from bot.executors.local import LocalExecutor
 from bot.stages.doctor.baseline import calibrate_work
 from bot.stages.run.candidate import TrialContext, trial_context
+from bot.stages.run.references import References
 from infrarsi.rundir import journal_path
 from tests.support.repos import commit_all
 from infrarsi.contract import load_contract
@@ -28,6 +30,7 @@ from infrarsi.invariants import InvariantCheck, WorkReference
 from infrarsi.journal import Journal
 from infrarsi.loss_band import LossBand
 from infrarsi.patches import PatchSpec
+from infrarsi.seams.executor import Executor
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 from infrarsi.verify import trial_invariants
 from tests.conftest import REPO, infrarsi
@@ -80,17 +83,34 @@ class Judged:
 
     @property
     def verdict(self) -> str:
-        """``rejected`` (never ran), ``invalid`` (an outcome or an invariant broke) or ``ok``."""
+        """``rejected`` (never ran), ``invalid`` (an outcome or an invariant broke), ``unverified`` (a row could
+        not be checked) or ``ok``."""
         if self.record.outcome is Outcome.REJECTED:
             return "rejected"
-        return "ok" if all(c.ok for c in self.checks) else "invalid"
+        if any(c.broken for c in self.checks):
+            return "invalid"
+        return "ok" if all(c.ok for c in self.checks) else "unverified"
 
     @property
     def caught_by(self) -> str:
         if self.record.outcome is Outcome.REJECTED:
             return "scope audit / patch application: " + self.record.reason[:160]
-        broken = [c for c in self.checks if not c.ok]
+        broken = [c for c in self.checks if c.broken]
         return "; ".join(f"{c.name}" for c in broken) if broken else "-"
+
+    @property
+    def first(self) -> str:
+        """The check that caught it first (the table's cell): the outcome's reason names the witness or the lock."""
+        if self.record.outcome is Outcome.REJECTED:
+            return "rejected (scope audit)"
+        broken = [c for c in self.checks if c.broken]
+        if not broken:
+            return self.verdict
+        if broken[0].name == "outcome":
+            reason = self.record.reason
+            return "witness" if reason.startswith("witness:") else "lock" if reason.startswith("lock") else \
+                reason.split(":")[0][:40]
+        return broken[0].name
 
     def reason(self) -> str:
         if self.record.outcome is Outcome.REJECTED:
@@ -100,32 +120,50 @@ class Judged:
 
 @dataclass(kw_only=True)
 class Bench:
+    """One fixture's repository, its witnessed baseline and the references candidates are held to, on one
+    executor."""
+
     repo: Path
     ctx: TrialContext
-    reference: WorkReference
-    band: LossBand
+    references: References
     baseline: list[TrialRecord] = field(default_factory=list)
 
+    @property
+    def reference(self) -> WorkReference:
+        work = self.references.doctor.work
+        assert work is not None
+        return work
+
+    @property
+    def band(self) -> LossBand:
+        band = self.references.doctor.loss_band
+        assert band is not None
+        return band
+
     @staticmethod
-    def open(repo: Path, *, repeats: int = 2, run_id: str = "redteam") -> Bench:
+    def open(repo: Path, *, executor: Executor | None = None, repeats: int = 2, run_id: str = "redteam") -> Bench:
         contract = load_contract(repo)
         journal = Journal(journal_path(repo))
         journal.ensure_run(run_id, kind="run")
-        ctx = trial_context(contract, read_lock(repo), executor=LocalExecutor(), journal=journal)
+        ctx = trial_context(contract, read_lock(repo), executor=executor or LocalExecutor(), journal=journal)
         baseline = Candidate.of(contract.defaults())
         records = [ctx.run(run_id, baseline, witness=True) for _ in range(repeats)]
-        assert all(r.outcome is Outcome.OK for r in records), [r.reason for r in records]
+        assert all(r.outcome is Outcome.OK for r in records), [(r.reason, r.stderr_tail[-800:]) for r in records]
         reference, band, _ = calibrate_work(ctx, run_id=run_id, records=records)
         assert reference is not None
-        return Bench(repo=repo, ctx=ctx, reference=reference, band=band, baseline=records)
+        doctor = SimpleNamespace(work=reference, loss_band=band, notes=())  # what References reads of the doctor
+        return Bench(repo=repo, ctx=ctx, references=References(ctx=ctx, run_id=run_id, doctor=doctor),  # type: ignore[arg-type]
+                     baseline=records)
 
     def judge(self, *, knobs: Mapping[str, object] = (), patches: tuple[PatchSpec, ...] = (),
               run_id: str = "redteam") -> Judged:
+        """One candidate, witnessed, held to the reference verification would hold it to (at its own split)."""
         contract = self.ctx.contract
         values = {**contract.defaults(), **dict(knobs)}
         candidate = Candidate.of(values, tuple(p.id for p in patches))
         ctx = TrialContext(**{**{f: getattr(self.ctx, f) for f in ("contract", "lock", "repo", "executor",
                                                                     "journal", "base")},
                               "patches": {**self.ctx.patches, **{p.id: p for p in patches}}})
+        reference, extra = self.references.for_candidate(candidate)
         record = ctx.run(run_id, candidate, witness=True)
-        return Judged(record=record, checks=tuple(trial_invariants(record, self.band, self.reference)))
+        return Judged(record=record, checks=(*extra, *trial_invariants(record, reference)))

@@ -26,6 +26,7 @@ from bot.stages.run.design_columns import derived_features
 from bot.stages.run.launcher_checks import launcher_constraints
 from bot.stages.run.parallel_roles import fixed_global_batch
 from bot.stages.run.priors import builtin_priors
+from bot.stages.run.references import References
 from bot.stages.run.verify import verify_candidate
 from infrarsi.bank import Bank, Finding, FindingOutcome, as_pairs, hardware_fingerprint, workload_fingerprint
 from infrarsi.bank import Effect as BankEffect
@@ -40,7 +41,7 @@ from infrarsi.search.engine import SearchEngine
 from infrarsi.search.space import SearchSpace
 from infrarsi.trial import Candidate, Outcome, TrialRecord, median_bytes
 from infrarsi.patches import PatchSpec
-from infrarsi.verify import Verdict, VerdictKind, trial_invariants
+from infrarsi.verify import Reference, Verdict, VerdictKind, trial_invariants
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -265,6 +266,8 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
     out = RunDir(ctx.contract.root, run_id)
     verdicts: list[Verdict] = []
     slots = replacements = 0
+    references = References(ctx=ctx, run_id=run_id, doctor=doctor,
+                            progress=lambda m: _emit(progress, event="verify", message=m))
     for candidate, measured in ranked:
         if slots >= top_k:
             break
@@ -275,7 +278,7 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
         cached = out.verify_json(candidate.digest())
         _emit(progress, event="stage", stage="verify", message=f"verify {slots + 1}/{top_k}: {candidate.describe()} "
               f"(searched at {measured * 1000:.1f} ms/step)")
-        verdict = verify_candidate(ctx, run_id=run_id, candidate=candidate, doctor=doctor,
+        verdict = verify_candidate(ctx, run_id=run_id, candidate=candidate, doctor=doctor, references=references,
                                    progress=lambda m: _emit(progress, event="verify", message=m))
         write_json(cached, verdict.to_dict())
         _emit(progress, event="verdict", candidate=candidate.describe(), verdict=verdict.kind.value,
@@ -287,8 +290,8 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
             if replacements > top_k:
                 break
             continue
-        if verdict.kind is not VerdictKind.QUARANTINED:
-            judged.vindicate(candidate.patches)
+        if verdict.kind not in (VerdictKind.QUARANTINED, VerdictKind.UNVERIFIED):
+            judged.vindicate(candidate.patches)  # an unverified candidate is neither blamed nor vindicated
         slots += 1
     return verdicts
 
@@ -347,7 +350,8 @@ def _vindicates(record: TrialRecord, doctor: DoctorReport) -> bool:
     """A search trial that ran ok with its loss inside the baseline's band vindicates its patches."""
     if record.outcome is not Outcome.OK or doctor.loss_band is None:
         return False
-    return all(c.ok for c in trial_invariants(record, doctor.loss_band) if c.name in ("loss_band", "final_loss"))
+    rows = trial_invariants(record, Reference(work=None, band=doctor.loss_band))
+    return all(c.ok for c in rows if c.name in ("loss_band", "final_loss"))
 
 
 def _judge_trial(judged: Judgements, record: TrialRecord, doctor: DoctorReport, session: Any,

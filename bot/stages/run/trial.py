@@ -65,7 +65,7 @@ def trial_spec(contract: Contract, candidate: Candidate, *, tree: Path, memory_l
     line = contract_job_line(contract, candidate.knob_dict(), interpreter=sys.executable)
     cwd = tree / contract.workload.cwd
     return TrialSpec(
-        argv=line.argv, cwd=str(cwd), env=with_import_roots(line.env, import_roots(cwd, line.argv)),
+        argv=line.argv, cwd=str(cwd), root=str(tree), env=with_import_roots(line.env, import_roots(cwd, line.argv)),
         timeout_s=timeout_s if timeout_s is not None else contract.budget.trial_timeout_s,
         memory_limit_bytes=memory_limit_bytes, source=contract.timing.source,
         stdout_regex=contract.timing.stdout_regex, expected_steps=contract.timing.total_steps,
@@ -73,6 +73,12 @@ def trial_spec(contract: Contract, candidate: Candidate, *, tree: Path, memory_l
         step_stream=contract.timing.stream,
         log_dir=str(log_dir) if log_dir else None,
     )
+
+
+def launch_lock(lock: Lock) -> tuple[tuple[str, str], ...]:
+    """The hashes a launcher checks in the job's tree: every locked file (the contract itself is checked where it
+    governs the run, in the bot's repository; a trial's tree need not hold it)."""
+    return lock.files
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -137,6 +143,8 @@ def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor
     log_dir = logs_dir(contract.root, request.run_id, trial_no)
     spec = trial_spec(contract, request.candidate, tree=request.tree, memory_limit_bytes=memory_limit,
                       timeout_s=request.timeout_s, log_dir=log_dir)
+    # the launcher checks the lock where the job runs, before and after (a runner's checkout is not this tree)
+    spec = replace(spec, commit=request.commit, lock=launch_lock(lock))
     if request.witness:
         spec = replace(spec, witness=witness_step(contract))
     execution = executor.execute(spec)

@@ -14,21 +14,26 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import replace
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.project_metadata import project_metadata
+from bot.stages.run.references import References
 from bot.workspace.trees import export_tree
-from infrarsi.contract.model import Contract
 from infrarsi.doctor import DoctorReport
+from infrarsi.invariants import InvariantCheck, compared, not_checked
 from infrarsi.stats.sequential import LookResult, SequentialPlan, look, plan_sequential
 from infrarsi.trial import Candidate, Outcome, TrialRecord
-from infrarsi.verify import InvariantCheck, Verdict, VerdictKind, VerifyPolicy, judge, trial_invariants
+from infrarsi.verify import Verdict, VerdictKind, VerifyPolicy, judge, trial_invariants
 
 
-def metadata_check(repo: Path, commit: str | None) -> InvariantCheck | None:
-    """A patched pyproject-based project must still prepare its metadata through its own backend."""
+def metadata_check(repo: Path, commit: str | None, base: Mapping[str, Any] | None) -> InvariantCheck | None:
+    """A patched pyproject-based project must still prepare its metadata through its own backend, in an isolated
+    build environment as pip would. Broken only when the base prepares it and the candidate does not; when the
+    bot cannot run the backend (it cannot be installed, the base fails too) the row is not checked, and the
+    candidate is not blamed."""
     if commit is None or not (repo / "pyproject.toml").is_file():
         return None
     with tempfile.TemporaryDirectory(prefix="infrarsi-meta-") as tmp:
@@ -36,17 +41,16 @@ def metadata_check(repo: Path, commit: str | None) -> InvariantCheck | None:
         meta = project_metadata(Path(tmp))
     if meta is None:
         return None
-    return InvariantCheck(name="project_metadata", ok=meta.ok,
-                          detail=f"candidate commit {commit[:10]}: " + (
-                              f"{meta.name} {meta.version} prepares its metadata" if meta.ok else meta.error))
-
-
-def splits_batch_as_baseline(contract: Contract, candidate: Candidate) -> bool:
-    """Whether ``candidate`` keeps every knob of a coupled micro-batch pair (a ``product`` constraint) at its
-    default: only then is the job's printed loss comparable with the baseline's (infrarsi.verify.trial_invariants)."""
-    coupled = {name for c in contract.constraints if c.kind == "product" for name in c.knobs}
-    values = candidate.knob_dict()
-    return all(values.get(k.name, k.default) == k.default for k in contract.knobs if k.name in coupled)
+    where = f"candidate commit {commit[:10]}"
+    if meta.ok:
+        return compared("project_metadata", True, f"{where}: {meta.name} {meta.version} prepares its metadata")
+    if not meta.checked:
+        return not_checked("project_metadata", f"{where}: the build backend could not be run: {meta.error}")
+    if base is None or not base.get("ok"):
+        why = (base or {}).get("error") or "the doctor did not read the base's metadata"
+        return not_checked("project_metadata", f"{where}: {meta.error}; the base fails too ({why}), so the "
+                           "candidate is not blamed")
+    return compared("project_metadata", False, f"{where}: {meta.error} (the base prepares its metadata)")
 
 
 def plausibility_ceiling(peaks: dict[str, float]) -> float | None:
@@ -63,21 +67,30 @@ def candidate_first(pair: int) -> bool:
 
 
 def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, doctor: DoctorReport,
-                     pairs: int | None = None, progress: Callable[[str], None] = lambda _: None) -> Verdict:
-    """Interleaved A/B pairs until the sequential plan decides (or exactly ``pairs`` when given), and the verdict."""
+                     pairs: int | None = None, progress: Callable[[str], None] = lambda _: None,
+                     references: References | None = None) -> Verdict:
+    """Interleaved A/B pairs until the sequential plan decides (or exactly ``pairs`` when given), and the verdict.
+
+    Every candidate trial is held to the baseline's witnessed reference at the candidate's own split of the
+    global batch (:mod:`bot.stages.run.references`; ``references`` keeps the split baselines of a run)."""
     contract = ctx.contract
     plan = None if pairs else plan_sequential(doctor.verify_pairs, alpha=contract.verify.alpha,
                                               min_effect=contract.verify.min_effect, sigma_log=doctor.sigma_log)
     n = plan.looks[-1] if plan is not None else (pairs or doctor.verify_pairs)
     baseline = Candidate.of(contract.defaults())
-    printed_loss = splits_batch_as_baseline(contract, candidate)
     policy = VerifyPolicy(min_effect=contract.verify.min_effect, alpha=contract.verify.alpha,
-                          max_speedup=contract.verify.max_speedup)
+                          max_speedup=contract.verify.max_speedup, waive=contract.verify.waive)
+    references = references or References(ctx=ctx, run_id=run_id, doctor=doctor, progress=progress)
+    reference, extra = references.for_candidate(candidate)
+    extra = list(extra)
     base_runs: list[TrialRecord] = []
     cand_runs: list[TrialRecord] = []
     stop = "fixed" if plan is None else "max_pairs"
     last_look: LookResult | None = None
-    extra: list[InvariantCheck] = []
+    broken = [c for c in extra if c.broken]
+    if broken:
+        progress(f"invariant broken: {broken[0].detail}")
+        n, stop = 0, "invariant"
 
     def run_baseline(i: int) -> None:
         progress(f"pair {i + 1}/{n}: baseline")
@@ -89,14 +102,12 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
         progress(f"pair {i + 1}/{n}: candidate")
         record = ctx.run(run_id, candidate, witness=True)
         cand_runs.append(record)
-        broken = [c for c in trial_invariants(record, doctor.loss_band, doctor.work, printed_loss=printed_loss)
-                  if not c.ok]
+        broken = [c for c in trial_invariants(record, reference) if c.broken]
         if i == 0 and record.outcome is Outcome.OK and candidate.patches:
-            check = metadata_check(ctx.repo, record.commit)
+            check = metadata_check(ctx.repo, record.commit, (doctor.fingerprint or {}).get("project"))
             if check is not None:
                 extra.append(check)
-                if not check.ok:
-                    broken.append(check)
+                broken += [check] if check.broken else []
         if broken:
             progress(f"invariant broken: {broken[0].detail}")
             stop = "invariant"
@@ -111,9 +122,8 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
                 stop = decided.stop
                 break
     peak = plausibility_ceiling(doctor.peak_flops)
-    verdict = judge(base_runs, cand_runs, band=doctor.loss_band, policy=policy, peak_flops=peak,
-                    model_flops_per_step=doctor.model_flops_per_step, reference=doctor.work,
-                    printed_loss=printed_loss)
+    verdict = judge(base_runs, cand_runs, reference=reference, policy=policy, peak_flops=peak,
+                    model_flops_per_step=doctor.model_flops_per_step, extra=extra)
     verdict = replace(verdict, pairs=len(cand_runs), stop=stop)
     if plan is not None and verdict.promoted and (last_look is None or last_look.stop != "efficacy"):
         # The plan's levels, not the fixed design's alpha, decide a sequential verification: a final p-value
@@ -122,12 +132,6 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
         verdict = replace(verdict, kind=VerdictKind.NOT_SIGNIFICANT, reason=why)
     elif plan is not None and last_look is not None and verdict.kind is VerdictKind.NOT_SIGNIFICANT:
         verdict = replace(verdict, reason=last_look.reason)  # says why it stopped and at how many pairs
-    if not extra:
-        return verdict
-    verdict = replace(verdict, invariants=verdict.invariants + tuple(extra))
-    failed = next((c for c in extra if not c.ok), None)
-    if failed is not None and verdict.kind is not VerdictKind.INVALID:
-        verdict = replace(verdict, kind=VerdictKind.INVALID, reason=f"{failed.name}: {failed.detail}")
     return verdict
 
 

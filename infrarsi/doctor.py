@@ -73,6 +73,14 @@ class DoctorReport:
     gpu_peak_bytes: int | None = None
     gpu_steady_bytes: int | None = None
     gpu_capacity_bytes: int | None = None
+    # The witnessed runs the doctor made beside the baseline repeats (the baseline in each lower dtype): theirs,
+    # not the search's, so the search never counts or verifies them as candidates.
+    calibration_trials: tuple[int, ...] = ()
+
+    @property
+    def own_trials(self) -> frozenset[int]:
+        """Every trial the doctor ran: the baseline repeats and the calibration runs."""
+        return frozenset(self.trials) | frozenset(self.calibration_trials)
 
     @property
     def headroom_bytes(self) -> int | None:
@@ -99,7 +107,7 @@ class DoctorReport:
             "mfu_defect": self.mfu_defect, "datasheet_peak_flops": self.datasheet_peak_flops,
             "datasheet_model": self.datasheet_model, "mfu_datasheet": self.mfu_datasheet,
             "gpu_peak_bytes": self.gpu_peak_bytes, "gpu_steady_bytes": self.gpu_steady_bytes,
-            "gpu_capacity_bytes": self.gpu_capacity_bytes,
+            "gpu_capacity_bytes": self.gpu_capacity_bytes, "calibration_trials": list(self.calibration_trials),
         }
 
     @staticmethod
@@ -121,7 +129,8 @@ class DoctorReport:
             mfu_defect=d.get("mfu_defect"), datasheet_peak_flops=d.get("datasheet_peak_flops"),
             datasheet_model=d.get("datasheet_model"), mfu_datasheet=d.get("mfu_datasheet"),
             gpu_peak_bytes=d.get("gpu_peak_bytes"), gpu_steady_bytes=d.get("gpu_steady_bytes"),
-            gpu_capacity_bytes=d.get("gpu_capacity_bytes"))
+            gpu_capacity_bytes=d.get("gpu_capacity_bytes"),
+            calibration_trials=tuple(int(t) for t in d.get("calibration_trials") or ()))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -185,6 +194,17 @@ def good_baseline_runs(records: Sequence[TrialRecord]) -> list[TrialRecord]:
     return good
 
 
+def tokens_note(declared: int, work: WorkReference | None) -> str | None:
+    """What the doctor says when the witness's count of the tokens one optimizer step consumed (token ids that
+    reached an embedding, or targets that reached the loss; over every rank) is not the contract's figure."""
+    measured = work.tokens if work is not None else None
+    if measured is None or measured == declared:
+        return None
+    return (f"tokens per step: the witness counted {measured:,} consumed in one optimizer step (token ids reaching "
+            f"an embedding, or targets reaching the loss), the contract says {declared:,}: set "
+            f"[workload] tokens_per_step = {measured} if the witness is right (MFU and tokens/s use it)")
+
+
 def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: str, created_at: float,
                  peak_flops: dict[str, float], peak_flops_method: str, fingerprint: dict[str, Any],
                  profiled_phases: dict[str, float] | None = None, work: WorkReference | None = None,
@@ -223,6 +243,9 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
                               final_rtol=contract.loss.final_rtol)
     if len(good) < len(records):
         notes.append(f"{len(records) - len(good)} of {len(records)} baseline runs failed and were left out")
+    note = tokens_note(contract.workload.tokens_per_step, work)
+    if note:
+        notes.append(note)
     return DoctorReport(
         run_id=run_id, created_at=created_at, trials=tuple(r.trial_no for r in good), step_times_s=tuple(runs),
         median_s=median, cv_within=profile.within_cv, cv_between=profile.between_cv, sigma_log=profile.sigma_log,

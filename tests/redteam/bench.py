@@ -35,9 +35,17 @@ from infrarsi.trial import Candidate, Outcome, TrialRecord
 from infrarsi.verify import trial_invariants
 from tests.conftest import REPO, infrarsi
 
-# Three blocks, so that skipping blocks is possible; milliseconds per step.
-GPT_ARGS = "--n-layer 3 --n-head 4 --d-model 32 --vocab-size 128 --seq-len 16 --global-batch 4 --steps 8"
+# Three blocks, so that skipping blocks is possible; milliseconds per step. With dropout: a re-split draws other
+# masks, so a candidate that splits the global batch otherwise must be compared with a baseline at its split.
+GPT_ARGS = ("--n-layer 3 --n-head 4 --d-model 32 --vocab-size 128 --seq-len 16 --global-batch 4 --steps 8 "
+            "--dropout 0.1")
 GPT_TOKENS = 4 * 16
+# The same model data-parallel on two ranks (two rows each); --steps beyond the measured ones: the bot ends it.
+DDP_ARGS = ("--n-layer 3 --n-head 4 --d-model 32 --vocab-size 128 --seq-len 16 --global-batch 4 --steps 100 "
+            "--seed 1234 --lr 6e-4 --dropout 0.1")
+# Another split of each fixture's global batch than its default (micro-batch 2): what every cheat is also
+# combined with.
+RESPLIT = {"tinygpt": {"micro_batch": 4}, "ddp": {"micro_batch": 1}, "tinymoe": {"micro_batch": 4}}
 MOE_ARGS = ("--n-layer 2 --n-head 2 --d-model 32 --n-experts 4 --top-k 2 --d-expert 32 --capacity-factor 0 "
             "--aux-loss-coef 0.01 --vocab-size 128 --seq-len 16 --global-batch 4 --steps 8 --seed 1234 --lr 6e-4")
 MOE_TOKENS = 4 * 16
@@ -55,14 +63,31 @@ def gpt_repo(dest: Path, args: str = GPT_ARGS) -> Path:
 
 def moe_repo(dest: Path, args: str = MOE_ARGS, tokens: int = MOE_TOKENS) -> Path:
     """tinymoe with its own contract, rewritten for ``args``, locked and committed."""
-    repo = dest / "tinymoe"
-    shutil.copytree(REPO / "fixtures" / "tinymoe", repo,
+    return _own_contract("tinymoe", dest, args, tokens, (
+        ("value = 16\n", "value = 4\n"), ("values = [1, 2, 4, 8, 16]", "values = [1, 2, 4]"),
+        ("default = 4\nflag = \"--micro-batch\"", "default = 2\nflag = \"--micro-batch\"")))
+
+
+def ddp_repo(dest: Path, args: str = DDP_ARGS, tokens: int = GPT_TOKENS) -> Path:
+    """The DDP fixture with its own contract (two ranks under torchrun), rewritten for ``args``, locked and
+    committed."""
+    return _own_contract("ddp", dest, args, tokens, (
+        ("value = 8\nreason = \"micro-batches split each rank's 8 rows\"",
+         "value = 2\nreason = \"micro-batches split each rank's 2 rows\""),
+        ("values = [1, 2, 4, 8]\ndefault = 2\nflag = \"--micro-batch\"",
+         "values = [1, 2]\ndefault = 2\nflag = \"--micro-batch\"")))
+
+
+def _own_contract(fixture: str, dest: Path, args: str, tokens: int, edits: tuple[tuple[str, str], ...]) -> Path:
+    """A fixture that ships its contract, the contract's args, tokens and ``edits`` rewritten, locked, committed."""
+    repo = dest / fixture
+    shutil.copytree(REPO / "fixtures" / fixture, repo,
                     ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.lock"))
     toml = (repo / "infrarsi.toml").read_text()
     toml = re.sub(r'^args = ".*"$', f'args = "{args}"', toml, count=1, flags=re.M)
     toml = re.sub(r"^tokens_per_step = \d+$", f"tokens_per_step = {tokens}", toml, count=1, flags=re.M)
-    toml = toml.replace("value = 16\n", "value = 4\n").replace("values = [1, 2, 4, 8, 16]", "values = [1, 2, 4]")
-    toml = toml.replace("default = 4\nflag = \"--micro-batch\"", "default = 2\nflag = \"--micro-batch\"")
+    for old, new in edits:
+        toml = toml.replace(old, new)
     (repo / "infrarsi.toml").write_text(toml)
     result = infrarsi("lock", str(repo))
     assert result.returncode == 0, result.stderr

@@ -1,13 +1,16 @@
-"""Benches shared by the red-team tests: one per fixture, its baseline witnessed once per session."""
+"""Benches shared by the red-team tests: one per fixture and executor, its baseline witnessed once per session."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.redteam.bench import Bench, gpt_repo, moe_repo
+from tests.redteam.bench import Bench, ddp_repo, gpt_repo, moe_repo
+from tests.redteam.paths import executor_for
 
 
 @pytest.fixture(scope="session")
@@ -18,6 +21,25 @@ def gpt_bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
 @pytest.fixture(scope="session")
 def moe_bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
     return Bench.open(moe_repo(Path(tmp_path_factory.mktemp("redteam-moe"))))
+
+
+@pytest.fixture(scope="session")
+def bench_on(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[Callable[[str], Bench]]:
+    """``bench_on(executor)``: tinygpt's bench on that executor (the DDP fixture on two ranks for torchrun),
+    opened once per session; the executor's side (a GitHub stand-in, the Slurm cluster) lives as long."""
+    opened: dict[str, Bench] = {}
+    with contextlib.ExitStack() as stack:
+        def bench(name: str) -> Bench:
+            if name == "local":
+                return request.getfixturevalue("gpt_bench")
+            if name not in opened:
+                work = Path(tmp_path_factory.mktemp(f"redteam-{name}"))
+                repo = ddp_repo(work) if name == "torchrun" else gpt_repo(work)
+                executor = stack.enter_context(executor_for(name, repo, work, need=request.getfixturevalue))
+                opened[name] = Bench.open(repo, executor=executor)
+            return opened[name]
+        yield bench
 
 
 #: The cheats in the shared training step (train.py::train_step is the same code in both fixtures) run on

@@ -11,9 +11,11 @@ table docs/trials.md reproduces.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from tests.redteam.bench import Bench
+from tests.redteam.bench import RESPLIT, Bench
 from tests.redteam.cheats import GPT, MOE, SHARED, Cheat, copy_weights
 
 pytestmark = pytest.mark.slow
@@ -35,6 +37,23 @@ def test_a_cheat_in_the_training_step_never_passes(bench: Bench, cheat: Cheat) -
     finally:  # edit_lock rewrites the repository's lock file: later candidates start from the real one
         (bench.repo / "infrarsi.lock").write_bytes(lock)
     _show(bench.repo.name, cheat.name, judged)
+    assert judged.verdict in ("invalid", "rejected"), judged.checks
+
+
+#: Combined with a re-split of the global batch (tinygpt's micro-batch 2 -> 4, with dropout): held to the baseline
+#: at that split. In the suite the cheats only the numerics catch; ``REDTEAM_FULL=1``: every cheat.
+RESPLIT_CHEATS = [c for c in (*SHARED, *GPT) if os.environ.get("REDTEAM_FULL") == "1"
+                  or c.name in ("changed_lr", "fewer_heads", "loss_subset", "skip_optimizer_steps", "read_ahead")]
+
+
+@pytest.mark.parametrize("cheat", RESPLIT_CHEATS, ids=[c.name for c in RESPLIT_CHEATS])
+def test_a_cheat_combined_with_a_resplit_never_passes(gpt_bench: Bench, cheat: Cheat) -> None:
+    lock = (gpt_bench.repo / "infrarsi.lock").read_bytes()
+    try:
+        judged = gpt_bench.judge(knobs={**dict(cheat.knobs), **RESPLIT["tinygpt"]}, patches=cheat.specs())
+    finally:
+        (gpt_bench.repo / "infrarsi.lock").write_bytes(lock)
+    _show("tinygpt", cheat.name + " + re-split", judged)
     assert judged.verdict in ("invalid", "rejected"), judged.checks
 
 

@@ -82,15 +82,19 @@ def profile_phases(ctx: TrialContext, candidate: Candidate, timeout_s: float) ->
 
 
 def calibrate_work(ctx: TrialContext, *, run_id: str, records: list[TrialRecord],
-                   progress: Callable[[str], None] = lambda _: None) -> tuple[WorkReference | None, LossBand, list[str]]:
+                   progress: Callable[[str], None] = lambda _: None,
+                   ran: list[int] | None = None) -> tuple[WorkReference | None, LossBand, list[str]]:
     """The witnessed reference and the loss band from the baseline's repeats, plus one witnessed run per
-    lower dtype the contract's dtype knob permits (what a legitimate dtype change moves)."""
+    lower dtype the contract's dtype knob permits (what a legitimate dtype change moves); the trial number of
+    each such run is appended to ``ran``."""
     contract = ctx.contract
     lower: list[tuple[str, TrialRecord]] = []
     notes: list[str] = []
     for knob, value, dtype in lower_dtype_values(contract):
         progress(f"baseline with {knob}={value}: what a dtype change legitimately moves")
         run = ctx.run(run_id, Candidate.of({**contract.defaults(), knob: value}), witness=True)
+        if ran is not None:
+            ran.append(run.trial_no)
         if run.outcome is Outcome.OK:
             lower.append((dtype, run))
         else:
@@ -140,12 +144,12 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
         # optimizer) must not hold the doctor for the whole trial timeout.
         longest = max((r.metrics.wall_s or 0.0 for r in records), default=0.0)
         profiled = profile_phases(ctx, baseline, min(contract.budget.trial_timeout_s, max(60.0, 3 * longest)))
-    work, band, notes = calibrate_work(ctx, run_id=run_id, records=records, progress=progress)
+    calibration: list[int] = []
+    work, band, notes = calibrate_work(ctx, run_id=run_id, records=records, progress=progress, ran=calibration)
     report = build_report(contract, records, run_id=run_id, created_at=time.time(),
                           peak_flops=device["peak_flops"], peak_flops_method=device["peak_flops_method"],
                           fingerprint=fingerprint, profiled_phases=profiled, work=work, band=band)
-    if notes:
-        report = replace(report, notes=report.notes + tuple(notes))
+    report = replace(report, notes=report.notes + tuple(notes), calibration_trials=tuple(calibration))
     out = RunDir(contract.root, run_id)
     write_text(out.doctor_json, report.to_json())
     write_text(out.doctor_md, render_markdown(report))

@@ -1,0 +1,207 @@
+"""The red-team table of docs/trials.md: every cheat on every executor, alone and combined with a re-split.
+
+    python -m benchmarks.redteam_table [--executors local torchrun actions slurm] [--resplit-on local ...]
+                                       [--data benchmarks/data/redteam.json] [--doc docs/trials.md] [--render-only]
+
+Each cell is one real, witnessed trial of the candidate, judged as verification judges it (the benches of
+``tests/redteam``): tinygpt with dropout on the local executor, a self-hosted runner (the project's GitHub
+stand-in) and Slurm (a local cluster started for the run, like the tests'); the same model data-parallel on two
+ranks under torchrun; tinymoe on the local executor for the MoE cheats. "+ re-split" combines the cheat with
+another split of the global batch (micro-batch 2 -> 4; 2 -> 1 on the DDP fixture's two rows a rank), judged
+against the baseline run at that split. Honest catalog patches and knobs, and the baseline against itself,
+are rows too: they must read ``ok``. The results go to the data file; the table is rendered from it into the
+doc's ``redteam`` section (``--render-only`` re-renders without a trial). Run it alone: about 40 min on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from benchmarks.doc_sections import write_section
+
+ROOT = Path(__file__).resolve().parent.parent
+SLURM_SCRIPTS = ROOT / "scripts" / "slurm"
+EXECUTORS = ("local", "torchrun", "actions", "slurm")
+
+
+@contextlib.contextmanager
+def slurm_cluster() -> Iterator[None]:
+    """A local two-node cluster for the run (scripts/slurm), as the test session starts one."""
+    state = Path(tempfile.mkdtemp(prefix="islurm-", dir="/tmp"))
+    done = subprocess.run([str(SLURM_SCRIPTS / "start-cluster.sh"), str(state)], capture_output=True, text=True,
+                          timeout=120)
+    if done.returncode != 0:
+        raise SystemExit(f"redteam_table: the local Slurm cluster did not start: {done.stderr[-500:]}")
+    os.environ["SLURM_CONF"] = done.stdout.strip().splitlines()[-1].split("=", 1)[1]
+    try:
+        yield
+    finally:
+        subprocess.run([str(SLURM_SCRIPTS / "stop-cluster.sh"), str(state), "--purge"], timeout=120)
+
+
+def _rows() -> list[dict[str, Any]]:
+    """Every row: (name, what, which benches it runs on, the candidate's knobs and patches, honest or not)."""
+    from tests.redteam.cheats import GPT, MOE, SHARED
+
+    rows: list[dict[str, Any]] = []
+    for c in SHARED:
+        rows.append({"name": c.name, "what": c.what, "kind": "cheat", "model": "gpt", "cheat": c})
+    for c in GPT:
+        rows.append({"name": c.name, "what": c.what, "kind": "cheat", "model": "gpt", "cheat": c})
+    for c in MOE:
+        rows.append({"name": c.name, "what": c.what, "kind": "cheat", "model": "moe", "cheat": c})
+    for knobs in ({"dtype": "bf16"}, {"grad_ckpt": True}, {"optimizer": "adamw_fused"}):
+        name = ",".join(f"{k}={v}" for k, v in knobs.items())
+        rows.append({"name": name, "what": "honest knob", "kind": "honest", "model": "gpt", "knobs": knobs})
+    rows.append({"name": "catalog", "what": "every applicable catalog patch, one at a time", "kind": "honest",
+                 "model": "gpt", "catalog": True})
+    rows.append({"name": "baseline", "what": "the baseline against itself (A/A, witness on)", "kind": "honest",
+                 "model": "gpt"})
+    return rows
+
+
+def _judge(bench: Any, row: dict[str, Any], resplit: dict[str, Any] | None) -> dict[str, Any]:
+    """One cell: the verdict and the check that caught it first (for ``catalog``: every patch's verdict)."""
+    started = time.monotonic()
+    lock = (bench.repo / "infrarsi.lock").read_bytes()
+    try:
+        if row.get("catalog"):
+            verdicts = {}
+            for pid, spec in sorted(bench.ctx.patches.items()):
+                judged = bench.judge(knobs=resplit or {}, patches=(spec,))
+                verdicts[pid] = judged.verdict if judged.verdict == "ok" else f"{judged.verdict}: {judged.reason()[:120]}"
+            bad = {k: v for k, v in verdicts.items() if v != "ok"}
+            return {"verdict": "ok" if not bad else "invalid", "first": f"{len(verdicts)} patches",
+                    "reason": "; ".join(f"{k}: {v}" for k, v in bad.items()), "patches": sorted(verdicts),
+                    "s": round(time.monotonic() - started, 1)}
+        cheat = row.get("cheat")
+        knobs = {**dict(cheat.knobs if cheat else row.get("knobs") or {}), **(resplit or {})}
+        judged = bench.judge(knobs=knobs, patches=cheat.specs() if cheat else ())
+        return {"verdict": judged.verdict, "first": judged.first, "reason": judged.reason()[:300],
+                "s": round(time.monotonic() - started, 1)}
+    finally:
+        (bench.repo / "infrarsi.lock").write_bytes(lock)
+
+
+def measure(executors: list[str], resplit_on: list[str], work: Path, progress: Any) -> dict[str, Any]:
+    from tests.redteam.bench import RESPLIT, Bench, ddp_repo, gpt_repo, moe_repo
+    from tests.redteam.paths import executor_for
+
+    rows = _rows()
+    cells: dict[str, dict[str, Any]] = {r["name"]: {} for r in rows}
+    with contextlib.ExitStack() as stack:
+        if "slurm" in executors:
+            stack.enter_context(slurm_cluster())
+        benches: dict[tuple[str, str], Any] = {}
+
+        def bench(model: str, executor: str) -> Any:
+            key = (model, executor)
+            if key not in benches:
+                where = work / f"{model}-{executor}"
+                where.mkdir(parents=True)
+                repo = moe_repo(where) if model == "moe" else ddp_repo(where) if executor == "torchrun" else \
+                    gpt_repo(where)
+                ex = stack.enter_context(executor_for(executor, repo, where))
+                progress(f"{model} on {executor}: the witnessed baseline")
+                benches[key] = Bench.open(repo, executor=ex)
+            return benches[key]
+
+        columns = [(e, False) for e in executors] + [(e, True) for e in resplit_on]
+        for executor, split in columns:
+            column = executor + (" + re-split" if split else "")
+            for row in rows:
+                if row["model"] == "moe" and executor != "local":
+                    continue  # the MoE fixture runs as one process
+                fixture = "tinymoe" if row["model"] == "moe" else "ddp" if executor == "torchrun" else "tinygpt"
+                b = bench(row["model"], executor)
+                cell = _judge(b, row, RESPLIT[fixture] if split else None)
+                cells[row["name"]][column] = cell
+                progress(f"{column} | {row['name']} | {cell['verdict']} | {cell['first']} ({cell['s']} s)")
+    return {"version": 1, "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "machine": {"cpu": _cpu(), "python": platform.python_version()},
+            "command": "python -m benchmarks.redteam_table " + " ".join(sys.argv[1:]),
+            "columns": [e + (" + re-split" if s else "") for e, s in columns],
+            "rows": [{"name": r["name"], "what": r["what"], "kind": r["kind"], "cells": cells[r["name"]]}
+                     for r in rows]}
+
+
+def _cpu() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor()
+    model = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), "?")
+    flags = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    isa = "AMX" if "amx_bf16" in flags else "AVX-512 BF16" if "avx512_bf16" in flags else "AVX2" if "avx2" in flags \
+        else "?"
+    return f"{model} ({os.cpu_count()} cores, {isa})"
+
+
+def render(data: dict[str, Any]) -> str:
+    """The section: one row per candidate, one column per executor (and re-split); a cell is the verdict and the
+    check that caught the candidate first. Every cheat must read invalid or rejected, every honest row ok."""
+    cols = data["columns"]
+    out = [f"Measured {data['measured_at']} on {data['machine']['cpu']} with `{data['command'].strip()}`; each cell "
+           "one real witnessed trial (a re-split column: micro-batch 2 -> 4, 2 -> 1 on the DDP fixture's two rows "
+           "a rank, against the baseline run at that split). tinygpt with dropout 0.1 on local, Actions and Slurm; "
+           "the same model data-parallel on two ranks (the DDP fixture) under torchrun; tinymoe for its own rows.",
+           "", "| candidate | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    missed = []
+    for row in data["rows"]:
+        cells = []
+        for col in cols:
+            cell = row["cells"].get(col)
+            if cell is None:
+                cells.append("–")
+                continue
+            good = cell["verdict"] in (("invalid", "rejected") if row["kind"] == "cheat" else ("ok",))
+            if not good:
+                missed.append(f"{row['name']} on {col}: {cell['verdict']} ({cell['reason'][:120]})")
+            text = cell["verdict"] if row["kind"] == "honest" else f"**{cell['first']}**"
+            cells.append(text + ("" if good else " ⚠️"))
+        out.append(f"| {row['name']}: {row['what']} | " + " | ".join(cells) + " |")
+    total = sum(len(r["cells"]) for r in data["rows"])
+    out += ["", f"{total - len(missed)} of {total} cells as they must be (every cheat invalid or rejected, every "
+            "honest candidate ok)" + ("." if not missed else ": not " + "; ".join(missed))]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.redteam_table", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--executors", nargs="+", default=list(EXECUTORS), choices=EXECUTORS)
+    parser.add_argument("--resplit-on", nargs="*", default=["local"], choices=EXECUTORS,
+                        help="executors that also run every candidate combined with a re-split (default: local)")
+    parser.add_argument("--data", type=Path, default=ROOT / "benchmarks" / "data" / "redteam.json")
+    parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "trials.md")
+    parser.add_argument("--render-only", action="store_true", help="render the doc from the data file")
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if not args.render_only:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        work = args.workdir or Path(tempfile.mkdtemp(prefix="redteam-table-"))
+        data = measure(args.executors, args.resplit_on, work,
+                       lambda m: print(f"redteam_table: {m}", file=sys.stderr, flush=True))
+        args.data.parent.mkdir(parents=True, exist_ok=True)
+        args.data.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    elif not args.data.is_file():
+        print(f"redteam_table: {args.data}: no data file; run without --render-only first", file=sys.stderr)
+        return 2
+    data = json.loads(args.data.read_text(encoding="utf-8"))
+    write_section(args.doc, "redteam", render(data))
+    print(f"wrote {args.doc} (section redteam) from {args.data}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -117,6 +117,7 @@ def summarize(execution: Execution, *, warmup: int, measured: int,
         witness_ranks=execution.witness_ranks,
         witness_skipped=execution.witness_skipped,
         lock_checked=execution.lock_changed is not None,
+        host=execution.host,
     )
 
 

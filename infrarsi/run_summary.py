@@ -17,8 +17,9 @@ from typing import Any
 from infrarsi.trial import Outcome, TrialRecord
 from infrarsi.verify import Verdict
 
-#: 1: the dict ``run.json`` held before it had a version; 2: this record.
-RUN_SUMMARY_VERSION = 2
+#: 1: the dict ``run.json`` held before it had a version; 2: this record; 3: the search's baseline controls and
+#: each trial's drift-adjusted step time (absent in a 2, they read as none).
+RUN_SUMMARY_VERSION = 3
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -34,14 +35,19 @@ class SearchTrial:
     peak_mem_censored: bool = False
     cost_s: float = 0.0
     commit: str | None = None
+    # The step time read at the doctor's machine speed (infrarsi.search.drift), and against which baseline
+    adjusted_step_time_s: float | None = None
+    against: str = ""
 
     @staticmethod
-    def of(record: TrialRecord) -> SearchTrial:
+    def of(record: TrialRecord, *, adjusted: TrialRecord | None = None, against: str = "") -> SearchTrial:
         m = record.metrics
         return SearchTrial(trial_no=record.trial_no, candidate=record.candidate.describe(),
                            outcome=record.outcome.value, reason=record.reason, step_time_s=m.step_time_s,
                            peak_mem_bytes=m.peak_mem_bytes, peak_mem_censored=m.peak_mem_censored,
-                           cost_s=record.cost_s, commit=record.commit)
+                           cost_s=record.cost_s, commit=record.commit,
+                           adjusted_step_time_s=adjusted.metrics.step_time_s if adjusted is not None else None,
+                           against=against)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -55,6 +61,7 @@ class RunSummary:
     verdicts: tuple[Verdict, ...] = ()
     posterior: Mapping[str, Any] | None = None  # the search engine's prior-versus-posterior report
     llm: Mapping[str, Any] | None = None  # the proposer's cost and proposals
+    controls: tuple[SearchTrial, ...] = ()  # the baseline re-run during the search (infrarsi.search.drift)
 
     @property
     def best(self) -> Verdict | None:
@@ -88,6 +95,7 @@ class RunSummary:
             "best": best.to_dict() if best else None,
             "posterior": dict(self.posterior) if self.posterior is not None else None,
             "llm": dict(self.llm) if self.llm is not None else None,
+            "controls": [asdict(t) for t in self.controls],
         }
 
     @staticmethod
@@ -98,7 +106,9 @@ class RunSummary:
             version=data["version"], run_id=str(data["run_id"]), baseline_step_s=float(data["baseline_step_s"]),
             trials=tuple(SearchTrial(**{k: v for k, v in t.items() if k in fields}) for t in data["trials"]),
             verdicts=tuple(Verdict.from_dict(v) for v in data["verdicts"]),
-            posterior=data.get("posterior"), llm=data.get("llm"))
+            posterior=data.get("posterior"), llm=data.get("llm"),
+            controls=tuple(SearchTrial(**{k: v for k, v in t.items() if k in fields})
+                           for t in data.get("controls") or ()))
 
 
 def upgrade(data: dict[str, Any]) -> dict[str, Any]:

@@ -128,6 +128,7 @@ class TrialMetrics:
     witness_ranks: tuple[dict[str, Any], ...] = ()  # every rank's report, when more than one process reported
     witness_skipped: str | None = None  # witnessed, but the executor could not run the witness: why
     lock_checked: bool = False  # the launcher compared the locked files with the lock where the job ran
+    host: tuple[tuple[str, float], ...] = ()  # the host while it ran (Execution.host): CPU, pressure, steal
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -166,6 +167,7 @@ class TrialRecord:
             metrics[key] = tuple(metrics.get(key) or ())
         metrics["phases_s"] = tuple((str(k), float(v)) for k, v in metrics.get("phases_s") or ())
         metrics["witness_ranks"] = tuple(metrics.get("witness_ranks") or ())
+        metrics["host"] = tuple((str(k), float(v)) for k, v in metrics.get("host") or ())
         return TrialRecord(
             **{**data,
                "candidate": Candidate(knobs=tuple((k, v) for k, v in cand["knobs"]), patches=tuple(cand["patches"])),

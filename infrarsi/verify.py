@@ -77,6 +77,8 @@ class Verdict:
     stop: str = ""
     """Why it stopped: ``efficacy``, ``futility``, ``max_pairs`` (a sequential plan), ``fixed`` (a set number of
     pairs), ``invariant`` (a candidate run broke one); empty for a verdict written before this was recorded."""
+    reruns: tuple[int, ...] = ()
+    """Trials disturbed from outside (infrarsi.disturbance) and run again instead of counted."""
 
     @property
     def promoted(self) -> bool:
@@ -100,7 +102,7 @@ class Verdict:
             "ci_level": c.ci_level if c else None, "p_value": c.p_value if c else None,
             "test": TEST,
             "invariants": [i.to_dict() for i in self.invariants],
-            "pairs": self.pairs, "stop": self.stop,
+            "pairs": self.pairs, "stop": self.stop, "reruns": list(self.reruns),
         }
 
     @staticmethod
@@ -124,7 +126,8 @@ class Verdict:
                        baseline_step_s=tuple(data.get("baseline_step_s") or ()),
                        candidate_step_s=tuple(data.get("candidate_step_s") or ()), comparison=comparison,
                        invariants=tuple(InvariantCheck.from_dict(i) for i in data.get("invariants") or ()),
-                       pairs=int(data.get("pairs") or 0), stop=str(data.get("stop") or ""))
+                       pairs=int(data.get("pairs") or 0), stop=str(data.get("stop") or ""),
+                       reruns=tuple(int(t) for t in data.get("reruns") or ()))
 
 
 def _legacy_candidate(text: str) -> Candidate:

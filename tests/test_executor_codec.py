@@ -72,6 +72,7 @@ EXECUTION_STRATEGIES = {
     "witness_ranks": st.lists(report, max_size=3).map(tuple),
     "witness_skipped": st.none() | text,
     "lock_changed": st.none() | st.lists(text, max_size=3).map(tuple),
+    "host": st.lists(st.tuples(text, floats), max_size=3).map(tuple),
 }
 
 

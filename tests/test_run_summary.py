@@ -80,7 +80,7 @@ def _summary() -> RunSummary:
 def test_run_summary_round_trips_and_derives_best_failures_and_ooms() -> None:
     summary = _summary()
     data = _through_json(summary.to_dict())
-    assert data["version"] == RUN_SUMMARY_VERSION == 2
+    assert data["version"] == RUN_SUMMARY_VERSION == 3
     assert data["failed_cost_s"] == 1.75 and [o["trial_no"] for o in data["oom"]] == [5]
     assert data["oom"][0] == {"trial_no": 5, "candidate": "micro_batch=5", "cost_s": 1.5, "peak_mem_bytes": 900}
     assert data["best"]["candidate"] == "compile=True dtype=bf16 lr_scale=0.5 micro_batch=4 +fused_gelu"

@@ -25,8 +25,10 @@ class DriftingContext:
     order: list[str] = field(default_factory=list)
     # Nothing is witnessed here (the order is the point): the contract waives every row only a witness makes.
     contract = SimpleNamespace(defaults=lambda: {"dtype": "fp32"}, knobs=(), constraints=(),
-                               verify=SimpleNamespace(min_effect=0.01, alpha=0.05, max_speedup=10.0, waive=WAIVABLE))
+                               verify=SimpleNamespace(min_effect=0.01, alpha=0.05, max_speedup=10.0, waive=WAIVABLE,
+                                                      max_pairs=12))
     repo = Path(".")
+    journal = SimpleNamespace(trials=lambda run_id: [])  # no doctor's runs on record: nothing to compare load with
 
     def run(self, run_id: str, candidate: Candidate, *, witness: bool = False) -> TrialRecord:
         step = self.start * (1.0 - self.drift) ** len(self.order)

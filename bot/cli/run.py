@@ -56,8 +56,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(f"no doctor report for run {run_id}: running the doctor first", file=sys.stderr)
             with doctor_failure(run_id):
                 doctor, _ = run_doctor(ctx, run_id=run_id, repeats=args.repeats, progress=say(args))
-        pairs = args.pairs or doctor.verify_pairs
-        print(f"verifying {candidate.describe()} against the baseline: {pairs} interleaved pairs", file=sys.stderr)
+        cap = ctx.contract.verify.max_pairs
+        if args.pairs:
+            pairs = min(args.pairs, cap)
+            print(f"verifying {candidate.describe()} against the baseline: {pairs} interleaved pairs (fixed"
+                  + (f"; --pairs {args.pairs} is capped at verify.max_pairs = {cap}" if args.pairs > cap else "")
+                  + ")", file=sys.stderr)
+        else:
+            pairs = None
+            print(f"verifying {candidate.describe()} against the baseline: interleaved pairs until the sequential "
+                  f"plan decides (at most {cap}, verify.max_pairs)", file=sys.stderr)
         verdict = verify_candidate(ctx, run_id=run_id, candidate=candidate, doctor=doctor, pairs=pairs,
                                    progress=say(args))
     out = write_json(RunDir(root, run_id).verify_json(candidate.digest()), verdict.to_dict())
@@ -111,6 +119,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if event["event"] == "trial":
             best = f"best {event['best_speedup']:.2f}x" if event.get("best_speedup") else "best -"
             step = f"{event['step_time_s'] * 1000:.1f} ms" if event.get("step_time_s") else event["reason"][:60]
+            if event.get("speedup"):  # against the baseline as the machine ran at the time (infrarsi/search/drift)
+                ref = f"control {event['control_trial']}" if event.get("control_trial") else "doctor"
+                step += f" ({event['speedup']:.2f}x vs {ref})"
             print(f"  trial {event['n']}/{event['total']} [{event['origin']}] {event['outcome']}: {step} — "
                   f"{event['candidate']} | {best}, {event['failures']} failed ({event['failed_cost_s']:.0f} s), "
                   f"ETA {event['eta_s'] / 60:.1f} min", file=sys.stderr, flush=True)
@@ -178,7 +189,8 @@ def register(sub: Any) -> None:
     p.add_argument("--knob", action="append", metavar="NAME=VALUE", help="set a knob (repeatable)")
     p.add_argument("--patch", action="append", metavar="ID", help="apply a catalog patch (repeatable)")
     add_run_id_argument(p, "use this run's doctor report (default: the latest)")
-    p.add_argument("--pairs", type=int, help="override the number of A/B pairs the doctor chose")
+    p.add_argument("--pairs", type=int, help="run exactly this many A/B pairs (the fixed design; at most "
+                   "verify.max_pairs) instead of stopping as soon as the sequential plan decides")
     p.add_argument("--repeats", type=int, default=5, help="baseline runs if the doctor must run first")
     add_executor_argument(p)
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")

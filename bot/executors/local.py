@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bot.executors.environment import scrubbed_environment
+from bot.executors.host_load import HostCounters, host_facts
 from bot.executors.locked_files import changed_locked_files, merged, refused
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
@@ -61,6 +62,7 @@ class LocalExecutor:
         log_dir = Path(spec.log_dir) if spec.log_dir else None
         if log_dir:
             log_dir.mkdir(parents=True, exist_ok=True)
+        host_before = HostCounters.read()
         start = time.perf_counter()
         try:
             proc = subprocess.Popen(
@@ -124,4 +126,5 @@ class LocalExecutor:
             witness=seen.report.to_dict() if seen is not None and seen.report is not None else None,
             witness_error=seen.error if seen is not None else None,
             lock_changed=merged(before, changed_locked_files(spec)),
+            host=host_facts(host_before, HostCounters.read(), cpu_s=run.cpu_s),
         )

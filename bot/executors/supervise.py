@@ -30,6 +30,7 @@ class Supervised:
     wall_s: float
     steady_bytes: int | None = None  # the least sample between two step lines (None: fewer than two)
     stopped: bool = False  # ended by us after the expected steps (not a failure)
+    cpu_s: float | None = None  # user + system CPU of the root and every descendant it reaped (the kernel's)
 
 
 # After the last expected step the job gets LINGER_S to exit by itself (its final
@@ -60,6 +61,7 @@ def supervise(proc: subprocess.Popen, spec: TrialSpec, *, start: float, sample: 
     killed: KillReason | None = None
     status: int | None = None
     maxrss = 0
+    cpu: float | None = None
     reported = 0
     try:
         while True:
@@ -67,6 +69,7 @@ def supervise(proc: subprocess.Popen, spec: TrialSpec, *, start: float, sample: 
             if pid == proc.pid:
                 status = os.waitstatus_to_exitcode(raw_status)
                 maxrss = usage.ru_maxrss * 1024  # kilobytes on Linux
+                cpu = usage.ru_utime + usage.ru_stime
                 break
             now_bytes = sample()
             peak = max(peak, now_bytes)
@@ -88,7 +91,8 @@ def supervise(proc: subprocess.Popen, spec: TrialSpec, *, start: float, sample: 
                 killed = "interrupt"
             if killed:
                 kill()
-                status = os.waitstatus_to_exitcode(os.wait4(proc.pid, 0)[1])
+                _, raw, usage = os.wait4(proc.pid, 0)
+                status, cpu = os.waitstatus_to_exitcode(raw), usage.ru_utime + usage.ru_stime
                 break
             if on_step and steps() != reported:
                 reported = steps()
@@ -101,7 +105,8 @@ def supervise(proc: subprocess.Popen, spec: TrialSpec, *, start: float, sample: 
                 terminated = now
             elif terminated is not None and now - terminated >= grace_s:
                 kill()
-                status = os.waitstatus_to_exitcode(os.wait4(proc.pid, 0)[1])
+                _, raw, usage = os.wait4(proc.pid, 0)
+                status, cpu = os.waitstatus_to_exitcode(raw), usage.ru_utime + usage.ru_stime
                 break
             time.sleep(interval_s)
     except BaseException:
@@ -117,4 +122,4 @@ def supervise(proc: subprocess.Popen, spec: TrialSpec, *, start: float, sample: 
                 status = -9
         proc.returncode = status  # we reaped it; Popen must not wait again
     return Supervised(status=status, killed_for=killed, peak_bytes=peak, maxrss_bytes=maxrss, wall_s=wall,
-                      steady_bytes=steady or None, stopped=terminated is not None and killed is None)
+                      steady_bytes=steady or None, stopped=terminated is not None and killed is None, cpu_s=cpu)

@@ -43,6 +43,7 @@ from typing import Any
 import psutil
 
 from bot.executors.environment import scrubbed_environment
+from bot.executors.host_load import HostCounters, host_facts
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
 from bot.executors.streams import LineReader, StepCollector, ignore, on_step_line, regex_handler
@@ -245,6 +246,7 @@ class TorchrunExecutor:
             env.update(channels.env)  # the bot's own variable: the rank shim turns it into each rank's channel
         endpoint = launch.rdzv_endpoint or f"127.0.0.1:{free_port()}"
         argv = torchrun_argv(launch, spec.argv, endpoint=endpoint, run_id=f"infrarsi-{os.getpid()}-{time.time_ns()}")
+        host_before = HostCounters.read()
         start = time.perf_counter()
         if not spec.argv or shutil.which(spec.argv[0], path=env.get("PATH")) is None \
                 and not Path(spec.cwd, spec.argv[0]).is_file():
@@ -316,6 +318,7 @@ class TorchrunExecutor:
             failed_rank=failed_rank,
             **(merged_witness(channels.results()) if channels is not None else {}),
             lock_changed=merged(before, changed_locked_files(spec)),
+            host=host_facts(host_before, HostCounters.read(), cpu_s=run.cpu_s),
         )
 
 

@@ -122,6 +122,7 @@ class Verification:
     invariants: tuple[Invariant, ...]
     pairs: int = 0  # A/B pairs the verification ran
     stop: str = ""  # why it stopped: efficacy, futility, max_pairs, fixed, invariant
+    reruns: tuple[int, ...] = ()  # runs disturbed from outside and run again instead of counted
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -242,7 +243,7 @@ def _verification(v: Verdict) -> Verification:
                         ci_level=c.ci_level if c else None, test=TEST, speedup=v.speedup,
                         invariants=tuple(Invariant(name=i.name, ok=i.ok, detail=i.detail, status=i.status.value,
                                                    waived=i.waived) for i in v.invariants),
-                        pairs=v.pairs, stop=v.stop)
+                        pairs=v.pairs, stop=v.stop, reruns=v.reruns)
 
 
 def _sources(records: Sequence[TrialRecord]) -> tuple[SourceChange, ...]:
@@ -437,10 +438,12 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
     model's patches come from run.json. ``patch_targets`` is the older form (targets only)."""
     by_no = {r.trial_no: r for r in records}
     search_nos = {t.trial_no for t in run.trials}
-    doctor_nos = set(doctor.trials)
+    control_nos = {t.trial_no for t in run.controls}
+    doctor_nos = doctor.own_trials
 
     def stage(no: int) -> str:
-        return "doctor" if no in doctor_nos else "search" if no in search_nos else "verify"
+        return "doctor" if no in doctor_nos else "search" if no in search_nos else \
+            "control" if no in control_nos else "verify"
 
     rows = tuple(_row(r, stage(r.trial_no)) for r in sorted(records, key=lambda r: r.trial_no))
     failed = [r for r in rows if r.outcome != Outcome.OK.value]

@@ -205,8 +205,11 @@ _STOPS = {"efficacy": "stopped early: the speedup was clear", "futility": "stopp
 
 
 def _stopped(v: Verification) -> str:
-    """How many pairs a verification used and why it stopped there (docs/doctor.md, "Verification")."""
-    return f"{v.pairs} pairs, {_STOPS.get(v.stop, v.stop)}"
+    """How many pairs a verification used and why it stopped there (docs/doctor.md, "Verification"), and how
+    many runs it ran again because something outside disturbed them."""
+    again = (f"; {len(v.reruns)} run{'s' if len(v.reruns) != 1 else ''} disturbed from outside and run again "
+             f"(trial{'s' if len(v.reruns) != 1 else ''} {', '.join(map(str, v.reruns))})") if v.reruns else ""
+    return f"{v.pairs} pairs, {_STOPS.get(v.stop, v.stop)}{again}"
 
 
 def _trial_rows(rows: Sequence[TrialRow]) -> list[str]:

@@ -72,6 +72,9 @@ class Execution:
     # Locked files (``TrialSpec.lock``) found changed where the job ran, before or after it; None: not checked
     # (the spec named none).
     lock_changed: tuple[str, ...] | None = None
+    # The host while it ran (bot/executors/host_load.py): the trial's own CPU seconds, the kernel's CPU pressure
+    # stall and the hypervisor's steal over the trial, in seconds, and the CPU count; what the host lacks is absent.
+    host: tuple[tuple[str, float], ...] = ()
 
 
 class Executor(Protocol):

@@ -23,7 +23,7 @@ from infrarsi.trial import StepEvent
 
 #: 1-3: Execution fields as the Actions and Slurm records held them (2: steady_rss_bytes; 3: the GPU's held
 #: memory and capacity); 4: one codec for both, TrialSpec.root/commit/lock, Execution.witness_ranks,
-#: witness_skipped and lock_changed.
+#: witness_skipped, lock_changed and host.
 CODEC_VERSION = 4
 
 
@@ -153,6 +153,7 @@ EXECUTION_FIELDS: dict[str, FieldCodec] = {
     "witness_ranks": FieldCodec(list, lambda v: tuple(_dict(d) for d in v)),
     "witness_skipped": OPT_STR,
     "lock_changed": FieldCodec(_optional(list), _optional(_strings)),
+    "host": FieldCodec(_lists, lambda v: tuple((_str(k), _float(x)) for k, x in v)),
 }
 
 

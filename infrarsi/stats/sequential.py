@@ -81,12 +81,13 @@ class SequentialPlan:
 
 def plan_sequential(n_fixed: int, *, alpha: float = 0.05, min_effect: float = 0.01,
                     sigma_log: float | None = None, futility: float = 0.45, inflation: float = 1.5,
-                    step: int = 2) -> SequentialPlan:
+                    step: int = 2, max_pairs: int | None = None) -> SequentialPlan:
     """A plan that replaces a fixed design of ``n_fixed`` runs per arm.
 
     Looks every ``step`` runs from the smallest n at which the first look's
-    level can be reached, up to ``ceil(inflation * n_fixed)``. Alpha: a third
-    at the first look, the rest spent in proportion to the information
+    level can be reached, up to ``ceil(inflation * n_fixed)`` and never past
+    ``max_pairs`` (the contract's ``verify.max_pairs``: a hard cap). Alpha: a
+    third at the first look, the rest spent in proportion to the information
     (runs) added at each later look.
     """
     positive_int(n_fixed, "n_fixed", minimum=2)
@@ -99,6 +100,8 @@ def plan_sequential(n_fixed: int, *, alpha: float = 0.05, min_effect: float = 0.
     while not p_below(min_exact_p(first, first), first_alpha):
         first += 1
     last = max(first, math.ceil(inflation * n_fixed))
+    if max_pairs is not None:
+        last = max(first, min(last, max_pairs))
     looks = list(range(first, last + 1, step))
     if looks[-1] != last:
         looks.append(last)
@@ -126,13 +129,18 @@ class LookResult:
 
 
 def _sigma(plan: SequentialPlan, base: np.ndarray, cand: np.ndarray) -> np.ndarray:
-    """Per-row noise of log run medians: the plan's, or a pooled robust estimate from the runs."""
-    if plan.sigma_log is not None:
-        return np.full(base.shape[0], max(plan.sigma_log, 1e-6))
+    """Per-row noise of log run medians: a pooled robust estimate from the runs themselves, never less than the
+    plan's. The doctor measures its noise in a few minutes; a machine that drifts or is disturbed during
+    verification is noisier than that, and futility judged at the doctor's noise would stop on a burst
+    (two slow runs of one arm read as "no speedup"). Futility stops are non-binding, so a larger sigma
+    only costs pairs, never error control."""
     lb, lc = np.log(base), np.log(cand)
     dev = np.concatenate([lb - np.median(lb, axis=1, keepdims=True), lc - np.median(lc, axis=1, keepdims=True)],
                          axis=1)
-    return np.maximum(1.4826 * np.median(np.abs(dev), axis=1), 1e-6)
+    robust = np.maximum(1.4826 * np.median(np.abs(dev), axis=1), 1e-6)
+    if plan.sigma_log is not None:
+        return np.maximum(robust, max(plan.sigma_log, 1e-6))
+    return robust
 
 
 def _p_above_min_effect(plan: SequentialPlan, base: np.ndarray, cand: np.ndarray) -> np.ndarray:

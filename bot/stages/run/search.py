@@ -37,6 +37,7 @@ from infrarsi.journal import Journal
 from infrarsi.rundir import RunDir, write_json
 from infrarsi.run_summary import RunSummary, SearchTrial
 from infrarsi.search.acquisition import Proposal
+from infrarsi.search.drift import ControlSchedule, Drift
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.space import SearchSpace
 from infrarsi.trial import Candidate, Outcome, TrialRecord, median_bytes
@@ -67,6 +68,8 @@ class RunResult:
     verdicts: tuple[Verdict, ...]
     path: Path
     llm: Mapping[str, Any] | None = None  # the proposer's cost and proposals (run.json `llm`)
+    drift: Drift | None = None  # the machine's speed over the search, from the controls
+    controls: tuple[TrialRecord, ...] = ()  # the baseline re-run between search trials
 
     @property
     def best(self) -> Verdict | None:
@@ -147,25 +150,52 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
     interrupted = recover_interrupted(journal, run_id, seen, contract.budget.trial_timeout_s)
     if interrupted:
         _emit(progress, event="resume", message=f"{interrupted} interrupted trial(s) recorded")
-    doctor_trials = set(doctor.trials)
+    doctor_trials = doctor.own_trials
     records = journal.trials(run_id)
-    for r in records:
-        if r.trial_no not in doctor_trials:
-            _judge_trial(judged, r, doctor, session, progress)
-    if judged.patches:
-        space, engine = _rebuilt(contract, ctx.patches, judged, doctor, priors, options.seed, ())
-    engine.observe(records)
     state_path = RunDir(contract.root, run_id).search_json  # the doctor made the directory
     verified_from = _verification_start(state_path)
-    search = [r for r in records if r.trial_no not in doctor_trials
-              and (verified_from is None or r.trial_no < verified_from)]
-    started = time.time() - sum(r.cost_s for r in search)
+    ran = [r for r in records if r.trial_no not in doctor_trials
+           and (verified_from is None or r.trial_no < verified_from)]
+    # the baseline re-run between search trials: the machine's drift, so trials are compared like with like
+    controls = [r for r in ran if r.candidate.digest() == baseline.digest()]
+    search = [r for r in ran if r.candidate.digest() != baseline.digest()]
+    anchors = [r for r in records if r.trial_no in set(doctor.trials)]
+    drift = Drift.measure(doctor.median_s, anchors, controls)
+    schedule = ControlSchedule(sigma_log=doctor.sigma_log)
+    schedule.since = sum(1 for r in search if not controls or r.trial_no > controls[-1].trial_no)
+    for r in search:
+        _judge_trial(judged, r, doctor, session, progress)
+    if judged.patches:
+        space, engine = _rebuilt(contract, ctx.patches, judged, doctor, priors, options.seed, ())
+    engine.observe([drift.adjusted(r) for r in records])
+    started = time.time() - sum(r.cost_s for r in (*search, *controls))
     base_time = doctor.median_s
+
+    def control() -> None:
+        """Run the baseline now and re-read every trial against the machine's speed around it."""
+        nonlocal drift, space, engine
+        record = ctx.run(run_id, baseline)
+        controls.append(record)
+        drift = Drift.measure(doctor.median_s, anchors, controls)
+        schedule.control_done(drift)
+        space, engine = _rebuilt(contract, ctx.patches, judged, doctor, priors, options.seed,
+                                 [drift.adjusted(r) for r in journal.trials(run_id)])
+        speed = math.exp(drift.offsets[-1]) if drift.offsets else 1.0
+        _emit(progress, event="control", trial_no=record.trial_no, outcome=record.outcome.value,
+              step_time_s=record.metrics.step_time_s, drift=speed, next_after=schedule.interval,
+              message=(f"baseline control (trial {record.trial_no}): "
+                       + (f"{record.metrics.step_time_s * 1000:.1f} ms/step, the machine runs x{speed:.2f} the "
+                          f"doctor's time; trials are read against it (next control after {schedule.interval} "
+                          "trials)" if record.outcome is Outcome.OK and record.metrics.step_time_s else
+                          f"{record.outcome.value} {record.reason[:120]}")))
 
     def spent() -> bool:
         if len(search) >= options.budget_trials:
             return True
         return options.budget_seconds is not None and time.time() - started >= options.budget_seconds
+
+    def adjusted_ok() -> list[float]:
+        return [t for r in search if r.outcome is Outcome.OK and (t := drift.adjusted(r).metrics.step_time_s)]
 
     _emit(progress, event="stage", stage="search",
           message=f"search: {options.budget_trials} trials, resuming after {len(search)}" if search else
@@ -208,26 +238,35 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         batch = proposals[:max(0, room)]
         for proposal, record in zip(batch, _run_batch(ctx, run_id, [p.candidate for p in batch], options.parallel)):
             search.append(record)
+            schedule.trial_done()
             if _judge_trial(judged, record, doctor, session, progress):  # a patch judged invalid: never again
                 space, engine = _rebuilt(contract, ctx.patches, judged, doctor, priors, options.seed,
-                                         journal.trials(run_id))
-            engine.observe([record])
+                                         [drift.adjusted(r) for r in journal.trials(run_id)])
+            engine.observe([drift.adjusted(record)])
             failed = [r for r in search if r.outcome is not Outcome.OK]
-            ok = [r.metrics.step_time_s for r in search if r.outcome is Outcome.OK and r.metrics.step_time_s]
+            ok = adjusted_ok()
             remaining = options.budget_trials - len(search)
             mean_cost = statistics.fmean(r.cost_s for r in search)
+            read = drift.adjusted(record).metrics.step_time_s
             _emit(progress, event="trial", n=len(search), total=options.budget_trials, trial_no=record.trial_no,
                   candidate=record.candidate.describe(), origin=proposal.origin, outcome=record.outcome.value,
                   reason=record.reason, step_time_s=record.metrics.step_time_s, cost_s=record.cost_s,
+                  speedup=(base_time / read) if read else None, against=drift.describe(record),
+                  control_trial=drift.nearest((record.started_at + record.ended_at) / 2),
                   best_speedup=(base_time / min(ok)) if ok else None, failures=len(failed),
                   failed_cost_s=sum(r.cost_s for r in failed), eta_s=remaining * mean_cost)
         if first_rest:
             first_rest = engine.refresh_initial(first_rest, bank_candidates)
+        if schedule.due() and not spent():
+            control()
 
+    if verified_from is None and search and schedule.since > 0:
+        control()  # the last trials get a control after them too: each is read between two
     state_path.write_text(json.dumps({"verification_from": _next_trial_no(journal, run_id)}), encoding="utf-8")
-    verdicts = _verify_top(ctx, run_id=run_id, doctor=doctor, search=search, baseline=baseline, progress=progress,
-                           judged=judged, session=session)
-    result = RunResult(run_id=run_id, doctor=doctor, search=tuple(search), verdicts=tuple(verdicts),
+    verdicts = _verify_top(ctx, run_id=run_id, doctor=doctor, search=[drift.adjusted(r) for r in search],
+                           baseline=baseline, progress=progress, judged=judged, session=session, space=space)
+    result = RunResult(run_id=run_id, doctor=doctor, search=tuple(search), verdicts=tuple(verdicts), drift=drift,
+                       controls=tuple(controls),
                        path=RunDir(contract.root, run_id).run_json,
                        llm=session.summary() if session is not None else None)
     result.path.write_text(json.dumps(run_summary(result, engine).to_dict(), indent=2, sort_keys=True, default=str) + "\n",
@@ -249,10 +288,32 @@ def _next_trial_no(journal: Journal, run_id: str) -> int:
     return max(numbers, default=0) + 1
 
 
+def worth_verifying(candidate: Candidate, measured_s: float, *, doctor: DoctorReport, space: SearchSpace | None,
+                    promoted: Verdict | None, min_effect: float) -> str | None:
+    """Why verifying ``candidate`` (searched at ``measured_s``, read at the doctor's machine speed) cannot
+    teach anything; None when it can. Verification is where the device time goes: a candidate left out of
+    the search (a dtype this device only emulates, a patch judged invalid), one measured too slow to be
+    verified faster than the baseline, or — once one is promoted — one that could not beat it, is not run.
+    "Could": its searched speedup with two run-to-run standard deviations of slack."""
+    if space is not None and (why := space.violations(candidate)):
+        return f"left out of the search ({why[0]})"
+    slack = math.exp(2 * max(doctor.sigma_log, 0.05))
+    best_case = doctor.median_s / measured_s * slack
+    if best_case <= 1 + min_effect:
+        return (f"searched at {doctor.median_s / measured_s:.2f}x the baseline: even with the noise's slack "
+                f"({best_case:.2f}x) it cannot be verified faster")
+    if promoted is not None and promoted.speedup is not None and best_case <= promoted.speedup * (1 + min_effect):
+        return (f"searched at {doctor.median_s / measured_s:.2f}x: it could not beat the promoted "
+                f"{promoted.candidate.describe()} ({promoted.speedup:.2f}x verified)")
+    return None
+
+
 def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search: list[TrialRecord],
                 baseline: Candidate, progress: Progress, judged: Judgements | None = None,
-                session: Any = None) -> list[Verdict]:
-    """Verify the ``top_k`` fastest candidates that nothing judged invalid, in order of their search times.
+                session: Any = None, space: SearchSpace | None = None) -> list[Verdict]:
+    """Verify the ``top_k`` fastest candidates that nothing judged invalid, in order of their search times
+    (``search``: read at the doctor's machine speed), skipping those that cannot teach anything
+    (:func:`worth_verifying`).
 
     A candidate found invalid does not use up a slot: its unvindicated patches are excluded from the
     candidates still waiting and the next-best one is verified instead (at most ``top_k`` such
@@ -271,7 +332,10 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
     for candidate, measured in ranked:
         if slots >= top_k:
             break
-        why = judged.excludes(candidate)
+        promoted = max((v for v in verdicts if v.promoted), key=lambda v: v.speedup or 0.0, default=None)
+        why = judged.excludes(candidate) or worth_verifying(candidate, measured, doctor=doctor, space=space,
+                                                            promoted=promoted,
+                                                            min_effect=ctx.contract.verify.min_effect)
         if why is not None:
             _emit(progress, event="verify", message=f"not verifying {candidate.describe()}: {why}")
             continue
@@ -376,8 +440,14 @@ def _blame(judged: Judgements, candidate: Candidate, reason: str, session: Any, 
 
 def run_summary(result: RunResult, engine: SearchEngine) -> RunSummary:
     """What run.json holds: the search trials, every verdict, the posterior and the proposer's cost."""
+    drift = result.drift
+
+    def trial(r: TrialRecord) -> SearchTrial:
+        return SearchTrial.of(r, adjusted=drift.adjusted(r), against=drift.describe(r)) if drift else SearchTrial.of(r)
+
     return RunSummary(run_id=result.run_id, baseline_step_s=result.doctor.median_s,
-                      trials=tuple(SearchTrial.of(r) for r in result.search), verdicts=result.verdicts,
+                      trials=tuple(trial(r) for r in result.search), verdicts=result.verdicts,
+                      controls=tuple(trial(r) for r in result.controls),
                       posterior=engine.posterior_report().to_dict(),
                       llm=dict(result.llm) if result.llm is not None else None)
 

@@ -6,8 +6,11 @@ pairs comes from the doctor's noise calibration, and verification stops early
 (:mod:`infrarsi.stats.sequential`): for efficacy as soon as a speedup is clear,
 for futility as soon as one above ``verify.min_effect`` has become unlikely,
 with the false-promotion rate still at most alpha. An explicit ``pairs`` runs
-exactly that many (the fixed design). A candidate trial that breaks an
-invariant ends verification at once: more runs cannot make it valid.
+exactly that many (the fixed design); ``verify.max_pairs`` caps both. A
+candidate trial that breaks an invariant ends verification at once: more runs
+cannot make it valid. A run disturbed from outside (the host's CPU pressure,
+steal, or a process tree starved of CPU: :mod:`infrarsi.disturbance`) is run
+again rather than counted, and the verdict lists it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.project_metadata import project_metadata
 from bot.stages.run.references import References
 from bot.workspace.trees import export_tree
+from infrarsi.disturbance import disturbance
 from infrarsi.doctor import DoctorReport
 from infrarsi.invariants import InvariantCheck, compared, not_checked
 from infrarsi.stats.sequential import LookResult, SequentialPlan, look, plan_sequential
@@ -75,8 +79,9 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
     global batch (:mod:`bot.stages.run.references`; ``references`` keeps the split baselines of a run)."""
     contract = ctx.contract
     plan = None if pairs else plan_sequential(doctor.verify_pairs, alpha=contract.verify.alpha,
-                                              min_effect=contract.verify.min_effect, sigma_log=doctor.sigma_log)
-    n = plan.looks[-1] if plan is not None else (pairs or doctor.verify_pairs)
+                                              min_effect=contract.verify.min_effect, sigma_log=doctor.sigma_log,
+                                              max_pairs=contract.verify.max_pairs)
+    n = plan.looks[-1] if plan is not None else min(pairs or doctor.verify_pairs, contract.verify.max_pairs)
     baseline = Candidate.of(contract.defaults())
     policy = VerifyPolicy(min_effect=contract.verify.min_effect, alpha=contract.verify.alpha,
                           max_speedup=contract.verify.max_speedup, waive=contract.verify.waive)
@@ -92,15 +97,34 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
         progress(f"invariant broken: {broken[0].detail}")
         n, stop = 0, "invariant"
 
+    reruns: list[int] = []
+    rerun_budget = max(2, n // 2)
+    doctor_runs = [r for r in ctx.journal.trials(run_id) if r.trial_no in set(doctor.trials)]
+
+    def undisturbed_run(arm: str, i: int) -> TrialRecord:
+        """One run of ``arm``, re-run (at most ``rerun_budget`` times in all) while the host says something
+        outside it disturbed it (infrarsi/disturbance.py): a burst of load must not decide the verdict."""
+        what = baseline if arm == "baseline" else candidate
+        while True:
+            progress(f"pair {i + 1}/{n}: {arm}")
+            record = ctx.run(run_id, what, witness=True)
+            own = [r for r in (base_runs if arm == "baseline" else cand_runs) if r.trial_no not in reruns]
+            reference = own or base_runs or doctor_runs
+            why = disturbance(record, reference, same_arm=bool(own) or arm == "baseline")
+            if why is None or len(reruns) >= rerun_budget:
+                if why is not None:
+                    progress(f"disturbed, counted (no re-run left of {rerun_budget}): {why}")
+                return record
+            reruns.append(record.trial_no)
+            progress(f"disturbed from outside, run again: {why}")
+
     def run_baseline(i: int) -> None:
-        progress(f"pair {i + 1}/{n}: baseline")
-        base_runs.append(ctx.run(run_id, baseline, witness=True))
+        base_runs.append(undisturbed_run("baseline", i))
 
     for i in range(n):
         if not candidate_first(i):
             run_baseline(i)
-        progress(f"pair {i + 1}/{n}: candidate")
-        record = ctx.run(run_id, candidate, witness=True)
+        record = undisturbed_run("candidate", i)
         cand_runs.append(record)
         broken = [c for c in trial_invariants(record, reference) if c.broken]
         if i == 0 and record.outcome is Outcome.OK and candidate.patches:
@@ -124,7 +148,7 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
     peak = plausibility_ceiling(doctor.peak_flops)
     verdict = judge(base_runs, cand_runs, reference=reference, policy=policy, peak_flops=peak,
                     model_flops_per_step=doctor.model_flops_per_step, extra=extra)
-    verdict = replace(verdict, pairs=len(cand_runs), stop=stop)
+    verdict = replace(verdict, pairs=len(cand_runs), stop=stop, reruns=tuple(reruns))
     if plan is not None and verdict.promoted and (last_look is None or last_look.stop != "efficacy"):
         # The plan's levels, not the fixed design's alpha, decide a sequential verification: a final p-value
         # between the last look's level and alpha is not a promotion, or the A/A rate would exceed alpha.

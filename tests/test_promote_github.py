@@ -15,7 +15,12 @@ costs seconds, not trials.
 | private repository, token without contents | nothing, nothing verified | — | open; the fetch error names the remote |
 | deleted reviewer (``user: null``) | nothing | — | open; one line, no traceback (CLI) |
 | draft pull request | nothing, nothing verified | — | open, draft |
-| squash-only repository | the approved tree, one parent | the base | merged by squash |
+| squash-only repository (settings shown, or hidden: 405 then squash) | the approved tree, one parent | the base | merged by squash |
+| rebase-only / merge-only repository | the approved tree, by rebase / by merge commit | the base | merged |
+| a named method, a pending required check, 2 approvals with 1 given, code-owner review missing | nothing, nothing verified | — | open; one line naming each rule |
+| linear history (protection, ruleset, or unreadable: 405) | the approved tree, squashed | the base | merged by squash |
+| merge queue | nothing yet: queued by GraphQL enqueuePullRequest | the base | in the queue |
+| base moves as the merge lands | a tree nobody approved: reported | the base | merged; promote exits 1 naming it |
 | team approval | the approved head | the base | merged; a non-member's approval refused |
 | human push to the promotion branch | nothing | — | open; "commits by someone else" |
 

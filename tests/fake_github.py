@@ -122,7 +122,7 @@ class FakeGitHub(BranchRules):
         self.private = True  # a private repository: git fetches need the token too
         self.git_token: str | None = None  # when set, git takes only this token (the API token lacks contents)
         self.merge_methods = {"merge", "squash", "rebase"}  # allow_merge_commit / _squash_ / _rebase_merge
-        # False: a token that may not administer the repository. GitHub then leaves the allow_* keys out of the
+        # False: a token with less permission. GitHub then leaves the allow_* keys out of the
         # repository object and answers GET .../branches/{b}/protection with ``protection_denied`` (403 for
         # fine-grained and app tokens, 404 for a classic token); rulesets stay readable (Metadata: read).
         self.can_administer = True

@@ -327,9 +327,9 @@ class GitHubForge:
         self._repo_data = repository = self._raw("GET", "")
         refused = rules_of.from_settings(repository)
         if refused is None:
-            unread.append("which merge methods the repository allows (GitHub shows allow_merge_commit, "
-                          "allow_squash_merge and allow_rebase_merge only to a token that may administer it): "
-                          "a refused method is learnt from GitHub's 405 at the merge")
+            unread.append("which merge methods the repository allows (GitHub left allow_merge_commit, "
+                          "allow_squash_merge and allow_rebase_merge out for this token): a refused method is "
+                          "learnt from GitHub's 405 at the merge")
         branch = self._raw("GET", f"/branches/{pr.base}") or {}
         got = rules_of.Protection(refused_methods=refused or (), contexts=rules_of.required_contexts(
             (branch.get("protection") or {}).get("required_status_checks") or {}))

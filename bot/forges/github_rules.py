@@ -5,8 +5,9 @@ readable with a different permission, so each is read on its own and what
 could not be read is said, never assumed absent:
 
 - the repository object: ``allow_merge_commit``, ``allow_squash_merge``,
-  ``allow_rebase_merge`` (shown only to a token that may administer the
-  repository; a missing key means "not said", not "allowed");
+  ``allow_rebase_merge`` (left out for many tokens: a workflow's
+  ``GITHUB_TOKEN``, reportedly a fine-grained token even with Administration:
+  read; a missing key means "not said", not "allowed");
 - the branch (``GET /branches/{b}``): ``protected`` and the required status
   checks of its protection summary (Contents: read);
 - the branch protection (``GET /branches/{b}/protection``): required checks,

@@ -5,8 +5,10 @@ a bare remote beside it (``remote.git``) that the local forge serves pull
 requests from. Then, through the real CLI: ``init`` (the contract, with a team
 lead ``lead`` as approver) → ``doctor`` → ``run`` (built-in proposer, a small
 budget) → ``report`` → ``apply`` (local forge) → ``approve 1 --as lead`` →
-``promote --pr 1`` (re-verified on the base, then merged by the forge). No
-network, no API key, no GPU.
+``promote --pr 1`` (re-verified on the base, then merged by the forge). The
+local forge is set up as many teams set GitHub: squash merges only, and one
+approving review required on ``main``, so promote's path through a forge's
+rules runs offline too. No network, no API key, no GPU.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bot.forges.local import LocalForge
 from bot.workspace.commits import commit_all
 from bot.workspace.refs import init_repository
 from bot.workspace.remotes import add_remote, push
@@ -40,7 +43,8 @@ DROPPED_KNOBS = ("compile", "threads")
 
 
 def prepare_repo(workdir: Path) -> tuple[Path, Path]:
-    """``workdir/tinygpt`` as its own git repository on ``main``, with ``workdir/remote.git`` as origin."""
+    """``workdir/tinygpt`` as its own git repository on ``main``, with ``workdir/remote.git`` as origin: a
+    squash-only forge whose ``main`` needs one approving review."""
     repo = workdir / "tinygpt"
     shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.*"))
     init_repository(repo, initial_head="main")
@@ -48,6 +52,9 @@ def prepare_repo(workdir: Path) -> tuple[Path, Path]:
     remote = workdir / "remote.git"
     init_repository(remote, bare=True, initial_head="main")
     add_remote(repo, "origin", str(remote))
+    forge = LocalForge(remote)
+    forge.configure(merge_methods=("squash",))
+    forge.protect("main", required_approvals=1)
     return repo, remote
 
 
@@ -112,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stage(1, f"init: the tinygpt fixture in {workdir / 'tinygpt'}, its own git repo, remote {workdir / 'remote.git'}")
     repo, remote = prepare_repo(workdir)
+    print("  the local forge allows squash merges only and requires one approving review on main "
+          f"({remote / 'infrarsi-forge' / 'settings.json'})")
     if cli("init", str(repo), "--command", f"python train.py {CONFIGS[args.config]}") != 0:
         return 1
     contract = repo / "infrarsi.toml"
@@ -148,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stage(6, f"approve: the team lead {APPROVER!r} approves pull request #1")
     if cli("approve", str(repo), "1", "--as", APPROVER) != 0:
         return 1
-    stage(7, "promote: re-verify on the base, then merge")
+    stage(7, "promote: read the forge's rules, re-verify on the base, then merge (a squash: the forge's only method)")
     pairs = ["--pairs", str(args.promote_pairs)] if args.promote_pairs else []
     merged = cli("promote", str(repo), "--pr", "1", *pairs) == 0
     lo, hi = report["speedup_ci"]

@@ -30,6 +30,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pygit2
 
+from tests.fake_github_rules import BranchRules
+
 TOKEN = "test-token-not-a-secret"
 MERGER = pygit2.Signature("GitHub", "noreply@github.com")
 
@@ -104,7 +106,7 @@ class State:
     max_running: int = 0
 
 
-class FakeGitHub:
+class FakeGitHub(BranchRules):
     """Start with :meth:`start`; ``url`` is the web root, ``api`` the API root (``url + /api/v3``)."""
 
     def __init__(self, root: Path, *, owner: str = "acme", name: str = "trainer", token: str = TOKEN,
@@ -120,8 +122,17 @@ class FakeGitHub:
         self.private = True  # a private repository: git fetches need the token too
         self.git_token: str | None = None  # when set, git takes only this token (the API token lacks contents)
         self.merge_methods = {"merge", "squash", "rebase"}  # allow_merge_commit / _squash_ / _rebase_merge
+        # False: a token with less permission. GitHub then leaves the allow_* keys out of the
+        # repository object and answers GET .../branches/{b}/protection with ``protection_denied`` (403 for
+        # fine-grained and app tokens, 404 for a classic token); rulesets stay readable (Metadata: read).
+        self.can_administer = True
+        self.protection_denied = 403
         self.teams: dict[str, set[str]] = {}  # team slug -> active members (GET .../memberships/{user})
         self.required_checks: dict[str, list[str]] = {}  # branch -> required status check contexts
+        self.protections: dict[str, dict[str, Any]] = {}  # branch -> classic branch protection (see protect())
+        self.rules: dict[str, list[dict[str, Any]]] = {}  # branch -> active ruleset rules (see add_rule())
+        self.queued: dict[str, list[int]] = {}  # base branch -> pull requests in its merge queue, in order
+        self.before_merge: Callable[[], None] | None = None  # runs as a merge arrives (someone else merging first)
         self.plan_for: Callable[[dict[str, Any]], RunPlan] = lambda inputs: RunPlan()
         self.lock = threading.RLock()
         self.bare = root / "git" / owner / f"{name}.git"
@@ -223,9 +234,9 @@ class FakeGitHub:
         return {**urls, "id": 4242, "node_id": "R_4242", "name": self.name, "full_name": f"{self.owner}/{self.name}",
                 "owner": self.user(self.owner), "private": self.private, "html_url": web, "description": None,
                 "visibility": "private" if self.private else "public",
-                "allow_merge_commit": "merge" in self.merge_methods,
-                "allow_squash_merge": "squash" in self.merge_methods,
-                "allow_rebase_merge": "rebase" in self.merge_methods,
+                **({"allow_merge_commit": "merge" in self.merge_methods,
+                    "allow_squash_merge": "squash" in self.merge_methods,
+                    "allow_rebase_merge": "rebase" in self.merge_methods} if self.can_administer else {}),
                 "fork": False, "url": api, "clone_url": self.clone_url, "git_url": self.clone_url,
                 "ssh_url": f"git@127.0.0.1:{self.owner}/{self.name}.git", "svn_url": web, "mirror_url": None,
                 "homepage": None, "language": "Python", "forks_count": 0, "stargazers_count": 0,
@@ -233,7 +244,9 @@ class FakeGitHub:
                 "has_issues": True, "has_projects": False, "has_wiki": False, "has_pages": False,
                 "has_downloads": False, "archived": False, "disabled": False, "pushed_at": iso(time.time()),
                 "created_at": "2026-01-01T00:00:00Z", "updated_at": iso(time.time()), "network_count": 0,
-                "subscribers_count": 0, "permissions": {"admin": False, "push": True, "pull": True}}
+                "subscribers_count": 0,
+                "permissions": {"admin": self.can_administer, "maintain": self.can_administer, "push": True,
+                                "triage": True, "pull": True}}
 
     def pull_json(self, pr: dict[str, Any]) -> dict[str, Any]:
         n = pr["number"]
@@ -438,6 +451,8 @@ class FakeGitHub:
     def _merge(self, m: re.Match[str], q: Any, b: dict[str, Any]) -> Any:
         pr = self._pr(m)
         assert pr is not None
+        if self.before_merge is not None:
+            self.before_merge()
         if pr["state"] != "open":
             return 405, {}, {"message": "Pull Request is not mergeable"}
         git = pygit2.Repository(str(self.bare))
@@ -449,7 +464,16 @@ class FakeGitHub:
             return 405, {}, {"message": f"{what} are not allowed on this repository."}
         if pr["draft"]:
             return 405, {}, {"message": "Pull Request is still a draft"}
-        for context in self.required_checks.get(pr["base"], []):
+        rules = self._effective(pr["base"])
+        if rules["queue"]:
+            return 405, {}, {"message": "Changes must be made through the merge queue"}
+        if method == "merge" and rules["linear"]:
+            return 405, {}, {"message": "Repository rule violations found\n\nThis branch must not contain merge "
+                                        "commits."}
+        if len(self._approving(pr["number"])) < rules["approvals"]:
+            return 405, {}, {"message": f"At least {rules['approvals']} approving reviews are required by reviewers "
+                                        "with write access."}
+        for context in rules["checks"]:
             if self._check_state(head, context) != "success":
                 return 405, {}, {"message": f"Required status check \"{context}\" is expected."}
         if b.get("sha") and b["sha"] != head:
@@ -596,13 +620,13 @@ class FakeGitHub:
         if sha is None:
             return 404, {}, {"message": "Branch not found"}
         api = f"{self.repo_api}/branches/{m['branch']}"
-        required = self.required_checks.get(m["branch"])
-        protection = {"enabled": bool(required), "required_status_checks": {
-            "enforcement_level": "non_admins" if required else "off", "contexts": list(required or []),
-            "checks": [{"context": c, "app_id": None} for c in required or []]}}
+        required = self._classic_checks(m["branch"])
+        protection = {"enabled": self._protected(m["branch"]), "required_status_checks": {
+            "enforcement_level": "non_admins" if required else "off", "contexts": required,
+            "checks": [{"context": c, "app_id": None} for c in required]}}
         return 200, {}, {"name": m["branch"], "commit": {"sha": sha, "url": f"{self.repo_api}/commits/{sha}"},
                          "_links": {"self": api, "html": f"{self.url}/{self.owner}/{self.name}/tree/{m['branch']}"},
-                         "protected": bool(required), "protection": protection,
+                         "protected": self._protected(m["branch"]), "protection": protection,
                          "protection_url": api + "/protection"}
 
     def _combined_status(self, m: re.Match[str], q: Any, b: Any) -> Any:
@@ -667,7 +691,10 @@ _ROUTES: list[tuple[str, str, Callable[..., Any]]] = [
     ("GET", r"{repo}/actions/artifacts/(?P<id>\d+)/zip", FakeGitHub._artifact_zip),
     ("GET", r"{repo}/git/ref/heads/(?P<ref>.+)", FakeGitHub._get_ref),
     ("GET", r"{repo}/collaborators/(?P<login>[^/]+)", FakeGitHub._collaborator),
+    ("GET", r"{repo}/branches/(?P<branch>.+)/protection", FakeGitHub._get_protection),
     ("GET", r"{repo}/branches/(?P<branch>.+)", FakeGitHub._get_branch),
+    ("GET", r"{repo}/rules/branches/(?P<branch>.+)", FakeGitHub._branch_rules),
+    ("POST", r"/api/graphql", FakeGitHub._graphql),
     ("GET", r"{repo}/commits/(?P<sha>[0-9a-f]{{40}})/status", FakeGitHub._combined_status),
     ("GET", r"{repo}/commits/(?P<sha>[0-9a-f]{{40}})/check-runs", FakeGitHub._check_runs),
     ("GET", r"/orgs/(?P<org>[^/]+)/teams/(?P<slug>[^/]+)/memberships/(?P<login>[^/]+)", FakeGitHub._team_membership),

@@ -24,7 +24,16 @@ from typing import Protocol
 import pygit2
 import pytest
 
-from infrarsi.seams.forge import Forge, ForgeError, PullRequestDraft, ReviewState, StatusState, approvals
+from infrarsi.seams.forge import (
+    Forge,
+    ForgeError,
+    MergeMethod,
+    MergeMethodRefused,
+    PullRequestDraft,
+    ReviewState,
+    StatusState,
+    approvals,
+)
 
 __all__ = [
     "ForgeHarness",
@@ -44,6 +53,11 @@ __all__ = [
     "test_merge_needs_the_expected_head",
     "test_merge_lands_on_the_base",
     "test_set_status_keeps_the_latest_per_context",
+    "test_every_merge_method_lands_the_head_tree",
+    "test_a_refused_merge_method_merges_nothing_and_says_which",
+    "test_required_approvals_are_read_and_enforced",
+    "test_an_unprotected_base_has_no_rules",
+    "test_enqueue_without_a_merge_queue_is_refused",
 ]
 
 
@@ -71,6 +85,14 @@ class ForgeHarness(Protocol):
 
     def statuses(self, sha: str) -> dict[str, StatusState]:
         """The latest state of each status context on ``sha``."""
+        ...
+
+    def allow_merge_methods(self, methods: tuple[MergeMethod, ...]) -> None:
+        """The repository's settings allow only these merge methods (a human's setting)."""
+        ...
+
+    def require_approvals(self, branch: str, count: int) -> None:
+        """Merging into ``branch`` needs ``count`` approving reviews (a human's branch protection)."""
         ...
 
 
@@ -274,3 +296,66 @@ def test_set_status_keeps_the_latest_per_context(forge_harness: ForgeHarness) ->
     h.forge.set_status(sha, context="infrarsi/verify", state="success", description="1.2x verified")
     h.forge.set_status(sha, context="infrarsi/lock", state="failure", description="lock changed")
     assert h.statuses(sha) == {"infrarsi/verify": "success", "infrarsi/lock": "failure"}
+
+
+@pytest.mark.parametrize(("method", "parents"), [("merge", 2), ("squash", 1), ("rebase", 1)])
+def test_every_merge_method_lands_the_head_tree(forge_harness: ForgeHarness, method: MergeMethod,
+                                                parents: int) -> None:
+    h = forge_harness
+    sha = _pushed(h, "infrarsi/promote/r1")
+    pr, _ = h.forge.ensure_pr(_draft("infrarsi/promote/r1"))
+    base = h.remote_branch("main")
+    merged = h.forge.merge(pr.number, expected_head_sha=sha, message="InfraRSI: promote r1", method=method)
+    assert h.remote_branch("main") == merged
+    h.forge.fetch(h.repo, ("main",))
+    git = pygit2.Repository(str(h.repo))
+    landed = git.get(merged)
+    assert landed.tree_id == git.get(sha).tree_id and len(landed.parent_ids) == parents
+    assert str(landed.parent_ids[0]) == base
+
+
+def test_a_refused_merge_method_merges_nothing_and_says_which(forge_harness: ForgeHarness) -> None:
+    h = forge_harness
+    h.allow_merge_methods(("squash",))
+    sha = _pushed(h, "infrarsi/promote/r1")
+    pr, _ = h.forge.ensure_pr(_draft("infrarsi/promote/r1"))
+    assert {m for m, _ in h.forge.merge_rules(pr).refused_methods} == {"merge", "rebase"}
+    base = h.remote_branch("main")
+    with pytest.raises(MergeMethodRefused) as refused:
+        h.forge.merge(pr.number, expected_head_sha=sha, message="m", method="merge")
+    assert refused.value.method == "merge" and h.remote_branch("main") == base
+    assert h.forge.merge(pr.number, expected_head_sha=sha, message="m", method="squash") == h.remote_branch("main")
+
+
+def test_required_approvals_are_read_and_enforced(forge_harness: ForgeHarness) -> None:
+    h = forge_harness
+    h.require_approvals("main", 2)
+    sha = _pushed(h, "infrarsi/promote/r1")
+    pr, _ = h.forge.ensure_pr(_draft("infrarsi/promote/r1"))
+    rules = h.forge.merge_rules(pr)
+    assert rules.protected and rules.required_approvals == 2 and rules.base == "main"
+    h.submit_review(pr.number, "alice", "APPROVED", sha)
+    base = h.remote_branch("main")
+    with pytest.raises(ForgeError) as refused:
+        h.forge.merge(pr.number, expected_head_sha=sha, message="m")
+    assert not isinstance(refused.value, MergeMethodRefused) and h.remote_branch("main") == base
+    h.submit_review(pr.number, "bob", "APPROVED", sha)
+    assert h.forge.merge(pr.number, expected_head_sha=sha, message="m") == h.remote_branch("main")
+
+
+def test_an_unprotected_base_has_no_rules(forge_harness: ForgeHarness) -> None:
+    h = forge_harness
+    _pushed(h, "infrarsi/promote/r1")
+    pr, _ = h.forge.ensure_pr(_draft("infrarsi/promote/r1"))
+    rules = h.forge.merge_rules(pr)
+    assert (rules.protected, rules.required_checks, rules.required_approvals, rules.code_owner_reviews,
+            rules.linear_history, rules.merge_queue, rules.refused_methods) == (False, (), 0, False, False, False, ())
+
+
+def test_enqueue_without_a_merge_queue_is_refused(forge_harness: ForgeHarness) -> None:
+    h = forge_harness
+    sha = _pushed(h, "infrarsi/promote/r1")
+    pr, _ = h.forge.ensure_pr(_draft("infrarsi/promote/r1"))
+    with pytest.raises(ForgeError):
+        h.forge.enqueue(pr, expected_head_sha=sha)
+    assert h.forge.get_pr(pr.number).state == "open"

@@ -31,8 +31,10 @@ CASES = [
     ("not_toml", "[workload\ncommand = 1",
      "not valid TOML: Expected ']' at the end of a table declaration (at line 1, column 10)"),
     ("unknown_top_key", BASE + "\n[budgets]\ntrials = 3\n",
-     "budgets: unknown key (did you mean 'budget'?); known keys here: approvers, budget, constraints, data, knobs, "
-     "launch, loss, scope, timing, verify, version, workload"),
+     "budgets: unknown key (did you mean 'budget'?); known keys here: apply, approvers, budget, constraints, data, "
+     "knobs, launch, loss, scope, timing, verify, version, workload"),
+    ("bad_merge_method", BASE + '\n[apply]\nmerge_method = "fast-forward"\n',
+     "apply.merge_method: expected one of 'auto', 'merge', 'squash', 'rebase', got string 'fast-forward'"),
     ("missing_tokens", BASE.replace("tokens_per_step", "tokens_per_stp"),
      "workload.tokens_per_step: missing; expected an integer >= 1"),
     ("typo_key", BASE.replace("[scope]", "[scope]\neditabel = []"),
@@ -103,6 +105,11 @@ def test_malformed_contract_message(tmp_path: Path, name: str, text: str, messag
     with pytest.raises(ContractError) as info:
         load_contract(repo)
     assert str(info.value) == f"{repo / 'infrarsi.toml'}: {message}"
+
+
+def test_merge_method_defaults_to_auto_and_takes_a_named_method(tmp_path: Path) -> None:
+    assert load_contract(_repo(tmp_path, BASE)).apply.merge_method == "auto"
+    assert load_contract(_repo(tmp_path, BASE + '\n[apply]\nmerge_method = "squash"\n')).apply.merge_method == "squash"
 
 
 def test_at_least_twelve_cases() -> None:

@@ -18,7 +18,18 @@ from bot.forges import open_forge
 from bot.forges.github import GitHubForge, forge_for_repo, target_from_remote_url
 from tests.support.repos import init_repo
 from bot.forges.github_api import GitHubTarget, RateLimitPolicy
-from infrarsi.seams.forge import Forge, ForgeError, PullRequestDraft, ReviewState, StatusState, approvals
+from infrarsi.seams.forge import (
+    CheckState,
+    Forge,
+    ForgeError,
+    MergeMethod,
+    MergeMethodRefused,
+    PullRequestDraft,
+    QueueEntry,
+    ReviewState,
+    StatusState,
+    approvals,
+)
 from tests.fake_github import TOKEN, FakeGitHub
 from tests.forge_contract import *  # noqa: F401,F403  (the contract's test functions)
 from tests.forge_contract import commit_on
@@ -48,6 +59,12 @@ class GitHubHarness:
         for s in self.fake.state.statuses.get(sha, []):
             latest[s["context"]] = s["state"]
         return latest
+
+    def allow_merge_methods(self, methods: tuple[MergeMethod, ...]) -> None:
+        self.fake.merge_methods = set(methods)
+
+    def require_approvals(self, branch: str, count: int) -> None:
+        self.fake.protect(branch, approvals=count)
 
 
 class Clock:
@@ -296,35 +313,99 @@ def test_reopen_before_the_push_and_recreate_after_a_force_push(forge_harness: G
     assert h.fake.state.pulls[n]["state"] == "closed"
 
 
-@pytest.mark.parametrize(("allowed", "method", "parents"), [
-    ({"merge", "squash", "rebase"}, "merge", 2), ({"squash"}, "squash", 1), ({"rebase", "squash"}, "squash", 1),
-    ({"rebase"}, "rebase", 1)])
-def test_the_merge_method_comes_from_the_repository_settings(forge_harness: GitHubHarness, allowed: set[str],
-                                                             method: str, parents: int) -> None:
+def test_the_method_asked_for_is_sent_and_a_405_for_it_is_a_refused_method(forge_harness: GitHubHarness) -> None:
     h = forge_harness
-    h.fake.merge_methods = allowed
+    h.fake.merge_methods = {"rebase"}
     n, sha = _opened(h)
-    merged = h.forge.merge(n, expected_head_sha=sha, message="InfraRSI: promote r1")
-    (call,) = h.fake.calls("PUT", rf"/repos/acme/trainer/pulls/{n}/merge")
-    assert call.body["merge_method"] == method
-    git = pygit2.Repository(str(h.fake.bare))
-    landed, approved = git.get(merged), git.get(sha)
-    assert len(landed.parent_ids) == parents and landed.tree_id == approved.tree_id  # the approved tree, exactly
+    with pytest.raises(MergeMethodRefused) as refused:
+        h.forge.merge(n, expected_head_sha=sha, message="InfraRSI: promote r1", method="squash")
+    assert refused.value.method == "squash" and "405 Squash merges are not allowed" in refused.value.reason
+    merged = h.forge.merge(n, expected_head_sha=sha, message="InfraRSI: promote r1", method="rebase")
+    assert [c.body["merge_method"] for c in h.fake.calls("PUT", rf"/repos/acme/trainer/pulls/{n}/merge")] == [
+        "squash", "rebase"]
+    assert h.fake.branch("main") == merged
 
 
-def test_a_draft_and_missing_required_checks_block_the_merge(forge_harness: GitHubHarness) -> None:
+def test_a_405_that_is_not_about_the_method_is_a_plain_refusal(forge_harness: GitHubHarness) -> None:
+    h = forge_harness
+    h.fake.protect("main", approvals=1)
+    n, sha = _opened(h)
+    with pytest.raises(ForgeError, match="At least 1 approving reviews are required") as refused:
+        h.forge.merge(n, expected_head_sha=sha, message="m")
+    assert not isinstance(refused.value, MergeMethodRefused)
+
+
+def test_merge_rules_read_a_draft_s_base_checks_and_leave_out_the_bots_own(forge_harness: GitHubHarness) -> None:
     h = forge_harness
     n, sha = _opened(h, draft=True)
     h.fake.required_checks["main"] = ["ci/test", "infrarsi/verify"]
-    blockers = h.forge.merge_blockers(h.forge.get_pr(n))
-    assert blockers == ("it is a draft: mark it ready for review",
-                        f"the required check 'ci/test' is missing on head {sha[:10]}")
-    h.fake.state.pulls[n]["draft"] = False
+    rules = h.forge.merge_rules(h.forge.get_pr(n))
+    assert rules.protected and rules.required_checks == (CheckState(context="ci/test", state="missing"),)
     h.fake.add_check_run(sha, "ci/test", status="in_progress")
-    assert h.forge.merge_blockers(h.forge.get_pr(n)) == (f"the required check 'ci/test' is pending on head "
-                                                        f"{sha[:10]}",)
+    assert h.forge.merge_rules(h.forge.get_pr(n)).required_checks == (CheckState(context="ci/test", state="pending"),)
     h.fake.add_check_run(sha, "ci/test", conclusion="success")
-    assert h.forge.merge_blockers(h.forge.get_pr(n)) == ()  # infrarsi/verify is the bot's own, posted later
+    assert h.forge.merge_rules(h.forge.get_pr(n)).required_checks == (CheckState(context="ci/test", state="success"),)
+
+
+def test_merge_rules_of_a_token_that_may_administer(forge_harness: GitHubHarness) -> None:
+    """Settings, classic protection and rulesets, each shape as GitHub documents it, read together."""
+    h = forge_harness
+    h.fake.merge_methods = {"squash", "rebase"}
+    h.fake.protect("main", checks=("ci/test",), approvals=2, code_owners=True, linear=True)
+    h.fake.add_rule("main", "pull_request", {
+        "allowed_merge_methods": ["squash"], "dismiss_stale_reviews_on_push": False, "require_code_owner_review":
+        False, "require_last_push_approval": False, "required_approving_review_count": 1,
+        "required_review_thread_resolution": False})
+    h.fake.add_rule("main", "required_status_checks", {
+        "required_status_checks": [{"context": "lint", "integration_id": 15368}],
+        "strict_required_status_checks_policy": False})
+    n, _ = _opened(h)
+    rules = h.forge.merge_rules(h.forge.get_pr(n))
+    assert dict(rules.refused_methods) == {"merge": "the repository's allow_merge_commit is false",
+                                           "rebase": "ruleset 7 of acme/trainer allows only squash"}
+    assert [c.context for c in rules.required_checks] == ["ci/test", "lint"]
+    assert (rules.required_approvals, rules.code_owner_reviews, rules.linear_history, rules.merge_queue,
+            rules.unread) == (2, True, True, False, ())
+
+
+@pytest.mark.parametrize("denied", [403, 404])
+def test_merge_rules_of_a_low_permission_token_say_what_they_could_not_read(forge_harness: GitHubHarness,
+                                                                            denied: int) -> None:
+    h = forge_harness
+    h.fake.can_administer, h.fake.protection_denied = False, denied
+    h.fake.merge_methods = {"squash"}
+    h.fake.protect("main", approvals=2, linear=True)
+    h.fake.add_rule("main", "required_linear_history")
+    n, _ = _opened(h)
+    rules = h.forge.merge_rules(h.forge.get_pr(n))
+    assert "allow_merge_commit" not in h.fake.repository()
+    assert rules.refused_methods == () and rules.required_approvals == 0  # not read, so not guessed
+    assert rules.linear_history  # the ruleset needs only Metadata: read
+    (settings, protection) = rules.unread
+    assert "which merge methods the repository allows" in settings
+    assert protection.startswith(f"main's branch protection ({denied} ") and "Administration: read" in protection
+
+
+@pytest.mark.parametrize("where", ["ruleset", "classic"])
+def test_a_merge_queue_is_read_and_enqueue_is_idempotent(forge_harness: GitHubHarness, where: str) -> None:
+    h = forge_harness
+    if where == "ruleset":
+        h.fake.add_merge_queue_rule("main", "REBASE")
+    else:
+        h.fake.protect("main", merge_queue="REBASE")  # only GraphQL's mergeQueue(branch:) shows it
+    n, sha = _opened(h)
+    pr = h.forge.get_pr(n)
+    rules = h.forge.merge_rules(pr)
+    assert (rules.merge_queue, rules.queue_method) == (True, "rebase")
+    assert h.forge.enqueue(pr, expected_head_sha=sha) == QueueEntry(number=n, position=1, state="QUEUED")
+    assert h.forge.enqueue(pr, expected_head_sha=sha) == QueueEntry(number=n, position=1, state="QUEUED")
+    mutations = [c for c in h.fake.calls("POST", "/api/graphql") if "enqueuePullRequest" in c.body["query"]]
+    assert len(mutations) == 1 and mutations[0].body["variables"] == {"pullRequestId": f"PR_{n}",
+                                                                      "expectedHeadOid": sha}
+    assert h.fake.queued == {"main": [n]}
+    h.fake.queued.clear()  # taken out of the queue (by a human, or a failed group)
+    with pytest.raises(ForgeError, match="not the expected"):
+        h.forge.enqueue(pr, expected_head_sha="0" * 40)
 
 
 def test_no_re_request_of_a_review_given_on_the_current_head(forge_harness: GitHubHarness) -> None:

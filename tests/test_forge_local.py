@@ -12,7 +12,7 @@ import pytest
 from bot.forges import open_forge
 from bot.forges.local import LocalForge, local_remote_path
 from tests.support.repos import init_repo
-from infrarsi.seams.forge import ForgeError, ReviewState, StatusState
+from infrarsi.seams.forge import ForgeError, MergeMethod, ReviewState, StatusState
 from tests.forge_contract import *  # noqa: F401,F403  (the contract suite's tests)
 from tests.forge_contract import commit_on
 
@@ -37,6 +37,12 @@ class LocalHarness:
 
     def statuses(self, sha: str) -> dict[str, StatusState]:
         return self.forge.statuses(sha)
+
+    def allow_merge_methods(self, methods: tuple[MergeMethod, ...]) -> None:
+        self.forge.configure(merge_methods=methods)
+
+    def require_approvals(self, branch: str, count: int) -> None:
+        self.forge.protect(branch, required_approvals=count)
 
 
 def make_local(tmp_path: Path) -> tuple[Path, Path]:

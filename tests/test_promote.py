@@ -120,3 +120,25 @@ def test_a_moved_base_re_creates_the_commit_and_merges_only_after_its_own_approv
     assert forge.statuses(result.head_sha) == {"infrarsi/verify": "success"}
     with pytest.raises(PromoteError, match="is merged"):
         promote(applied, 1, forge=forge, reverify=_passing, say=said.append)
+
+
+def test_the_local_forge_s_rules_take_promote_s_path(applied: Path) -> None:
+    """Squash-only with two approvals required, offline: one line before re-verifying, then a squash that lands
+    the approved tree."""
+    forge = _forge(applied)
+    forge.configure(merge_methods=("squash",))
+    forge.protect("main", required_approvals=2)
+    infrarsi("approve", str(applied), "1", "--as", "alice")
+    (line,) = _refused(applied).strip().splitlines()
+    assert line == ("error: pull request #1 cannot be merged yet (nothing was re-verified): required approving "
+                    "reviews: 2 needed, 1 given (alice)")
+    assert forge.statuses(forge.get_pr(1).head_sha) == {}  # nothing posted: no re-verification started
+    forge.submit_review(1, "bob", "APPROVED")
+    said: list[str] = []
+    result = promote(applied, 1, forge=forge, reverify=_passing, say=said.append)
+    remote = pygit2.Repository(str(applied.parent / "remote.git"))
+    landed = remote.revparse_single("main")
+    assert result.method == "squash" and str(landed.id) == result.merge_commit
+    assert landed.tree_id == remote.get(result.head_sha).tree_id
+    assert [str(p) for p in landed.parent_ids] == [result.base_sha]
+    assert any("merged into main by squash" in line for line in said)

@@ -15,7 +15,12 @@ costs seconds, not trials.
 | private repository, token without contents | nothing, nothing verified | — | open; the fetch error names the remote |
 | deleted reviewer (``user: null``) | nothing | — | open; one line, no traceback (CLI) |
 | draft pull request | nothing, nothing verified | — | open, draft |
-| squash-only repository | the approved tree, one parent | the base | merged by squash |
+| squash-only repository (settings shown, or hidden: 405 then squash) | the approved tree, one parent | the base | merged by squash |
+| rebase-only / merge-only repository | the approved tree, by rebase / by merge commit | the base | merged |
+| a named method, a pending required check, 2 approvals with 1 given, code-owner review missing | nothing, nothing verified | — | open; one line naming each rule |
+| linear history (protection, ruleset, or unreadable: 405) | the approved tree, squashed | the base | merged by squash |
+| merge queue | nothing yet: queued by GraphQL enqueuePullRequest | the base | in the queue |
+| base moves as the merge lands | a tree nobody approved: reported | the base | merged; promote exits 1 naming it |
 | team approval | the approved head | the base | merged; a non-member's approval refused |
 | human push to the promotion branch | nothing | — | open; "commits by someone else" |
 
@@ -88,6 +93,31 @@ class Scene:
         assert "\n" not in message and "#1" in message  # one line naming the pull request
         return message
 
+    def refused_before_re_verifying(self) -> str:
+        """A refusal before any device time: nothing re-verified, no status posted, nothing merged or queued."""
+        message = self.refused()
+        assert "nothing was re-verified" in message and self.verified == []
+        assert self.fake.calls("POST", r"/repos/acme/trainer/statuses/[0-9a-f]+") == []
+        assert self.fake.calls("PUT", "/repos/acme/trainer/pulls/1/merge") == [] and not self.fake.queued
+        return message
+
+    def merge_methods_sent(self) -> list[str]:
+        return [c.body["merge_method"] for c in self.fake.calls("PUT", "/repos/acme/trainer/pulls/1/merge")]
+
+    def set_merge_method(self, method: str) -> None:
+        """``[apply] merge_method`` in the contract promote reads."""
+        contract = self.repo / "infrarsi.toml"
+        contract.write_text(contract.read_text(encoding="utf-8") + f'\n[apply]\nmerge_method = "{method}"\n',
+                            encoding="utf-8")
+
+    def landed(self, result: PromoteResult, parents: int) -> None:
+        """The merge landed the approved head's tree exactly, with ``parents`` parents, the first the base."""
+        git = pygit2.Repository(str(self.fake.bare))
+        commit = git.get(result.merge_commit)
+        assert commit.tree_id == git.get(result.head_sha).tree_id and len(commit.parent_ids) == parents
+        assert str(commit.parent_ids[0]) == result.base_sha == self.verified[-1]
+        self.assert_base_holds_an_approved_tree({"alice", "bob", "carol"})
+
     def head(self) -> str:
         sha = self.fake.branch(BRANCH)
         assert sha is not None
@@ -108,6 +138,9 @@ class Scene:
         sha = git.create_commit(f"refs/heads/{branch}", HUMAN, HUMAN, "a human change", builder.write(),
                                 [parent.id])
         return str(sha)
+
+    def before_merge_commit(self, files: dict[str, str]) -> None:
+        self.server_commit("main", files)
 
     def assert_base_holds_an_approved_tree(self, approvers: set[str]) -> None:
         """The invariant: the base's tree is exactly the tree of a commit a listed approver approved."""
@@ -248,10 +281,10 @@ def test_a_draft_is_refused_before_any_re_verification(scene: Scene) -> None:
     assert "is a draft" in scene.refused() and scene.verified == []
     scene.fake.required_checks["main"] = ["ci/test"]
     scene.fake.state.pulls[1]["draft"] = False
-    assert "the required check 'ci/test' is missing" in scene.refused() and scene.verified == []
+    assert "required status check 'ci/test': missing on head" in scene.refused() and scene.verified == []
 
 
-def test_a_squash_only_repository_lands_the_approved_tree(scene: Scene) -> None:
+def test_a_squash_only_repository_lands_the_approved_tree_when_its_settings_show(scene: Scene) -> None:
     scene.fake.merge_methods = {"squash"}
     base = scene.fake.branch("main")
     scene.approve()
@@ -260,6 +293,121 @@ def test_a_squash_only_repository_lands_the_approved_tree(scene: Scene) -> None:
     assert [str(p) for p in landed.parent_ids] == [base]
     assert scene.fake.calls("PUT", "/repos/acme/trainer/pulls/1/merge")[0].body["merge_method"] == "squash"
     scene.assert_base_holds_an_approved_tree({"alice"})
+
+
+# -- repository settings and branch protection (issue 38): each merges the right way or refuses before device time --
+
+def test_squash_only_with_a_token_that_cannot_see_the_settings_falls_back_on_the_405(scene: Scene) -> None:
+    """The reported case: no allow_* keys for this token, "Allow merge commits" off."""
+    scene.fake.can_administer, scene.fake.merge_methods = False, {"squash"}
+    scene.approve()
+    result = scene.promote()
+    assert scene.merge_methods_sent() == ["merge", "squash"] and result.method == "squash"
+    assert any("cannot read which merge methods the repository allows" in line for line in scene.said)
+    assert any("the forge refused merge (GitHub: 405 Merge commits are not allowed on this repository.); trying "
+               "squash" in line for line in scene.said)
+    assert any("merged into main by squash" in line for line in scene.said) and len(scene.verified) == 1
+    scene.landed(result, parents=1)
+
+
+def test_rebase_only_tries_each_method_once(scene: Scene) -> None:
+    scene.fake.can_administer, scene.fake.merge_methods = False, {"rebase"}
+    scene.approve()
+    result = scene.promote()
+    assert scene.merge_methods_sent() == ["merge", "squash", "rebase"] and result.method == "rebase"
+    scene.landed(result, parents=1)
+
+
+def test_merge_only_merges_with_a_merge_commit(scene: Scene) -> None:
+    scene.fake.merge_methods = {"merge"}
+    scene.approve()
+    result = scene.promote()
+    assert scene.merge_methods_sent() == ["merge"] and result.method == "merge"
+    scene.landed(result, parents=2)
+
+
+def test_a_named_method_the_repository_refuses_stops_before_re_verifying(scene: Scene) -> None:
+    scene.fake.merge_methods = {"merge"}
+    scene.set_merge_method("squash")
+    scene.approve()
+    message = scene.refused_before_re_verifying()
+    assert ("merge method: [apply] merge_method = 'squash' is not allowed (the repository's allow_squash_merge is "
+            "false); set it to 'auto' or a method main allows") in message
+
+
+def test_a_required_check_still_pending_stops_before_re_verifying(scene: Scene) -> None:
+    scene.fake.protect("main", checks=("ci/test",))
+    head = scene.approve()
+    scene.fake.add_check_run(head, "ci/test", status="in_progress")
+    message = scene.refused_before_re_verifying()
+    assert message.endswith(f"required status check 'ci/test': pending on head {head[:10]}")
+    scene.fake.add_check_run(head, "ci/test", conclusion="success")
+    scene.landed(scene.promote(), parents=2)
+
+
+def test_two_approvals_required_with_one_given_stops_before_re_verifying(scene: Scene) -> None:
+    scene.fake.protect("main", approvals=2)
+    scene.approve("alice")
+    assert scene.refused_before_re_verifying().endswith("required approving reviews: 2 needed, 1 given (alice)")
+    scene.approve("bob")
+    scene.landed(scene.promote(), parents=2)
+
+
+@pytest.mark.parametrize(("where", "administer", "sent"), [
+    ("classic", True, ["squash"]), ("ruleset", False, ["squash"]), ("classic", False, ["merge", "squash"])])
+def test_linear_history_squashes(scene: Scene, where: str, administer: bool, sent: list[str]) -> None:
+    """Read from the protection (or a ruleset, which any token reads): squash first. Not readable: GitHub's
+    405 for the merge commit is the answer, and squash follows."""
+    if where == "classic":
+        scene.fake.protect("main", linear=True)
+    else:
+        scene.fake.add_rule("main", "required_linear_history")
+    scene.fake.can_administer = administer
+    scene.approve()
+    result = scene.promote()
+    assert scene.merge_methods_sent() == sent and result.method == "squash"
+    scene.landed(result, parents=1)
+
+
+def test_a_merge_queue_gets_the_pull_request_instead_of_a_merge(scene: Scene) -> None:
+    scene.fake.add_merge_queue_rule("main", "SQUASH")
+    scene.approve()
+    result = scene.promote()
+    assert result.queued and result.merge_commit is None and len(scene.verified) == 1
+    assert scene.fake.queued == {"main": [1]} and scene.merge_methods_sent() == []
+    (enqueue,) = [c for c in scene.fake.calls("POST", "/api/graphql") if "enqueuePullRequest" in c.body["query"]]
+    assert enqueue.body["variables"] == {"pullRequestId": "PR_1", "expectedHeadOid": result.head_sha}
+    assert scene.fake.state.statuses[result.head_sha][-1]["state"] == "success"
+    assert any("is in main's merge queue (position 1, queued" in line for line in scene.said)
+
+
+def test_a_merge_queue_with_another_method_than_the_named_one_stops_before_re_verifying(scene: Scene) -> None:
+    scene.fake.add_merge_queue_rule("main", "SQUASH")
+    scene.set_merge_method("merge")
+    scene.approve()
+    assert "merge queue: main merges through a merge queue that lands with squash; [apply] merge_method = 'merge' " \
+           "cannot be honoured" in scene.refused_before_re_verifying()
+
+
+def test_code_owner_review_missing_stops_before_re_verifying(scene: Scene) -> None:
+    scene.fake.protect("main", code_owners=True)
+    scene.server_commit("main", {"CODEOWNERS": "*.py @carol\ninfrarsi.* @acme/perf\n"})
+    scene.fake.teams["perf"] = {"dave"}
+    scene.approve()
+    message = scene.refused_before_re_verifying()
+    assert message.endswith("code-owner review (CODEOWNERS): infrarsi.lock, infrarsi.toml need an approval by "
+                            "@acme/perf; model.py, train.py need an approval by @carol")
+    scene.approve("carol")
+    scene.approve("dave")
+    assert scene.promote().recreated  # past the gate: main moved, so the commit is re-created for a new approval
+
+
+def test_a_base_that_moves_as_the_merge_lands_is_caught_by_the_tree_check(scene: Scene) -> None:
+    """GitHub's merge has no guard on the base: the one window. The landed tree is checked, and it is said."""
+    scene.approve()
+    scene.fake.before_merge = lambda: scene.before_merge_commit({"CHANGELOG.md": "meanwhile\n"})
+    message = scene.refused()
+    assert "merged as" in message and "is not the approved tree" in message and "revert it" in message
 
 
 def test_a_team_members_approval_counts_and_a_non_members_does_not(scene: Scene) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,15 +31,14 @@ from bot.forges.github_api import (
     RateLimitPolicy,
     token_from_env,
 )
-from infrarsi.seams.forge import EnsureAction, ForgeError, PullRequest, PullRequestDraft, Review, StatusState
+from bot.forges import github_rules as rules_of
+from infrarsi.seams.forge import (CheckState, EnsureAction, ForgeError, MergeMethod, MergeMethodRefused, MergeRules,
+                                  PullRequest, PullRequestDraft, QueueEntry, Review, StatusState)
 
 __all__ = ["GitHubForge", "forge_for_repo", "target_from_remote_url"]
 
 MAX_AUTH_ATTEMPTS = 2  # libgit2 asks again after a 401; a bad token must fail, not loop
 DELETED_USER = "(deleted account)"  # a review whose ``user`` is null: never a login, so it never counts
-# The merge methods in the order the bot prefers them: a merge commit keeps the approved commit itself in
-# the base's history; squash and rebase of the single promotion commit on an unmoved base keep its tree.
-MERGE_METHODS = (("merge", "allow_merge_commit"), ("squash", "allow_squash_merge"), ("rebase", "allow_rebase_merge"))
 VERIFY_CONTEXT = "infrarsi/verify"  # the bot's own status: posted after the checks are read
 
 
@@ -252,22 +252,39 @@ class GitHubForge:
                               if submitted else 0.0))
         return tuple(sorted(out, key=lambda r: r.submitted_at))
 
-    def merge_method(self) -> str:
-        """The first of merge, squash, rebase the repository allows (its settings; GitHub's default is all)."""
-        data = self._repo_data = self._raw("GET", "")  # read afresh at merge time: settings change
-        for method, key in MERGE_METHODS:
-            if data.get(key, True):
-                return method
-        raise ForgeError(f"{self.target.owner}/{self.target.repo} allows no merge method")
-
-    def merge(self, number: int, *, expected_head_sha: str, message: str) -> str:
+    def merge(self, number: int, *, expected_head_sha: str, message: str, method: MergeMethod = "merge") -> str:
         title, _, rest = message.partition("\n")
-        data = self._raw("PUT", f"/pulls/{number}/merge",
-                         json={"sha": expected_head_sha, "merge_method": self.merge_method(), "commit_title": title,
-                               "commit_message": rest.strip()})
+        try:
+            data = self.client.json("PUT", f"/pulls/{number}/merge", json={
+                "sha": expected_head_sha, "merge_method": method, "commit_title": title,
+                "commit_message": rest.strip()})
+        except GitHubAPIError as exc:
+            if rules_of.method_refused(exc.status, exc.message):
+                raise MergeMethodRefused(method, f"GitHub: {exc.status} {' '.join(exc.message.split())}") from exc
+            raise ForgeError(str(exc)) from exc
         if not data or not data.get("merged"):
             raise ForgeError(f"pull request #{number} was not merged: {data}")
         return str(data["sha"])
+
+    def enqueue(self, pr: PullRequest, *, expected_head_sha: str) -> QueueEntry:
+        """GraphQL's ``enqueuePullRequest`` (REST has no merge-queue verb), after reading whether the pull
+        request is queued already: a rerun of promote finds its entry instead of queueing twice."""
+        found = self._graphql(rules_of.QUEUE_ENTRY, number=pr.number).get("repository", {}).get("pullRequest")
+        if not found:
+            raise ForgeError(f"pull request #{pr.number}: GitHub's GraphQL API does not show it")
+        entry = found.get("mergeQueueEntry")
+        if entry is None:
+            if found.get("headRefOid") != expected_head_sha:
+                raise ForgeError(f"pull request #{pr.number}: head is {str(found.get('headRefOid'))[:10]}, not "
+                                 f"the expected {expected_head_sha[:10]}; someone pushed since it was checked")
+            entry = self._graphql(rules_of.ENQUEUE, pullRequestId=found["id"], expectedHeadOid=expected_head_sha,
+                                  repository=False)["enqueuePullRequest"]["mergeQueueEntry"]
+        return QueueEntry(number=pr.number, position=entry.get("position"), state=str(entry.get("state")))
+
+    def _graphql(self, query: str, *, repository: bool = True, **variables: Any) -> dict[str, Any]:
+        if repository:
+            variables = {"owner": self.target.owner, "name": self.target.repo, **variables}
+        return self._call(self.client.graphql, query, variables)
 
     def set_status(self, sha: str, *, context: str, state: StatusState, description: str) -> None:
         self._raw("POST", f"/statuses/{sha}", json={"state": state, "description": description[:140],
@@ -303,28 +320,75 @@ class GitHubForge:
                              "members:read on the organization") from exc
         return bool(data) and data.get("state") == "active"
 
-    def merge_blockers(self, pr: PullRequest) -> tuple[str, ...]:
-        out = ["it is a draft: mark it ready for review"] if pr.draft else []
-        branch = self._raw("GET", f"/branches/{pr.base}")
-        rules = ((branch or {}).get("protection") or {}).get("required_status_checks") or {}
-        required = {c for c in rules.get("contexts") or () if c != VERIFY_CONTEXT} | {
-            c["context"] for c in rules.get("checks") or () if c.get("context") and c["context"] != VERIFY_CONTEXT}
-        if not required:
-            return tuple(out)
+    def merge_rules(self, pr: PullRequest) -> MergeRules:
+        """Read afresh (settings change), each source on its own (:mod:`bot.forges.github_rules`); a source the
+        token may not read is named in ``unread`` with GitHub's answer."""
+        unread: list[str] = []
+        self._repo_data = repository = self._raw("GET", "")
+        refused = rules_of.from_settings(repository)
+        if refused is None:
+            unread.append("which merge methods the repository allows (GitHub left allow_merge_commit, "
+                          "allow_squash_merge and allow_rebase_merge out for this token): a refused method is "
+                          "learnt from GitHub's 405 at the merge")
+        branch = self._raw("GET", f"/branches/{pr.base}") or {}
+        got = rules_of.Protection(refused_methods=refused or (), contexts=rules_of.required_contexts(
+            (branch.get("protection") or {}).get("required_status_checks") or {}))
+        if branch.get("protected"):
+            protection, why = self._readable(f"/branches/{pr.base}/protection")
+            if protection is None:
+                unread.append(f"{pr.base}'s branch protection ({why}; the token needs Administration: read): "
+                              "required reviews, code-owner reviews and linear history set there are not checked "
+                              "before re-verifying, GitHub enforces them at the merge")
+            else:
+                got = rules_of.from_protection(got, protection)
+        rules, why = self._readable(f"/rules/branches/{pr.base}", pages=True)
+        if rules is None:
+            unread.append(f"the rulesets that apply to {pr.base} ({why})")
+        else:
+            got = rules_of.from_rules(got, rules)
+        if not got.merge_queue:  # a queue set in classic branch protection shows only in GraphQL
+            try:
+                queue = self._graphql(rules_of.MERGE_QUEUE, branch=pr.base).get("repository", {}).get("mergeQueue")
+            except ForgeError as exc:
+                unread.append(f"whether {pr.base} merges through a merge queue ({exc})")
+            else:
+                if queue:
+                    got = replace(got, merge_queue=True, queue_method=rules_of.queue_method(
+                        (queue.get("configuration") or {}).get("mergeMethod")))
+        return MergeRules(base=pr.base, protected=bool(branch.get("protected")), refused_methods=got.refused_methods,
+                          required_checks=self._check_states(pr.head_sha, got.contexts - {VERIFY_CONTEXT}),
+                          required_approvals=got.required_approvals, code_owner_reviews=got.code_owner_reviews,
+                          linear_history=got.linear_history, merge_queue=got.merge_queue,
+                          queue_method=got.queue_method, unread=tuple(unread))
+
+    def _readable(self, path: str, *, pages: bool = False) -> tuple[Any, str | None]:
+        """(the answer, None), or (None, GitHub's reason) when the token may not read ``path`` (403, 404)."""
+        try:
+            return (self._pages(path) if pages else self.client.json("GET", path)), None
+        except ForgeError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, GitHubAPIError) and cause.status in (403, 404):
+                return None, f"{cause.status} {cause.message}"
+            raise
+        except GitHubAPIError as exc:
+            if exc.status in (403, 404):
+                return None, f"{exc.status} {exc.message}"
+            raise ForgeError(str(exc)) from exc
+
+    def _check_states(self, sha: str, contexts: frozenset[str]) -> tuple[CheckState, ...]:
+        """Each required context's state on ``sha``: commit statuses and check runs (newest first), else missing."""
+        if not contexts:
+            return ()
         state: dict[str, str] = {}
-        combined = self._raw("GET", f"/commits/{pr.head_sha}/status", params={"per_page": 100}) or {}
+        combined = self._raw("GET", f"/commits/{sha}/status", params={"per_page": 100}) or {}
         for s in combined.get("statuses") or ():
             state.setdefault(s["context"], s["state"])  # newest first
-        runs = self._raw("GET", f"/commits/{pr.head_sha}/check-runs", params={"per_page": 100}) or {}
+        runs = self._raw("GET", f"/commits/{sha}/check-runs", params={"per_page": 100}) or {}
         for run in runs.get("check_runs") or ():
             done = run.get("conclusion") if run.get("status") == "completed" else None
             state.setdefault(run["name"], "success" if done in ("success", "neutral", "skipped")
                              else (done or "pending"))
-        for context in sorted(required):
-            got = state.get(context, "missing")
-            if got != "success":
-                out.append(f"the required check {context!r} is {got} on head {pr.head_sha[:10]}")
-        return tuple(out)
+        return tuple(CheckState(context=c, state=state.get(c, "missing")) for c in sorted(contexts))
 
 
 def listed_heads(repo: Path, url: str, callbacks: Credentials) -> dict[str, str]:

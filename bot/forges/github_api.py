@@ -147,6 +147,21 @@ class GitHubClient:
         response = self.call(method, path, **kwargs)
         return response.json() if response.content else None
 
+    @property
+    def graphql_url(self) -> str:
+        """GitHub's GraphQL endpoint: ``https://api.github.com/graphql``, or ``<host>/api/graphql`` on Enterprise."""
+        return self.api_root.removesuffix("/v3") + "/graphql"
+
+    def graphql(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+        """The ``data`` of one GraphQL request; GitHub answers refusals with 200 and ``errors``, raised here as
+        :class:`GitHubAPIError` carrying every error's message."""
+        response = self.call("POST", self.graphql_url, json={"query": query, "variables": variables})
+        body = response.json() if response.content else {}
+        if body.get("errors"):
+            messages = "; ".join(str(e.get("message") or e) for e in body["errors"])
+            raise GitHubAPIError("POST", self.graphql_url, response.status_code, messages)
+        return body.get("data") or {}
+
     def download(self, url: str) -> bytes:
         """A binary download (artifact zip): GitHub redirects to storage that must not get our token."""
         response = self.session.request("GET", self.url(url), allow_redirects=False)

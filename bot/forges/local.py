@@ -7,6 +7,13 @@ head, base, title, body, labels, reviewers, reviews, comments) and
 ``statuses.json``. Every clone of the remote therefore sees the same pull
 requests, as it would on a hosted forge. Record updates take an exclusive
 ``flock`` so two bots on one machine cannot interleave them.
+
+The rules a hosted forge enforces that mean something here live in
+``settings.json`` beside them (:meth:`LocalForge.configure`, :meth:`LocalForge.protect`):
+the merge methods the repository allows, and per base branch the approving
+reviews it requires and whether its history must stay linear. The merge
+enforces them as GitHub does, so the offline demo and the tests run promote's
+path through them.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,18 +34,25 @@ from bot.workspace.refs import branch_tip, is_bare, is_descendant, remote_url, r
 from bot.workspace.remotes import fetch, push
 from bot.workspace.trees import merge_into_branch
 from infrarsi.seams.forge import (
+    MERGE_METHODS,
     EnsureAction,
     ForgeError,
+    MergeMethod,
+    MergeMethodRefused,
+    MergeRules,
     PullRequest,
     PullRequestDraft,
+    QueueEntry,
     Review,
     ReviewState,
     StatusState,
+    standing_reviews,
 )
 
 __all__ = ["LocalForge", "local_remote_path"]
 
 RECORDS_DIR = "infrarsi-forge"
+SETTINGS_FILE = "settings.json"  # {"merge_methods": [...], "branches": {"main": {"required_approvals": 1, ...}}}
 MERGER = BotIdentity(name="infrarsi-local-forge", email="forge@infrarsi.local")
 
 
@@ -211,19 +225,31 @@ class LocalForge:
         return tuple(Review(login=r["login"], state=r["state"], commit_sha=r["commit_sha"],
                             submitted_at=r["submitted_at"]) for r in record["reviews"])
 
-    def merge(self, number: int, *, expected_head_sha: str, message: str) -> str:
+    def merge(self, number: int, *, expected_head_sha: str, message: str, method: MergeMethod = "merge") -> str:
         with self._locked():
             record = self._load(number)
             pr = self._pr(record)
             if pr.state != "open":
                 raise ForgeError(f"pull request #{number} is {pr.state}; only an open one can be merged")
+            rules = self.merge_rules(pr)
+            refused = dict(rules.refused_methods)
+            if rules.linear_history:
+                refused.setdefault("merge", f"{pr.base} requires a linear history")
+            if method in refused:
+                raise MergeMethodRefused(method, refused[method])
             if pr.head_sha != expected_head_sha:
                 raise ForgeError(f"pull request #{number}: head is {pr.head_sha[:10]}, not the expected "
                                  f"{expected_head_sha[:10]}; someone pushed since it was checked")
             if self._branch_sha(pr.base) is None:
                 raise ForgeError(f"pull request #{number}: base branch {pr.base!r} is gone from {self.remote}")
+            approving, changes = standing_reviews(self.reviews(number))
+            if rules.required_approvals and (len(approving) < rules.required_approvals or changes):
+                raise ForgeError(f"pull request #{number}: {pr.base} requires {rules.required_approvals} approving "
+                                 f"review(s) and no change requests; it has {len(approving)}"
+                                 + (f", changes requested by {', '.join(changes)}" if changes else ""))
             try:
-                sha = merge_into_branch(self.remote, pr.base, pr.head_sha, message=message, identity=MERGER)
+                sha = merge_into_branch(self.remote, pr.base, pr.head_sha, message=message, identity=MERGER,
+                                        method=method)
             except MergeConflictError as exc:
                 raise ForgeError(f"pull request #{number} conflicts with {pr.base} in {', '.join(exc.paths)}") from exc
             except RevisionNotFoundError as exc:
@@ -259,10 +285,49 @@ class LocalForge:
         teams = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
         return login.lower() in {m.lower() for m in teams.get(team, ())}
 
-    def merge_blockers(self, pr: PullRequest) -> tuple[str, ...]:
-        return ("it is a draft: mark it ready for review",) if pr.draft else ()
+    def enqueue(self, pr: PullRequest, *, expected_head_sha: str) -> QueueEntry:
+        raise ForgeError(f"pull request #{pr.number}: the local forge has no merge queues; it merges directly")
 
-    # -- the human side (``infrarsi approve``, tests) ----------------------------------------------
+    def merge_rules(self, pr: PullRequest) -> MergeRules:
+        settings = self._settings()
+        allowed = settings.get("merge_methods", list(MERGE_METHODS))
+        where = self.records / SETTINGS_FILE
+        refused = tuple((m, f"the local forge allows only {', '.join(allowed)} ({where})") for m in MERGE_METHODS
+                        if m not in allowed)
+        rule = settings.get("branches", {}).get(pr.base)
+        return MergeRules(base=pr.base, protected=rule is not None, refused_methods=refused,
+                          required_approvals=int((rule or {}).get("required_approvals", 0)),
+                          linear_history=bool((rule or {}).get("linear_history", False)))
+
+    def _settings(self) -> dict[str, Any]:
+        path = self.records / SETTINGS_FILE
+        try:
+            return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        except ValueError as exc:
+            raise ForgeError(f"{path}: not valid JSON ({exc}); fix or delete it") from None
+
+    # -- the human side (``infrarsi approve``, the demo, tests) ------------------------------------
+
+    def configure(self, *, merge_methods: tuple[MergeMethod, ...]) -> None:
+        """The merge methods this repository allows (GitHub's "Allow merge commits / squash / rebase")."""
+        if not merge_methods or set(merge_methods) - set(MERGE_METHODS):
+            raise ForgeError(f"merge methods must be a non-empty choice of {', '.join(MERGE_METHODS)}, got "
+                             f"{merge_methods!r}")
+        self._update_settings(lambda s: s.update(merge_methods=[m for m in MERGE_METHODS if m in merge_methods]))
+
+    def protect(self, branch: str, *, required_approvals: int = 0, linear_history: bool = False) -> None:
+        """Protect ``branch``: merging into it needs ``required_approvals`` approving reviews (and no change
+        requests), and with ``linear_history`` a squash or a rebase instead of a merge commit."""
+        rule = {"required_approvals": required_approvals, "linear_history": linear_history}
+        self._update_settings(lambda s: s.setdefault("branches", {}).update({branch: rule}))
+
+    def _update_settings(self, change: Callable[[dict[str, Any]], object]) -> None:
+        with self._locked():
+            settings = self._settings()
+            change(settings)
+            (self.records / SETTINGS_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n",
+                                                      encoding="utf-8")
+
 
     def add_team_member(self, team: str, login: str) -> None:
         """``login`` joins ``team`` (``org/team-slug``) on this forge: the offline stand-in for GitHub's teams."""

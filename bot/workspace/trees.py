@@ -81,9 +81,7 @@ def merge_change(repo: Path | str, change: str, onto: str) -> str:
     if not changed.parents:
         raise ValueError(f"commit {change[:10]} has no parent to diff against")
     index = git.merge_trees(changed.parents[0].tree, base.tree, changed.tree)
-    if index.conflicts is not None:
-        raise MergeConflictError([next(e for e in c if e is not None).path for c in index.conflicts],
-                                 f"commit {change[:10]} merged onto {onto[:10]}")
+    _no_conflicts(index, f"commit {change[:10]} merged onto {onto[:10]}")
     return str(index.write_tree(git))
 
 
@@ -128,23 +126,46 @@ def commit_files(repo: Path | str, *, tree: str | None, files: Mapping[str, byte
     return str(sha), str(new_tree)
 
 
-def merge_into_branch(repo: Path | str, branch: str, head: str, *, message: str, identity: BotIdentity) -> str:
-    """A merge commit of ``head`` into ``branch`` (a forge's merge button); ``branch`` moves to it.
+def merge_into_branch(repo: Path | str, branch: str, head: str, *, message: str, identity: BotIdentity,
+                      method: str = "merge") -> str:
+    """Land ``head`` on ``branch`` as a forge's merge button does; ``branch`` moves to the commit returned.
 
-    Raises :class:`RevisionNotFoundError` when the branch or ``head`` is not
-    there and :class:`MergeConflictError` when they conflict."""
+    ``merge``: a merge commit (parents: the branch's tip and ``head``). ``squash``: one commit with the merged
+    tree, parent the branch's tip, authored by ``head``'s author. ``rebase``: each commit of ``head`` that the
+    branch lacks replayed onto it, oldest first, authors kept. The committer is ``identity`` in every case.
+    Raises :class:`RevisionNotFoundError` when the branch or ``head`` is not there, :class:`MergeConflictError`
+    when they conflict and :class:`ValueError` for another method."""
     git = open_repository(repo)
     ref = git.references.get(f"refs/heads/{branch}")
     if ref is None:
         raise RevisionNotFoundError(branch, repo)
     base, tip = git.get(ref.target), _commit(git, head, repo)
-    index = git.merge_commits(base, tip)
-    if index.conflicts is not None:
-        raise MergeConflictError([next(e for e in c if e is not None).path for c in index.conflicts],
-                                 f"{head[:10]} merged into {branch}")
-    tree = index.write_tree(git)
     sig = identity.signature()
-    sha = git.create_commit(None, sig, sig, message, tree, [base.id, tip.id])
+    if method == "rebase":
+        sha = base.id
+        walker = git.walk(tip.id, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+        walker.hide(base.id)
+        for commit in walker:
+            onto = git.get(sha)
+            ancestor = commit.parents[0].tree if commit.parents else git.get(git.TreeBuilder().write())
+            index = git.merge_trees(ancestor, onto.tree, commit.tree)
+            _no_conflicts(index, f"{str(commit.id)[:10]} rebased onto {branch}")
+            sha = git.create_commit(None, commit.author, sig, commit.message, index.write_tree(git), [onto.id])
+    elif method in ("merge", "squash"):
+        index = git.merge_commits(base, tip)
+        _no_conflicts(index, f"{head[:10]} merged into {branch}")
+        tree = index.write_tree(git)
+        if method == "merge":
+            sha = git.create_commit(None, sig, sig, message, tree, [base.id, tip.id])
+        else:
+            sha = git.create_commit(None, tip.author, sig, message, tree, [base.id])
+    else:
+        raise ValueError(f"unknown merge method {method!r}; expected merge, squash or rebase")
     with ref_lock(git):
-        retry_locked(lambda: ref.set_target(sha, message.splitlines()[0] if message else "merge"))
+        retry_locked(lambda: ref.set_target(sha, message.splitlines()[0] if message else method))
     return str(sha)
+
+
+def _no_conflicts(index: pygit2.Index, what: str) -> None:
+    if index.conflicts is not None:
+        raise MergeConflictError([next(e for e in c if e is not None).path for c in index.conflicts], what)

@@ -17,7 +17,9 @@ from infrarsi.contract.errors import ContractError
 from infrarsi.contract.knob_codec import DEFAULT_BOOL_TEXT
 from infrarsi.contract.model import (
     CONTRACT_VERSION,
+    MERGE_SETTINGS,
     ActionsLaunch,
+    ApplySpec,
     Approvers,
     Budget,
     Constraint,
@@ -102,6 +104,7 @@ def parse_contract(data: Any, *, source: Path, root: Path, prefix: str = "") -> 
     budget = _budget(top.table("budget"))
     verify = _verify(top.table("verify"))
     approvers = _approvers(top.table("approvers"))
+    apply = _apply(top.table("apply"))
     launch_table = top.table("launch")
     slurm = _launch_slurm(launch_table.table("slurm"))
     launch = _launch(launch_table)
@@ -117,7 +120,7 @@ def parse_contract(data: Any, *, source: Path, root: Path, prefix: str = "") -> 
     check_scope(scope, root=root, file=file, prefix=prefix)
     return Contract(version=version, source=source, root=root, workload=workload, timing=timing, loss=loss,
                     scope=scope, knobs=knobs, constraints=constraints, budget=budget, verify=verify,
-                    approvers=approvers, launch=launch, data=data)
+                    approvers=approvers, apply=apply, launch=launch, data=data)
 
 
 def _command(t: Table, key: str, *, required: bool) -> tuple[str, ...]:
@@ -521,6 +524,12 @@ def _approvers(t: Table) -> Approvers:
     approvers = Approvers(users=t.strings("users", ()), teams=t.strings("teams", ()))
     t.finish()
     return approvers
+
+
+def _apply(t: Table) -> ApplySpec:
+    spec = ApplySpec(merge_method=t.string("merge_method", "auto", choices=MERGE_SETTINGS))
+    t.finish()
+    return spec
 
 
 def _check_fixed_args(top: Table, workload: Workload, knobs: tuple[Knob, ...]) -> None:

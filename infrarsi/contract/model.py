@@ -312,6 +312,21 @@ class Approvers:
     teams: tuple[str, ...] = ()
 
 
+MERGE_SETTINGS = ("auto", "merge", "squash", "rebase")  # [apply] merge_method
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApplySpec:
+    """How ``promote`` lands an approved promotion.
+
+    ``merge_method``: ``auto`` takes the first of merge, squash, rebase that the forge allows (a merge commit
+    keeps the approved commit itself in the base's history); a named method is the only one promote uses, so a
+    repository that refuses it stops promote before any re-verification when the forge says so up front.
+    """
+
+    merge_method: str = "auto"
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Contract:
     """The locked task: a candidate wins only by doing this same job faster."""
@@ -328,6 +343,7 @@ class Contract:
     budget: Budget = field(default_factory=Budget)
     verify: VerifySpec = field(default_factory=VerifySpec)
     approvers: Approvers = field(default_factory=Approvers)
+    apply: ApplySpec = field(default_factory=ApplySpec)
     launch: Launch = field(default_factory=Launch)
     data: DataSpec = field(default_factory=DataSpec)
 

@@ -18,6 +18,10 @@ from typing import Literal, Protocol
 from infrarsi.errors import BAD_INPUT, InfraRSIError
 
 PRState = Literal["open", "closed", "merged"]
+MergeMethod = Literal["merge", "squash", "rebase"]
+# The bot's order of preference: a merge commit keeps the approved commit itself in the base's history; a squash
+# or a rebase of the one promotion commit on an unmoved base lands the same tree.
+MERGE_METHODS: tuple[MergeMethod, ...] = ("merge", "squash", "rebase")
 ReviewState = Literal["APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED", "PENDING"]
 StatusState = Literal["pending", "success", "failure", "error"]
 EnsureAction = Literal["created", "updated", "unchanged", "closed"]
@@ -27,6 +31,55 @@ class ForgeError(InfraRSIError):
     """A forge refused or failed a request; the message says what and why."""
 
     exit_code = BAD_INPUT
+
+
+class MergeMethodRefused(ForgeError):
+    """The forge refused this merge method for this pull request (GitHub: 405 "Merge commits are not allowed
+    on this repository"); nothing was merged, and another method may still be allowed."""
+
+    def __init__(self, method: MergeMethod, reason: str) -> None:
+        self.method = method
+        self.reason = reason
+        super().__init__(f"{method}: {reason}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckState:
+    """A required status check and its state on a head: success, pending, failure, error, or missing."""
+
+    context: str
+    state: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MergeRules:
+    """What the forge says about merging into a pull request's base, as read: never guessed.
+
+    A setting the forge would not show (a token without the permission, an endpoint the server lacks) is
+    named in ``unread`` with the reason, not taken to be off. ``refused_methods`` holds only methods the
+    forge said it refuses, each with where it said so; a method it did not mention may still be refused at
+    the merge. ``required_checks`` leaves out the bot's own ``infrarsi/verify``, which promote posts itself.
+    """
+
+    base: str
+    protected: bool = False
+    refused_methods: tuple[tuple[MergeMethod, str], ...] = ()
+    required_checks: tuple[CheckState, ...] = ()
+    required_approvals: int = 0
+    code_owner_reviews: bool = False
+    linear_history: bool = False
+    merge_queue: bool = False
+    queue_method: MergeMethod | None = None  # the method the merge queue lands with, when it says
+    unread: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class QueueEntry:
+    """A pull request's place in its base's merge queue; the forge merges it when its turn and checks come."""
+
+    number: int
+    position: int | None
+    state: str  # GitHub's MergeQueueEntryState: QUEUED, AWAITING_CHECKS, MERGEABLE, UNMERGEABLE, LOCKED
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,7 +122,8 @@ class Forge(Protocol):
 
     Call order (``infrarsi apply``, then ``infrarsi promote``): ``push`` the
     promotion branch, ``find_pr``/``ensure_pr``, ``request_review``; later
-    ``get_pr``, ``reviews``, ``set_status``, ``ensure_comment``, ``merge``.
+    ``get_pr``, ``reviews``, ``merge_rules``, ``set_status``, ``ensure_comment``,
+    then ``merge`` (or ``enqueue`` where the base merges through a merge queue).
     Ownership: the forge owns pull requests, reviews and statuses; the caller
     owns the local repository it pushes from. Records returned are frozen
     snapshots; read again for fresh state. Thread safety: the local forge
@@ -115,8 +169,15 @@ class Forge(Protocol):
         """Every review of the pull request, oldest first."""
         ...
 
-    def merge(self, number: int, *, expected_head_sha: str, message: str) -> str:
-        """Merge if the head is still ``expected_head_sha``; returns the merge commit id."""
+    def merge(self, number: int, *, expected_head_sha: str, message: str, method: MergeMethod = "merge") -> str:
+        """Merge with ``method`` if the head is still ``expected_head_sha``; returns the commit the base moved to.
+        A method the forge refuses raises :class:`MergeMethodRefused` (nothing merged); any other refusal
+        (a required review or check, a conflict, another head) raises :class:`ForgeError`."""
+        ...
+
+    def enqueue(self, pr: PullRequest, *, expected_head_sha: str) -> QueueEntry:
+        """Add ``pr`` to its base's merge queue if the head is still ``expected_head_sha`` (already queued: its
+        entry, unchanged). A base without a merge queue, or a forge without merge queues, raises ForgeError."""
         ...
 
     def set_status(self, sha: str, *, context: str, state: StatusState, description: str) -> None: ...
@@ -135,17 +196,33 @@ class Forge(Protocol):
         """Whether ``login`` is an active member of ``team`` (``org/team-slug``): team approvals count."""
         ...
 
-    def merge_blockers(self, pr: PullRequest) -> tuple[str, ...]:
-        """What would make the forge refuse to merge ``pr`` now, besides the bot's own ``infrarsi/verify``
-        status (a draft, a required check that has not passed), one phrase each; empty when none."""
+    def merge_rules(self, pr: PullRequest) -> MergeRules:
+        """What the forge says about merging ``pr`` into its base now: the merge methods it refuses, the base's
+        protection (required checks with their state on ``pr``'s head, required and code-owner reviews, linear
+        history, a merge queue), and what it would not show. Read before any re-verification is spent."""
         ...
 
 
-def approvals(reviews: tuple[Review, ...], head_sha: str, approvers: frozenset[str]) -> tuple[Review, ...]:
-    """The approvals that count: the latest review of each listed approver, if it approves ``head_sha``."""
+def _latest(reviews: tuple[Review, ...]) -> dict[str, Review]:
+    """Each reviewer's latest deciding review (a comment decides nothing), by lower-cased login."""
     latest: dict[str, Review] = {}
     for review in sorted(reviews, key=lambda r: r.submitted_at):
         if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
             latest[review.login.lower()] = review
-    return tuple(r for login, r in latest.items()
+    return latest
+
+
+def approvals(reviews: tuple[Review, ...], head_sha: str, approvers: frozenset[str]) -> tuple[Review, ...]:
+    """The approvals that count for promote: the latest review of each listed approver, if it approves
+    ``head_sha``."""
+    return tuple(r for login, r in _latest(reviews).items()
                  if login in {a.lower() for a in approvers} and r.state == "APPROVED" and r.commit_sha == head_sha)
+
+
+def standing_reviews(reviews: tuple[Review, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(who approves, who requests changes), as a forge counts toward a required number of approving reviews:
+    each reviewer's latest deciding review, on any head (a forge that dismisses stale approvals marks them
+    DISMISSED). A deleted account (a login in parentheses) is nobody."""
+    latest = [r for r in _latest(reviews).values() if not r.login.startswith("(")]
+    return (tuple(r.login for r in latest if r.state == "APPROVED"),
+            tuple(r.login for r in latest if r.state == "CHANGES_REQUESTED"))

@@ -6,11 +6,16 @@ In order, each step refusing with a message that says why:
 2. a listed approver's latest review approves the current head (a listed user, or
    a member of a listed team; a non-approver's approval does not count, nor one
    given to an older head);
-3. the forge would merge it (not a draft, the required checks passed): checked
-   before a re-verification is spent;
+3. the forge would merge it: its rules are read (:meth:`Forge.merge_rules`) and
+   every one that blocks — a draft, a required check not green, too few
+   approving reviews, a merge method the repository or a linear history
+   refuses — is one clause of a refusal (:mod:`bot.stages.apply.gate`), checked
+   before a re-verification is spent; what the forge would not show is said;
 4. both branches are fetched with the forge's credentials (a failed fetch stops
    it: never a stale base); nobody but the bot committed on the branch (a human
-   push stops it: the bot never rewrites human commits);
+   push stops it: the bot never rewrites human commits); where the base requires
+   code-owner reviews, every changed file with owners has an owner's approval
+   (:mod:`bot.stages.apply.codeowners`);
 5. if the base moved, the single commit is re-created on the new base (the
    winner's tree diff merged onto it, knobs and lock written again), re-verified
    there, pushed, and review is requested again: it STOPS without merging, because
@@ -18,7 +23,11 @@ In order, each step refusing with a message that says why:
 6. otherwise the candidate is re-verified against the base it will land on
    (interleaved A/B, :func:`bot.stages.run.verify.verify_candidate`); anything but
    ``promoted`` refuses, and so does a base that moved during the re-verification;
-7. the forge merges, checking the head is still the one approved and verified.
+7. the forge merges, checking the head is still the one approved and verified,
+   with the first method of the plan it accepts (``[apply] merge_method``; a
+   method refused at the merge is followed by the next, once each), and the
+   landed commit's tree is checked to be the approved tree; or, where the base
+   merges through a merge queue, the pull request is added to the queue.
 
 So no commit reaches the base without an approval of its exact tree, verified
 on the base it lands on. The bot never pushes to the base branch: the merge is the forge's.
@@ -30,16 +39,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.stages.apply.codeowners import code_owner_blocker
+from bot.stages.apply.gate import MergePlan, blockers, plan_merge
 from bot.stages.apply.open_pr import ApplyError, check_no_human_pushes, make_commit, place_branch
 from bot.stages.doctor.baseline import load_doctor
 from bot.stages.apply.promotion_commit import PROMOTE_PREFIX
 from bot.stages.apply.run_record import record_branch, restore_record
 from bot.stages.report.build import ReportError, load_report
+from bot.workspace.errors import GitLayerError
 from bot.workspace.refs import commit_info
 from infrarsi.contract import Contract, load_contract
 from infrarsi.contract.lock import read_lock
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
-from infrarsi.seams.forge import Forge, ForgeError, PullRequest, approvals
+from infrarsi.seams.forge import Forge, ForgeError, MergeMethod, MergeMethodRefused, PullRequest, Review, approvals
 from infrarsi.trial import Candidate
 from infrarsi.verify import Verdict
 
@@ -64,6 +76,8 @@ class PromoteResult:
     base_sha: str  # the base the re-verification ran on
     recreated: bool
     verdict: Verdict
+    method: MergeMethod | None = None  # how the forge merged it (None: not merged)
+    queued: bool = False  # added to the base's merge queue: the forge merges it later
 
 
 def _fetch_tips(forge: Forge, repo: Path, remote: str, pr: PullRequest) -> str:
@@ -107,12 +121,12 @@ def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, 
                                 progress=lambda m: say(f"  re-verify: {m}"))
 
 
-def _approved(forge: Forge, pr: PullRequest, users: tuple[str, ...], teams: tuple[str, ...] = ()) -> str:
+def _approved(forge: Forge, pr: PullRequest, reviews: tuple[Review, ...], users: tuple[str, ...],
+              teams: tuple[str, ...] = ()) -> str:
     """The approving login, or PromoteError saying why there is none that counts."""
     if not users and not teams:
         raise PromoteError("the contract lists no approvers ([approvers] users or teams); nobody can approve a "
                            "promotion")
-    reviews = forge.reviews(pr.number)
     # Members of a listed team count: asked of the forge only for logins whose latest review approves the head.
     unlisted = {r.login for r in approvals(reviews, pr.head_sha, frozenset(r.login for r in reviews))
                 if r.login.lower() not in {u.lower() for u in users} and not r.login.startswith("(")}
@@ -155,17 +169,23 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
     if not pr.head.startswith(PROMOTE_PREFIX):
         raise PromoteError(f"pull request #{number} ({pr.head}) is not an InfraRSI promotion")
     run_id = pr.head.removeprefix(PROMOTE_PREFIX)
-    approver = _approved(forge, pr, contract.approvers.users, contract.approvers.teams)
+    reviews = forge.reviews(number)
+    approver = _approved(forge, pr, reviews, contract.approvers.users, contract.approvers.teams)
     say(f"#{number}: approved by {approver} at head {pr.head_sha[:10]}")
-    blockers = forge.merge_blockers(pr)
-    if blockers:
-        raise PromoteError(f"pull request #{number} cannot be merged yet: {'; '.join(blockers)} (nothing was "
-                           "re-verified)")
+    rules = forge.merge_rules(pr)
+    for note in rules.unread:
+        say(f"#{number}: cannot read {note}")
+    plan = plan_merge(contract.apply.merge_method, rules)
+    _refuse_if(number, list(blockers(pr, rules, reviews)) + ([plan] if isinstance(plan, str) else []))
+    assert isinstance(plan, MergePlan)
     base_sha = _fetch_tips(forge, repo, remote, pr)
     try:
         check_no_human_pushes(repo, pr, base_sha)
     except ApplyError as exc:
         raise PromoteError(str(exc)) from exc
+    if rules.code_owner_reviews:
+        owners = code_owner_blocker(repo, base_sha, pr.head_sha, reviews, forge.team_member)
+        _refuse_if(number, [owners] if owners else [])
     head = commit_info(repo, pr.head_sha)
     try:
         if restore_record(repo, run_id, forge, remote=remote):
@@ -218,12 +238,60 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
         raise PromoteError(f"#{number}: {pr.base} moved to {moved[:10]} during the re-verification on "
                            f"{base_sha[:10]}; not merging. Run promote again: it re-creates the commit on the new "
                            "base and asks for a new approval")
-    try:
-        merged = forge.merge(number, expected_head_sha=head_sha,
-                             message=f"InfraRSI: promote run {run_id} ({verdict.speedup:.2f}x, approved by "
-                                     f"{approver})")
-    except ForgeError as exc:
-        raise PromoteError(f"#{number}: the forge refused the merge: {exc}") from exc
-    say(f"#{number} merged into {pr.base}: {merged[:10]} ({summary})")
+    if plan.queue:
+        try:
+            entry = forge.enqueue(pr, expected_head_sha=head_sha)
+        except ForgeError as exc:
+            raise PromoteError(f"#{number}: {pr.base} merges through a merge queue, and adding the pull request to "
+                               f"it failed: {exc}") from exc
+        say(f"#{number} is in {pr.base}'s merge queue (position {entry.position}, {entry.state.lower()}; {summary}): "
+            f"the forge merges it {plan.describe()} once the queue's required checks pass; the tree that lands is "
+            "the approved one only if nothing is merged ahead of it")
+        return PromoteResult(number=number, merge_commit=None, head_sha=head_sha, base_sha=base_sha,
+                             recreated=False, verdict=verdict, queued=True)
+    message = f"InfraRSI: promote run {run_id} ({verdict.speedup:.2f}x, approved by {approver})"
+    merged, method = _merge(forge, pr, plan, head_sha, message, say)
+    _check_landed_tree(forge, repo, remote, pr, merged, method, head_sha)
+    say(f"#{number} merged into {pr.base} by {method}: {merged[:10]}, the approved tree ({summary})")
     return PromoteResult(number=number, merge_commit=merged, head_sha=head_sha, base_sha=base_sha, recreated=False,
-                         verdict=verdict)
+                         verdict=verdict, method=method)
+
+
+def _refuse_if(number: int, found: list[str]) -> None:
+    """One line naming every blocking rule and what it misses, before anything was re-verified."""
+    if found:
+        raise PromoteError(f"pull request #{number} cannot be merged yet (nothing was re-verified): "
+                           + "; ".join(found))
+
+
+def _merge(forge: Forge, pr: PullRequest, plan: MergePlan, head_sha: str, message: str,
+           say: Callable[[str], None]) -> tuple[str, MergeMethod]:
+    """Merge with the plan's first method the forge accepts; a refused method is followed by the next, once."""
+    refusals = []
+    for method in plan.methods:
+        try:
+            return forge.merge(pr.number, expected_head_sha=head_sha, message=message, method=method), method
+        except MergeMethodRefused as exc:
+            refusals.append(str(exc))
+            say(f"#{pr.number}: the forge refused {method} ({exc.reason})" + (
+                f"; trying {plan.methods[plan.methods.index(method) + 1]}" if method != plan.methods[-1] else ""))
+        except ForgeError as exc:
+            raise PromoteError(f"#{pr.number}: the forge refused the merge: {exc}") from exc
+    raise PromoteError(f"#{pr.number}: the forge refused every merge method promote may use ({'; '.join(refusals)});"
+                       " set [apply] merge_method to one the repository allows")
+
+
+def _check_landed_tree(forge: Forge, repo: Path, remote: str, pr: PullRequest, merged: str, method: MergeMethod,
+                       head_sha: str) -> None:
+    """The approval binds a tree: the commit the base moved to must hold exactly the approved head's tree."""
+    try:
+        forge.fetch(repo, (pr.base,), remote=remote)
+        landed, approved = commit_info(repo, merged).tree, commit_info(repo, head_sha).tree
+    except (ForgeError, GitLayerError) as exc:
+        raise PromoteError(f"#{pr.number}: merged as {merged[:10]} by {method}, but its tree could not be checked: "
+                           f"{exc}") from exc
+    if landed != approved:
+        raise PromoteError(f"#{pr.number}: merged as {merged[:10]} by {method}, but the tree that landed "
+                           f"({landed[:10]}) is not the approved tree ({approved[:10]} of {head_sha[:10]}): "
+                           f"{pr.base} moved between the last fetch and the merge; review {merged[:10]} on "
+                           f"{pr.base} and revert it if it is wrong")

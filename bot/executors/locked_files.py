@@ -16,8 +16,9 @@ from infrarsi.seams.executor import TrialSpec
 
 
 def changed_locked_files(spec: TrialSpec) -> tuple[str, ...] | None:
-    """The locked files that are missing or differ from ``spec.lock`` in ``spec.root``; None: none named."""
-    if not spec.lock:
+    """The locked files that are missing or differ from ``spec.lock`` in ``spec.root`` (none: a contract that locks
+    no file); None when the spec asks for no check (no ``root``, no ``lock``: a launch not made by a trial)."""
+    if not spec.lock and spec.root is None:
         return None
     root = Path(spec.root or spec.cwd)
     changed = []

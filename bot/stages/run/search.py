@@ -70,6 +70,7 @@ class RunResult:
     llm: Mapping[str, Any] | None = None  # the proposer's cost and proposals (run.json `llm`)
     drift: Drift | None = None  # the machine's speed over the search, from the controls
     controls: tuple[TrialRecord, ...] = ()  # the baseline re-run between search trials
+    superseded: frozenset[int] = frozenset()  # search trials measured again after the machine's speed changed
 
     @property
     def best(self) -> Verdict | None:
@@ -153,7 +154,9 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
     doctor_trials = doctor.own_trials
     records = journal.trials(run_id)
     state_path = RunDir(contract.root, run_id).search_json  # the doctor made the directory
-    verified_from = _verification_start(state_path)
+    state = _search_state(state_path)
+    verified_from = state.get("verification_from")
+    superseded = set(state.get("superseded") or ())  # measured while the machine changed: measured again
     ran = [r for r in records if r.trial_no not in doctor_trials
            and (verified_from is None or r.trial_no < verified_from)]
     # the baseline re-run between search trials: the machine's drift, so trials are compared like with like
@@ -167,19 +170,33 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         _judge_trial(judged, r, doctor, session, progress)
     if judged.patches:
         space, engine = _rebuilt(contract, ctx.patches, judged, doctor, priors, options.seed, ())
-    engine.observe([drift.adjusted(r) for r in records])
+    engine.observe([drift.adjusted(r) for r in records if r.trial_no not in superseded])
     started = time.time() - sum(r.cost_s for r in (*search, *controls))
     base_time = doctor.median_s
 
+    def settled() -> list[TrialRecord]:
+        return [r for r in search if r.trial_no not in superseded]
+
     def control() -> None:
-        """Run the baseline now and re-read every trial against the machine's speed around it."""
+        """Run the baseline now and re-read every trial against the machine's speed around it; where the machine
+        changed since the last control, measure again what could rank among the best (Drift.unsettled)."""
         nonlocal drift, space, engine
         record = ctx.run(run_id, baseline)
         controls.append(record)
         drift = Drift.measure(doctor.median_s, anchors, controls)
         schedule.control_done(drift)
+        unsettled = drift.unsettled(doctor.sigma_log)
+        if unsettled is not None:
+            for old in _worth_measuring_again(settled(), drift, unsettled, contract.verify.top_k):
+                _emit(progress, event="remeasure", trial_no=old.trial_no, candidate=old.candidate.describe(),
+                      message=f"the machine's speed changed between controls around trial {old.trial_no} "
+                              f"({old.candidate.describe()}): measured again next to the new control")
+                superseded.add(old.trial_no)
+                again = ctx.run(run_id, old.candidate)
+                search.append(again)
+            _write_search_state(state_path, superseded=superseded)
         space, engine = _rebuilt(contract, ctx.patches, judged, doctor, priors, options.seed,
-                                 [drift.adjusted(r) for r in journal.trials(run_id)])
+                                 [drift.adjusted(r) for r in journal.trials(run_id) if r.trial_no not in superseded])
         speed = math.exp(drift.offsets[-1]) if drift.offsets else 1.0
         _emit(progress, event="control", trial_no=record.trial_no, outcome=record.outcome.value,
               step_time_s=record.metrics.step_time_s, drift=speed, next_after=schedule.interval,
@@ -189,13 +206,13 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
                           "trials)" if record.outcome is Outcome.OK and record.metrics.step_time_s else
                           f"{record.outcome.value} {record.reason[:120]}")))
 
-    def spent() -> bool:
-        if len(search) >= options.budget_trials:
+    def spent() -> bool:  # a trial measured again after a change of the machine's speed counts once
+        if len(settled()) >= options.budget_trials:
             return True
         return options.budget_seconds is not None and time.time() - started >= options.budget_seconds
 
     def adjusted_ok() -> list[float]:
-        return [t for r in search if r.outcome is Outcome.OK and (t := drift.adjusted(r).metrics.step_time_s)]
+        return [t for r in settled() if r.outcome is Outcome.OK and (t := drift.adjusted(r).metrics.step_time_s)]
 
     _emit(progress, event="stage", stage="search",
           message=f"search: {options.budget_trials} trials, resuming after {len(search)}" if search else
@@ -252,7 +269,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
                   candidate=record.candidate.describe(), origin=proposal.origin, outcome=record.outcome.value,
                   reason=record.reason, step_time_s=record.metrics.step_time_s, cost_s=record.cost_s,
                   speedup=(base_time / read) if read else None, against=drift.describe(record),
-                  control_trial=drift.nearest((record.started_at + record.ended_at) / 2),
+                  control_trial=drift.nearest(record.trial_no),
                   best_speedup=(base_time / min(ok)) if ok else None, failures=len(failed),
                   failed_cost_s=sum(r.cost_s for r in failed), eta_s=remaining * mean_cost)
         if first_rest:
@@ -262,11 +279,11 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
 
     if verified_from is None and search and schedule.since > 0:
         control()  # the last trials get a control after them too: each is read between two
-    state_path.write_text(json.dumps({"verification_from": _next_trial_no(journal, run_id)}), encoding="utf-8")
-    verdicts = _verify_top(ctx, run_id=run_id, doctor=doctor, search=[drift.adjusted(r) for r in search],
+    _write_search_state(state_path, superseded=superseded, verification_from=_next_trial_no(journal, run_id))
+    verdicts = _verify_top(ctx, run_id=run_id, doctor=doctor, search=[drift.adjusted(r) for r in settled()],
                            baseline=baseline, progress=progress, judged=judged, session=session, space=space)
     result = RunResult(run_id=run_id, doctor=doctor, search=tuple(search), verdicts=tuple(verdicts), drift=drift,
-                       controls=tuple(controls),
+                       controls=tuple(controls), superseded=frozenset(superseded),
                        path=RunDir(contract.root, run_id).run_json,
                        llm=session.summary() if session is not None else None)
     result.path.write_text(json.dumps(run_summary(result, engine).to_dict(), indent=2, sort_keys=True, default=str) + "\n",
@@ -277,10 +294,32 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
     return result
 
 
-def _verification_start(path: Path) -> int | None:
+def _search_state(path: Path) -> dict[str, Any]:
+    """What a killed run left for ``--resume``: where verification started, which trials were superseded."""
     if not path.is_file():
-        return None
-    return json.loads(path.read_text(encoding="utf-8")).get("verification_from")
+        return {}
+    return dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def _write_search_state(path: Path, *, superseded: set[int], verification_from: int | None = None) -> None:
+    state: dict[str, Any] = {"superseded": sorted(superseded)}
+    if verification_from is not None:
+        state["verification_from"] = verification_from
+    path.write_text(json.dumps(state), encoding="utf-8")
+
+
+def _worth_measuring_again(search: Sequence[TrialRecord], drift: Drift, unsettled: tuple[float, float, float],
+                           top_k: int) -> list[TrialRecord]:
+    """The ok trials run between two controls that disagree which, read at the more favourable of the two
+    speeds, could rank among the ``top_k`` best of the settled trials: at most ``top_k`` of them."""
+    start, end, slowest = unsettled
+    inside = [r for r in search if start < r.trial_no < end and r.outcome is Outcome.OK and r.metrics.step_time_s]
+    outside = sorted(t for r in search if not start < r.trial_no < end and r.outcome is Outcome.OK
+                     and (t := drift.adjusted(r).metrics.step_time_s))
+    bar = outside[top_k - 1] if len(outside) >= top_k else math.inf
+    best_case = {r.trial_no: r.metrics.step_time_s / math.exp(slowest) for r in inside}  # type: ignore[operator]
+    ranked = sorted((r for r in inside if best_case[r.trial_no] <= bar), key=lambda r: best_case[r.trial_no])
+    return ranked[:top_k]
 
 
 def _next_trial_no(journal: Journal, run_id: str) -> int:
@@ -443,7 +482,11 @@ def run_summary(result: RunResult, engine: SearchEngine) -> RunSummary:
     drift = result.drift
 
     def trial(r: TrialRecord) -> SearchTrial:
-        return SearchTrial.of(r, adjusted=drift.adjusted(r), against=drift.describe(r)) if drift else SearchTrial.of(r)
+        if drift is None:
+            return SearchTrial.of(r)
+        against = "not counted: the machine's speed changed between the controls around it; measured again" \
+            if r.trial_no in result.superseded else drift.describe(r)
+        return SearchTrial.of(r, adjusted=drift.adjusted(r), against=against)
 
     return RunSummary(run_id=result.run_id, baseline_step_s=result.doctor.median_s,
                       trials=tuple(trial(r) for r in result.search), verdicts=result.verdicts,

@@ -16,7 +16,8 @@ global optimizer step hooks:
 - from the end of step ``count_step - 1`` to the end of step ``count_step``: a
   ``torch.utils.flop_counter.FlopCounterMode`` over the whole step (forward,
   backward, optimizer), the dtypes the matrix products ran in, and what the
-  step consumed (token ids reaching an embedding, targets reaching nll_loss);
+  step consumed (token ids reaching an embedding, targets reaching nll_loss,
+  rows of targets reaching a regression loss);
 - every step: the number of optimizer steps;
 - at exit: per-parameter weight norms, and a check that the hooks, the FLOP
   counter and the clocks are still the objects it started with.
@@ -110,7 +111,9 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
                "aten._efficient_attention_forward", "aten._scaled_dot_product_flash_attention_for_cpu"}
 
     embeddings = {"aten.embedding", "aten.embedding_bag", "aten._embedding_bag"}
-    losses = {"aten.nll_loss_forward", "aten.nll_loss2d_forward"}
+    losses = {"aten.nll_loss_forward", "aten.nll_loss2d_forward"}  # a target per token (or per sample)
+    regressions = {"aten.mse_loss", "aten.l1_loss", "aten.smooth_l1_loss", "aten.huber_loss",
+                   "aten.binary_cross_entropy", "aten.binary_cross_entropy_with_logits"}  # a target row per sample
 
     class DtypeMode(TorchDispatchMode):
         """The dtypes the counted step's matrix products ran in (autocast, fp16, fp8 show here), and what the
@@ -134,6 +137,8 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
                 self.indexed[key] = self.indexed.get(key, 0) + int(args[1].numel())
             elif name in losses and len(args) > 1 and isinstance(args[1], torch.Tensor):
                 self.targets += int(args[1].numel())
+            elif name in regressions and len(args) > 1 and isinstance(args[1], torch.Tensor):
+                self.targets += int(args[1].shape[0]) if args[1].dim() else 1
             return func(*args, **(kwargs or {}))
 
     state: dict[str, object] = {"steps": 0, "params": None, "grads": None, "flops": None, "by_op": {},

@@ -1,0 +1,92 @@
+"""A machine in numbers for the production verification (bot/stages/run/verify.py ``verify_candidate``).
+
+:class:`SimulatedMachine` stands where a :class:`~bot.stages.run.candidate.TrialContext` stands: each run of
+an arm is a finished, witnessed trial record whose median step time is drawn log-normally around the arm's
+true time, with the host counters a launcher records. A *burst* — something outside the trial taking the CPU —
+makes two consecutive runs of one arm 3-5x slower; the host then shows it as CPU pressure (as
+``/proc/pressure/cpu`` does), unless ``visible`` is off (a bot that did not look). Used by the tests of the
+sequential verification and by ``benchmarks/verify_sim.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from infrarsi.loss_band import calibrate
+from infrarsi.trial import Candidate, TrialRecord
+from tests.support.witnessed import trial, work_reference
+
+LOSS = (5.0, 4.8, 4.6, 4.5, 4.4, 4.3)
+BASELINE = Candidate.of({"dtype": "fp32"})
+CANDIDATE = Candidate.of({"dtype": "bf16"})
+
+
+@dataclass
+class Burst:
+    arm: str  # "baseline" or "candidate"
+    at: int  # the arm's run (0-based) where it starts; it lasts two runs
+    factor: float
+
+
+@dataclass
+class SimulatedMachine:
+    speedup: float  # the candidate's true speedup
+    sigma: float  # log-sd of a run's median step time
+    seed: int = 0
+    burst: Burst | None = None
+    visible: bool = True  # the host shows the burst (PSI); off: it is counted as if nothing happened
+    step_s: float = 0.5
+    max_pairs: int = 12
+    doctor_sigma: float | None = None  # what the doctor measured (default: the true sigma)
+    order: list[str] = field(default_factory=list)
+    runs: dict[str, int] = field(default_factory=lambda: {"baseline": 0, "candidate": 0})
+
+    def __post_init__(self) -> None:
+        rng = np.random.default_rng(self.seed)
+        # Common random numbers: the j-th counted run of an arm draws the same noise with or without a burst, so
+        # a verdict that differs between the two was flipped by the burst, not by other noise. A run the burst
+        # disturbed draws its own (it is re-run when the bot sees the burst, counted when it does not).
+        self.noise = {"baseline": rng.normal(size=256), "candidate": rng.normal(size=256)}
+        self.burst_noise = rng.normal(size=8)
+        self.bursts_seen = 0
+        self.contract = SimpleNamespace(defaults=lambda: BASELINE.knob_dict(), knobs=(), constraints=(),
+                                        verify=SimpleNamespace(min_effect=0.01, alpha=0.05, max_speedup=10.0,
+                                                               waive=(), max_pairs=self.max_pairs))
+        self.repo = Path(".")
+        self.journal = SimpleNamespace(trials=lambda run_id: [])
+
+    def doctor(self) -> SimpleNamespace:
+        """What verification reads of the doctor: noise, pairs, the witnessed reference and the band."""
+        from infrarsi.stats import repeats_for_effect
+
+        sigma = self.doctor_sigma if self.doctor_sigma is not None else self.sigma
+        pairs = repeats_for_effect(sigma, 0.05, 0.05, 0.8, min_effect=0.01, n_max=self.max_pairs)
+        return SimpleNamespace(verify_pairs=pairs, sigma_log=sigma, peak_flops={}, model_flops_per_step=None,
+                               work=work_reference(), loss_band=calibrate([LOSS, LOSS], rtol=0.02, final_rtol=0.01),
+                               notes=(), fingerprint={}, trials=())
+
+    def run(self, run_id: str, candidate: Candidate, *, witness: bool = False) -> TrialRecord:
+        arm = "baseline" if candidate == BASELINE else "candidate"
+        k = self.runs[arm]
+        self.runs[arm] += 1
+        self.order.append(arm)
+        true = self.step_s / (self.speedup if arm == "candidate" else 1.0)
+        psi = 0.05
+        b = self.burst
+        if b is not None and b.arm == arm and b.at <= k < b.at + 2:
+            z = self.noise[arm][k] if not self.visible else self.burst_noise[self.bursts_seen]
+            self.bursts_seen += 1
+            step = true * b.factor * math.exp(self.sigma * z)
+            psi = 0.75 if self.visible else 0.05
+        else:
+            skipped = self.bursts_seen if self.visible and b is not None and b.arm == arm else 0
+            step = true * math.exp(self.sigma * self.noise[arm][k - skipped])
+        wall = 6 * step + 2.0
+        record = trial(len(self.order), step, cand=candidate, loss=LOSS)
+        host = (("cpus", 2.0), ("cpu_s", 1.8 * wall), ("psi_some_s", psi * wall))
+        return replace(record, metrics=replace(record.metrics, wall_s=wall, host=host))

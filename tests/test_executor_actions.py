@@ -273,3 +273,57 @@ def test_an_interrupt_cancels_the_run_in_flight(fake: FakeGitHub, tmp_path: Path
     assert classify(ex, metrics, warmup=1, measured=1, tokens_per_step=1)[0] is Outcome.INTERRUPTED
     again = executor.execute(_job(repo, "step(2)\n"))
     assert again.killed_for == "interrupt" and len(fake.state.runs) == 1  # nothing more is dispatched
+
+
+def test_a_runner_witness_other_than_the_bots_is_not_checked_not_blamed() -> None:
+    from bot.executors.actions import same_witness
+    from bot.executors.witness import payload_sha256
+    from infrarsi.seams.executor import Execution
+
+    ours = Execution(events=(), returncode=0, wall_s=1.0, peak_rss_bytes=0,
+                     witness={"source_sha256": payload_sha256(), "flops": 1})
+    assert same_witness(ours) == ours
+    theirs = replace(ours, witness={"source_sha256": "0" * 64, "flops": 1})
+    judged = same_witness(theirs)
+    assert judged.witness is None and judged.witness_error is None
+    assert judged.witness_skipped is not None and "install the bot's InfraRSI version" in judged.witness_skipped
+
+
+# A job that logs its steps the way logging and tqdm do (stderr), and one that prints every 10 optimizer steps
+STDERR_LINES = """
+import sys, time
+for i in range(1, 9):
+    time.sleep(0.08)
+    print(f"step {i} loss {1.0 / i:.4f}", file=sys.stderr, flush=True)
+"""
+EVERY_TEN = """
+import time
+for i in range(1, 81):
+    time.sleep(0.01)
+    if i % 10 == 0:
+        print(f"step {i} loss {1.0 / i:.4f}", flush=True)
+"""
+
+
+@pytest.mark.parametrize(("body", "stream", "per_line", "step_s"), [(STDERR_LINES, "stderr", 1, 0.08),
+                                                                    (EVERY_TEN, "stdout", 10, 0.01)],
+                         ids=["stderr", "every-10-steps"])
+def test_a_runner_counts_and_times_steps_as_the_local_executor_does(fake: FakeGitHub, tmp_path: Path, body: str,
+                                                                   stream: str, per_line: int, step_s: float) -> None:
+    from bot.executors.local import LocalExecutor
+
+    repo = _trial_repo(tmp_path / "repo")
+    fake.plan_for = TrialWorkflowRunner(fake)
+    spec = replace(_job(repo, body), source="stdout", stdout_regex=r"^step (?P<step>\d+) loss (?P<loss>\S+)",
+                   step_stream=stream, steps_per_line=per_line)
+    remote = make_executor(fake, poll_interval_s=0.02).execute(spec)
+    local = LocalExecutor().execute(spec)
+    counted = {}
+    for name, ex in (("actions", remote), ("local", local)):
+        metrics = summarize(ex, warmup=1, measured=7, steps_per_line=per_line)
+        counted[name] = (len(ex.events), metrics.step_time_s)
+        assert classify(ex, metrics, warmup=1, measured=7, tokens_per_step=1,
+                        steps_per_line=per_line)[0] is Outcome.OK, ex.stderr_tail
+    assert counted["actions"][0] == counted["local"][0] == 8
+    assert counted["actions"][1] == pytest.approx(counted["local"][1], rel=0.5)  # one clock, the same job
+    assert step_s * 0.9 < counted["local"][1] < step_s * 3  # per optimizer step, not per line

@@ -144,3 +144,22 @@ def test_ranks_merge_into_one_execution() -> None:
     assert (gpus.device_peak_mem_bytes, gpus.device_steady_bytes, gpus.device_capacity_bytes) == (60, 35, 78)
     single = merge_ranks({0: _ex(returncode=1)})
     assert single is not None and single.failed_rank is None
+
+
+def test_ranks_stopped_after_rank_0_saw_every_step_are_collateral_and_every_rank_reports() -> None:
+    # rank 0's agent ended its job after the measured steps; rank 1 lost its collective and srun stopped it
+    done = merge_ranks({0: _ex(returncode=-15, stopped_after_steps=True, witness={"rank": "0", "flops": 1},
+                               lock_changed=()),
+                        1: _ex(returncode=-9, killed_for="interrupt", witness={"rank": "1", "flops": 1},
+                               lock_changed=())})
+    assert done is not None and done.killed_for is None and done.failed_rank is None and done.stopped_after_steps
+    assert [w["rank"] for w in done.witness_ranks] == [0, 1] and done.witness == {"rank": 0, "flops": 1}
+    assert done.lock_changed == ()
+    # a rank over its memory limit is not collateral, and a rank that found a locked file changed is named
+    oom = merge_ranks({0: _ex(returncode=-15, stopped_after_steps=True, lock_changed=()),
+                       1: _ex(returncode=-9, killed_for="memory", lock_changed=("harness.py",))})
+    assert oom is not None and oom.killed_for == "memory" and oom.lock_changed == ("harness.py",)
+    # one rank's witness could not be trusted: the trial says which
+    spoofed = merge_ranks({0: _ex(witness={"flops": 1}), 1: _ex(witness_error="a witness report failed "
+                                                                 "authentication (spoofed)")})
+    assert spoofed is not None and spoofed.witness_error == "rank 1: a witness report failed authentication (spoofed)"

@@ -16,7 +16,7 @@ from bot.workspace.errors import StaleBranchError
 from bot.workspace.worktrees import trial_branch
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
-from infrarsi.seams.executor import Execution, TrialSpec
+from infrarsi.seams.executor import Executor, Execution, TrialSpec
 from infrarsi.journal import Journal
 from infrarsi.patches import Effect, PatchSpec
 from infrarsi.trial import Candidate, Outcome
@@ -25,7 +25,7 @@ from tests.conftest import infrarsi
 EFFECT = Effect(time_ratio=1.0, time_sigma=0.1, mem_ratio=1.0, mem_sigma=0.1, source="test")
 
 
-class MustNotLaunch:
+class MustNotLaunch(Executor):
     """An executor for candidates that must be rejected before anything runs."""
 
     name = "must-not-launch"

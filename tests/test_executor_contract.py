@@ -67,7 +67,7 @@ def executor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     yield EXECUTORS[request.param]()
 
 
-class _CommitPushDispatch:
+class _CommitPushDispatch(Executor):
     """The Actions executor as the bot drives it (bot.stages.run.candidate): the job's directory is a trial
     branch's worktree; what the test wrote is committed before ``execute`` pushes and dispatches it.
 

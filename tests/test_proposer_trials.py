@@ -23,7 +23,7 @@ from bot.proposers.session import editable_sources
 from infrarsi.rundir import journal_path
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
-from infrarsi.seams.executor import Execution, TrialSpec
+from infrarsi.seams.executor import Executor, Execution, TrialSpec
 from infrarsi.journal import Journal
 from infrarsi.trial import Candidate, Outcome
 from tests.conftest import REPO, TINY_ARGS, copy_fixture
@@ -33,7 +33,7 @@ SECRETS = {"ANTHROPIC_API_KEY": "sk-ant-api03-CANARY-anthropic-0123456789",
            "GITHUB_TOKEN": "ghp_CANARYgithub0123456789"}
 
 
-class CountingExecutor:
+class CountingExecutor(Executor):
     """The local executor, counting launches (a real executor, not a mock)."""
 
     name = "local"

@@ -40,7 +40,7 @@ from bot.workspace.naming import parse_trial_branch
 from bot.executors.witness import payload_sha256
 from bot.forges.github_api import GitHubAPIError, GitHubClient
 from infrarsi.contract.model import PYTHON_PLACEHOLDER, ActionsLaunch
-from infrarsi.seams.executor import Execution, TrialSpec
+from infrarsi.seams.executor import Executor, Execution, TrialSpec
 from infrarsi.seams.executor_codec import execution_from_dict, execution_to_dict, spec_from_dict, spec_to_dict
 
 RECORD_FILE = "execution.json"
@@ -120,7 +120,7 @@ class ActionsSettings:
     devices: int = 1  # devices one runner holds: cost = run duration x devices
 
 
-class ActionsExecutor:
+class ActionsExecutor(Executor):
     """An :class:`infrarsi.seams.executor.Executor` whose trials run on self-hosted GitHub Actions runners.
 
     ``push(repo_root, branch)`` makes the trial branch exist on GitHub (the

@@ -17,11 +17,11 @@ from bot.executors.supervise import supervise
 from bot.executors.witness import device_memory_env, open_channel, witness_final_step
 from bot.executors.streams import (LineReader, StepCollector, ignore, on_step_line, open_probe_pipe,
                                    probe_handler, regex_handler)
-from infrarsi.seams.executor import Execution, TrialSpec
+from infrarsi.seams.executor import Executor, Execution, TrialSpec
 from infrarsi.probe import FD_ENV
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     """Runs a trial in its own session with a scrubbed environment, a timeout and a memory limit.
 
     Memory is sampled every ``sample_interval_s`` over the whole process tree; the

@@ -51,7 +51,7 @@ from bot.executors.locked_files import changed_locked_files, merged, refused
 from bot.executors.witness import device_memory_env, witness_final_step
 from bot.executors.witness.ranks import SHIM_SETUP, RankChannels, merged_witness
 from infrarsi.contract.model import Launch
-from infrarsi.seams.executor import Execution, TrialSpec
+from infrarsi.seams.executor import Executor, Execution, TrialSpec
 from infrarsi.probe import FILE_ENV
 
 # Run in each rank by torchrun: send this rank's stderr (and, but for rank 0, its stdout) to
@@ -191,7 +191,7 @@ def kill_everything(tree: ProcessTree) -> None:
     tree.kill()
 
 
-class TorchrunExecutor:
+class TorchrunExecutor(Executor):
     """Runs a trial as ``nproc_per_node`` ranks under torchrun; the same contract as the local executor."""
 
     name = "torchrun"

@@ -8,6 +8,7 @@ engine's job (:mod:`infrarsi.measure`), so every executor is judged the same way
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
 from infrarsi.trial import StepEvent
@@ -80,12 +81,28 @@ class Execution:
 class Executor(Protocol):
     """Launch one trial in isolation and measure it.
 
-    Contract every implementation honours (``tests/executor_contract.py``):
+    Contract every implementation honours (``tests/test_executor_contract.py``):
     the job gets a scrubbed environment, its own process group, the timeout and
     the memory limit of the spec; step events are stamped by the launcher as they
-    arrive; when ``execute`` returns no process of the trial is left.
+    arrive; the witness runs in the job's interpreter when the spec asks for it
+    and the locked files are checked where the job runs, or the execution says it
+    could not (``witness_skipped``, ``lock_changed = None``); when ``execute``
+    returns no process of the trial is left. Implementations subclass this
+    Protocol, so the optional capabilities below have their defaults: callers
+    never probe for them.
     """
 
     name: str
 
     def execute(self, spec: TrialSpec) -> Execution: ...
+
+    def interrupt(self) -> None:
+        """Ask a running ``execute`` to end its trial and return (from another thread or a signal handler)."""
+        ...
+
+    def recover_pending(self, contract: Any, journal: Any, run_id: str, candidates: Mapping[str, Any]) -> int:
+        """Read back the trials a killed bot left running outside it (a scheduler's jobs outlive the bot), as
+        ``infrarsi run --resume`` does; returns how many were. An executor whose trials die with the bot has
+        none: the default."""
+        del contract, journal, run_id, candidates
+        return 0

@@ -55,7 +55,7 @@ from bot.executors.slurm.records import (
 )
 from bot.executors.slurm.script import batch_script, sbatch_args, time_limit_min
 from infrarsi.contract.model import SlurmLaunch
-from infrarsi.seams.executor import Execution, TrialSpec
+from infrarsi.seams.executor import Executor, Execution, TrialSpec
 
 # What the bot's own Slurm clients (sbatch, scontrol, scancel) run with: enough to find the cluster.
 CLIENT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "SLURM_CONF")
@@ -74,7 +74,7 @@ def job_name(spec: TrialSpec) -> str:
     return f"infrarsi-{m.group(1)}-{m.group(2)}" if m else "infrarsi-trial"
 
 
-class SlurmExecutor:
+class SlurmExecutor(Executor):
     """An :class:`infrarsi.seams.executor.Executor` whose trials are Slurm batch jobs."""
 
     name = "slurm"

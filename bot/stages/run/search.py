@@ -145,8 +145,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
                           seed=options.seed, device_memory_limit=gpu_memory(doctor))
     seen = {r.candidate.digest(): r.candidate for r in journal.trials(run_id)}
     # a scheduler's jobs outlive a killed bot: those are read back, not repeated (bot/executors/slurm/recover.py)
-    recover = getattr(ctx.executor, "recover_pending", None)
-    if recover is not None and (found := recover(contract, journal, run_id, seen)):
+    if found := ctx.executor.recover_pending(contract, journal, run_id, seen):
         _emit(progress, event="resume", message=f"{found} trial(s) that ran on while the bot was down read back")
     interrupted = recover_interrupted(journal, run_id, seen, contract.budget.trial_timeout_s)
     if interrupted:

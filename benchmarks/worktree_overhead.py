@@ -48,7 +48,7 @@ def catalog_patcher(repo: Path) -> Callable[[Path, int], None]:
     from bot.stages.run.candidate import changed_files
     from bot.patching.catalog import applicable_patches
     from bot.stages.init.draft import draft_contract
-    from bot.patching.apply import apply_patches
+    from bot.patching.patch_set import apply_patches
     from bot.patching.audit import audit_tree
     from bot.stages.init.scan import scan_repo
     from bot.stages.init.toml_writer import render_contract

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.patching.apply import apply_patch
+from bot.patching.one_patch import apply_patch
 from bot.patching.audit import NULL_BLOB, AuditedChange, audit_tree, blob_id
 from bot.patching.codemods import run_codemod
 from bot.patching.results import Failed, NotApplicable, Rewritten

@@ -15,7 +15,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.patching.apply import apply_patch, apply_patches
+from bot.patching.one_patch import apply_patch
+from bot.patching.patch_set import apply_patches
 from bot.patching.audit import unit_codes
 from bot.patching.conflicts import claim_of, derived_conflicts, shared
 from bot.patching.results import Applied, NotApplicable

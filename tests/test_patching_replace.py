@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.patching.apply import apply_patch
+from bot.patching.one_patch import apply_patch
 from bot.patching.replace import replace_definition
 from bot.patching.results import Applied, Broken, Declined, Failed, NotApplicable, Rewritten
 from infrarsi.patches import Effect, PatchSpec

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
 from infrarsi.stats import Comparison, compare, min_exact_p
-from infrarsi.stats.compare import _decide, _exact_tied_p, _resampled_medians
+from infrarsi.stats.compare import _exact_tied_p, _resampled_medians, decide
 
 run_medians = st.lists(st.floats(min_value=0.01, max_value=10.0, allow_nan=False), min_size=2, max_size=12)
 FAST_BOOT = 400
@@ -168,7 +168,7 @@ def test_batched_rule_matches_compare():
     """simulate_ab runs the batched rule; its deterministic parts must equal compare's."""
     rng = np.random.default_rng(6)
     base, cand = np.exp(0.03 * rng.standard_normal((20, 8))), np.exp(0.03 * rng.standard_normal((20, 8)))
-    batch = _decide(base, cand, min_effect=0.0, alpha=0.05, n_boot=FAST_BOOT, seed=0)
+    batch = decide(base, cand, min_effect=0.0, alpha=0.05, n_boot=FAST_BOOT, seed=0)
     for i in range(20):
         res = compare(base[i], cand[i], min_effect=0.0, n_boot=FAST_BOOT)
         assert batch.p_value[i] == pytest.approx(res.p_value)

@@ -5,7 +5,8 @@ The engine describes patches (:mod:`infrarsi.patches`); everything that parses
 or writes source lives here.
 """
 
-from bot.patching.apply import apply_patch, apply_patches
+from bot.patching.one_patch import apply_patch
+from bot.patching.patch_set import apply_patches
 from bot.patching.audit import AuditedChange, AuditResult, Violation, audit_tree, blob_id
 from bot.patching.codemods import REGISTRY, describe, run_codemod
 from bot.patching.replace import replace_definition

@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from bot.patching.audit import unit_codes
+from bot.patching.one_patch import apply_patch, canonical_order
 from bot.patching.results import Applied, Failed, NotApplicable, PatchResult
 from bot.patching.symbols import FILE, MODULE, covers, split_target
 from infrarsi.patches import PatchSpec
@@ -169,8 +170,6 @@ def scratch_apply(files: Mapping[str, bytes], specs: Sequence[PatchSpec]
     """Apply ``specs`` in order (the last one alone being judged, the others its requirements) to a scratch
     copy of ``files``: (results, the files before the last one, after it). The scratch tree holds only
     the files the patches may write: a patch reads and writes nothing else."""
-    from bot.patching.apply import apply_patch
-
     with tempfile.TemporaryDirectory(prefix="infrarsi-claim-") as tmp:
         root = Path(tmp)
         for path, data in files.items():
@@ -273,8 +272,6 @@ def apply_set(root: Path, specs: Sequence[PatchSpec],
 
 def _requirements(spec: PatchSpec, by_id: Mapping[str, PatchSpec]) -> list[PatchSpec] | None:
     """The patches ``spec`` requires, transitively, in an order they apply in; None if one is absent."""
-    from bot.patching.apply import canonical_order
-
     closure: dict[str, PatchSpec] = {}
     todo = list(spec.requires)
     while todo:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bot.patching.audit import audit_tree
 from bot.patching.conflicts import Claim, claim_from, derived_conflicts, scratch_apply, with_conflicts
+from bot.patching.one_patch import canonical_order
 from bot.patching.results import Applied, Failed, NotApplicable
 from bot.patching.symbols import split_target
 from infrarsi.contract.model import Scope
@@ -87,8 +88,6 @@ def screen_patches(read: Reader, specs: Sequence[PatchSpec], scope: Scope, *,
 
 
 def _closure(spec: PatchSpec, by_id: Mapping[str, PatchSpec]) -> list[str]:
-    from bot.patching.apply import canonical_order
-
     found: dict[str, PatchSpec] = {}
     todo = list(spec.requires)
     while todo:

@@ -35,6 +35,7 @@ import numpy as np
 from scipy import special
 
 from infrarsi.search.features import INTERCEPT, EffectRow
+from infrarsi.search.gaussian import effect_rows, quad
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -57,7 +58,7 @@ class FeasibilityPosterior:
         mu = xt @ self.mean
         if not moderated:
             return special.expit(mu)
-        var = np.maximum(_quad(xt, self.cov), 0.0)
+        var = np.maximum(quad(xt, self.cov), 0.0)
         return special.expit(mu / np.sqrt(1.0 + math.pi * var / 8.0))
 
     def prob_ok(self, x: np.ndarray) -> np.ndarray:
@@ -65,14 +66,7 @@ class FeasibilityPosterior:
         return 1.0 - self.prob_fail(x)
 
     def effects(self) -> list[EffectRow]:
-        sd = np.sqrt(np.diag(self.cov))
-        return [EffectRow(feature=n, prior_mean=float(pm), prior_sd=float(ps), post_mean=float(m), post_sd=float(s))
-                for n, pm, ps, m, s in zip(self.names, self.prior_mean, self.prior_sd, self.mean, sd)]
-
-
-def _quad(x: np.ndarray, cov: np.ndarray) -> np.ndarray:
-    """Row-wise ``x_i' cov x_i`` (one matrix product; einsum's three-operand path is far slower)."""
-    return np.sum((x @ cov) * x, axis=1)
+        return effect_rows(self.names, self.prior_mean, self.prior_sd, self.mean, self.cov)
 
 
 def with_levels(x: np.ndarray, levels: tuple[tuple[int, float], ...]) -> np.ndarray:

@@ -32,6 +32,7 @@ import numpy as np
 from scipy import linalg, special
 
 from infrarsi.search.features import INTERCEPT, EffectRow, noise_log_prior
+from infrarsi.search.gaussian import effect_rows, prob_below, quad
 
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -68,7 +69,7 @@ class MemoryPosterior:
         """Mean of log peak bytes and the variance due to coefficient uncertainty (no noise)."""
         xt = with_intercept(x)
         mu = xt @ self.mean
-        return mu, np.maximum(_quad(xt, self.cov), 0.0)
+        return mu, np.maximum(quad(xt, self.cov), 0.0)
 
     def prob_fits(self, x: np.ndarray, limit_bytes: float | None) -> np.ndarray:
         """P(peak < limit) for design rows ``x``; 1 when there is no limit."""
@@ -83,9 +84,7 @@ class MemoryPosterior:
         return math.exp(float(self.mean[0]))
 
     def effects(self) -> list[EffectRow]:
-        sd = np.sqrt(np.diag(self.cov))
-        return [EffectRow(feature=n, prior_mean=float(pm), prior_sd=float(ps), post_mean=float(m), post_sd=float(s))
-                for n, pm, ps, m, s in zip(self.names, self.prior_mean, self.prior_sd, self.mean, sd)]
+        return effect_rows(self.names, self.prior_mean, self.prior_sd, self.mean, self.cov)
 
     def prices(self) -> list[MemoryPrice]:
         """Every coefficient but the intercept as a memory price, cheapest (most saving) first."""
@@ -100,16 +99,6 @@ class MemoryPosterior:
         return next(p for p in self.prices() if p.feature == feature)
 
     memory_price = price
-
-
-def prob_below(mu: np.ndarray, var: np.ndarray, sigma: float, limit_bytes: float) -> np.ndarray:
-    """P(log peak < log limit) for predicted means ``mu`` with coefficient variance ``var`` and noise ``sigma``."""
-    return special.ndtr((math.log(limit_bytes) - mu) / np.sqrt(var + sigma ** 2))
-
-
-def _quad(x: np.ndarray, cov: np.ndarray) -> np.ndarray:
-    """Row-wise ``x_i' cov x_i`` (one matrix product; einsum's three-operand path is far slower)."""
-    return np.sum((x @ cov) * x, axis=1)
 
 
 def with_intercept(x: np.ndarray) -> np.ndarray:

@@ -47,11 +47,11 @@ import numpy as np
 from scipy import special
 
 from infrarsi.search.features import INTERCEPT, MEMORY_PART_NAMES, MIN_PRIOR_SD, EffectRow, part_prior_lookup
+from infrarsi.search.gaussian import effect_rows, prob_below
 from infrarsi.search.memory_model import (
     MemoryPrice,
     inverse_pd,
     newton,
-    prob_below,
     tobit_curvature,
     tobit_objective,
     with_intercept,
@@ -119,9 +119,7 @@ class PartsMemoryPosterior:
         return float(self._parts(with_intercept(np.zeros((1, len(self.names) - 1))))[1][0])
 
     def effects(self) -> list[EffectRow]:
-        sd = np.sqrt(np.diag(self.cov))
-        return [EffectRow(feature=n, prior_mean=float(pm), prior_sd=float(ps), post_mean=float(m), post_sd=float(s))
-                for n, pm, ps, m, s in zip(self.coefficient_names, self.prior_mean, self.prior_sd, self.mean, sd)]
+        return effect_rows(self.coefficient_names, self.prior_mean, self.prior_sd, self.mean, self.cov)
 
     def prices(self) -> list[MemoryPrice]:
         """Every design feature as a memory price at the baseline (the change of the *sum*), most saving first."""

@@ -36,6 +36,7 @@ import numpy as np
 from scipy import linalg, optimize
 
 from infrarsi.search.features import INTERCEPT, EffectRow, noise_log_prior
+from infrarsi.search.gaussian import effect_rows, quad
 
 #: Bounds on the noise sd of log step time searched by empirical Bayes.
 SIGMA_BOUNDS: tuple[float, float] = (1e-3, 2.0)
@@ -69,7 +70,7 @@ class TimePosterior:
         """Mean and variance of the *latent* log step time (no run noise) at design rows ``x``."""
         xt = _with_intercept(x)
         mu = xt @ self.mean
-        var = _quad(xt, self.cov)
+        var = quad(xt, self.cov)
         return mu, np.maximum(var, 0.0)
 
     def predict_difference(self, x: np.ndarray, x_ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -80,7 +81,7 @@ class TimePosterior:
         """
         d = np.atleast_2d(np.asarray(x, dtype=float)) - np.asarray(x_ref, dtype=float).reshape(1, -1)
         cov = self.cov[1:, 1:]
-        return d @ self.mean[1:], np.maximum(_quad(d, cov), 0.0)
+        return d @ self.mean[1:], np.maximum(quad(d, cov), 0.0)
 
     def believe(self, x: np.ndarray) -> TimePosterior:
         """The posterior after a fantasy observation at ``x`` equal to its own predicted mean.
@@ -95,14 +96,7 @@ class TimePosterior:
         return replace(self, cov=self.cov - np.outer(cx, cx) / denom)
 
     def effects(self) -> list[EffectRow]:
-        sd = np.sqrt(np.diag(self.cov))
-        return [EffectRow(feature=n, prior_mean=float(pm), prior_sd=float(ps), post_mean=float(m), post_sd=float(s))
-                for n, pm, ps, m, s in zip(self.names, self.prior_mean, self.prior_sd, self.mean, sd)]
-
-
-def _quad(x: np.ndarray, cov: np.ndarray) -> np.ndarray:
-    """Row-wise ``x_i' cov x_i`` (one matrix product; einsum's three-operand path is far slower)."""
-    return np.sum((x @ cov) * x, axis=1)
+        return effect_rows(self.names, self.prior_mean, self.prior_sd, self.mean, self.cov)
 
 
 def _with_intercept(x: np.ndarray) -> np.ndarray:
@@ -157,7 +151,7 @@ def fit_time(x: np.ndarray, y: np.ndarray, *, names: tuple[str, ...], prior_mean
     for _ in range(T_ITERATIONS):
         # E-step: the expected precision scale of each trial's noise given the fit (its residual's square
         # plus the posterior variance of its mean), then the Gaussian fit again with those weights
-        r2 = (y - xt @ mean) ** 2 + _quad(xt, cov)
+        r2 = (y - xt @ mean) ** 2 + quad(xt, cov)
         weights = (T_DOF + 1.0) / (T_DOF + r2 / sigma ** 2)
         sigma, mean, cov = _fit_given_weights(xt, y, weights, m0, s0, noise)
     return TimePosterior(names=(INTERCEPT, *names), prior_mean=m0, prior_sd=s0, mean=mean, cov=cov,

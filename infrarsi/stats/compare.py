@@ -202,7 +202,7 @@ class _Batch:
     significant: np.ndarray
 
 
-def _decide(base: np.ndarray, cand: np.ndarray, *, min_effect: float, alpha: float,
+def decide(base: np.ndarray, cand: np.ndarray, *, min_effect: float, alpha: float,
             n_boot: int, seed: int) -> _Batch:
     """The decision rule for many comparisons at once (one per row).
 
@@ -243,7 +243,7 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *, min_effect
     check_rule(min_effect=min_effect, alpha=alpha, n_boot=n_boot, seed=seed)
     b = positive_1d(baseline, "baseline", min_len=2)
     c = positive_1d(candidate, "candidate", min_len=2)
-    batch = _decide(b[None, :], c[None, :], min_effect=min_effect, alpha=alpha,
+    batch = decide(b[None, :], c[None, :], min_effect=min_effect, alpha=alpha,
                     n_boot=n_boot, seed=seed)
     p, lo, hi = float(batch.p_value[0]), float(batch.ci_low[0]), float(batch.ci_high[0])
     speedup = float(batch.speedup[0])

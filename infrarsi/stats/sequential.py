@@ -42,7 +42,7 @@ import numpy as np
 from scipy import stats as _st
 
 from infrarsi.stats._checks import non_negative, positive_int, probability
-from infrarsi.stats.compare import Comparison, _decide, check_rule, compare, min_exact_p, p_below
+from infrarsi.stats.compare import Comparison, check_rule, decide, compare, min_exact_p, p_below
 
 Stop = Literal["efficacy", "futility", "max_pairs", "continue"]
 
@@ -222,7 +222,7 @@ def simulate_sequential(plan: SequentialPlan, *, true_speedup: float, trials: in
         if rows.size == 0:
             break
         b, c = base[rows, :n], cand[rows, :n]
-        batch = _decide(b, c, min_effect=plan.min_effect, alpha=plan.alpha, n_boot=n_boot,
+        batch = decide(b, c, min_effect=plan.min_effect, alpha=plan.alpha, n_boot=n_boot,
                         seed=int(look_seq.generate_state(1)[0]))
         win = batch.significant & p_below(batch.p_value, level)
         lose = ~win & (_p_above_min_effect(plan, b, c) < plan.futility)

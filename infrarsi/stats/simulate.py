@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from infrarsi.stats._checks import non_negative, positive_int
-from infrarsi.stats.compare import _decide, check_rule
+from infrarsi.stats.compare import check_rule, decide
 
 #: Bootstrap values held at once (about 16 MB per float64 array).
 _CHUNK_VALUES: int = 2_000_000
@@ -47,7 +47,7 @@ def simulate_ab(*, sigma_log: float, true_speedup: float, n: int, trials: int,
     promoted = 0
     for start, chunk_seq in zip(starts, rule_seq.spawn(len(starts))):
         sl = slice(start, start + step)
-        batch = _decide(base[sl], cand[sl], min_effect=min_effect, alpha=alpha, n_boot=n_boot,
+        batch = decide(base[sl], cand[sl], min_effect=min_effect, alpha=alpha, n_boot=n_boot,
                         seed=int(chunk_seq.generate_state(1)[0]))
         promoted += int(np.count_nonzero(batch.significant))
     return promoted / trials

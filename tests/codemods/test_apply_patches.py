@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.patching.apply import apply_patch, apply_patches
+from bot.patching.one_patch import apply_patch
+from bot.patching.patch_set import apply_patches
 from bot.patching.results import Applied, Failed, NotApplicable
 from infrarsi.patches import Effect, PatchSpec
 from tests.codemods.support import NANOGPT_ATTENTION, norm

@@ -18,7 +18,7 @@ from bot.workspace.errors import GitLayerError
 from bot.workspace.refs import is_git_repo
 from bot.workspace.trees import changed_files
 from bot.workspace.worktrees import create_trial_worktree, link_data, remove_trial_worktree
-from bot.patching.apply import apply_patches
+from bot.patching.patch_set import apply_patches
 from bot.patching.audit import AuditResult, audit_tree
 from bot.patching.results import Applied, Failed, NotApplicable
 from bot.stages.run.trial import TrialRequest, record_rejected, run_trial

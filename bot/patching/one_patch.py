@@ -1,11 +1,9 @@
-"""Apply patch specs to a working tree, in place, without ever raising.
+"""Apply one patch spec to a working tree, in place, without ever raising; and the order a set applies in.
 
 One patch is all-or-nothing: every target file is rewritten in memory first
 and files are written only when none failed, so a ``Failed`` or
-``NotApplicable`` patch leaves the tree as it was. A set of patches is applied
-in one canonical order (requirements first, then by id), so the same set gives
-the same bytes whichever order the search listed it in. Conflicts and missing
-requirements are settled before anything is touched.
+``NotApplicable`` patch leaves the tree as it was. A set is applied in one
+canonical order (requirements first, then by id): :mod:`bot.patching.patch_set`.
 """
 
 from __future__ import annotations
@@ -43,27 +41,6 @@ def apply_patch(root: Path, spec: PatchSpec, *, applied: Collection[str] = ()) -
         return Failed(patch_id=spec.id, error=f"{type(e).__name__}: {e}")
 
 
-def apply_patches(root: Path, specs: Iterable[PatchSpec]) -> tuple[PatchResult, ...]:
-    """Apply a set of patches in canonical order; one result per patch, in that order.
-
-    Two patches in the set that conflict (either side naming the other, or both
-    changing the same symbol: :mod:`bot.patching.conflicts`) are both
-    NotApplicable: the set is inconsistent and choosing a winner would make the
-    outcome depend on something other than the set. A patch whose requirement is
-    absent or did not apply is NotApplicable too. A set whose result is not
-    exactly every applied member's own change is refused and the files restored.
-    """
-    listed = list(specs)
-    try:
-        if len({s.id for s in listed}) > 1:
-            from bot.patching.conflicts import apply_set
-
-            return apply_set(Path(root), listed, _apply_all)
-        return _apply_all(Path(root), listed)
-    except Exception as e:  # noqa: BLE001
-        return tuple(Failed(patch_id=s.id, error=f"{type(e).__name__}: {e}") for s in listed)
-
-
 def canonical_order(specs: Iterable[PatchSpec]) -> tuple[list[PatchSpec], list[PatchSpec]]:
     """(ordered, cyclic): requirements before the patches needing them, ties by id;
     patches caught in a requirement cycle are returned apart."""
@@ -82,40 +59,6 @@ def canonical_order(specs: Iterable[PatchSpec]) -> tuple[list[PatchSpec], list[P
                 heapq.heappush(ready, other)
     cyclic = sorted((by_id[i] for i in by_id if i not in done), key=lambda s: s.id)
     return ordered, cyclic
-
-
-def _apply_all(root: Path, specs: list[PatchSpec]) -> tuple[PatchResult, ...]:
-    results: dict[str, PatchResult] = {}
-    unique: dict[str, PatchSpec] = {}
-    for spec in sorted(specs, key=lambda s: (s.id, s.digest())):
-        if spec.id in unique and unique[spec.id].digest() != spec.digest():
-            results[spec.id] = NotApplicable(patch_id=spec.id, reason="two different patches share this id")
-        unique.setdefault(spec.id, spec)
-    ids = set(unique)
-    ordered, cyclic = canonical_order(unique.values())
-    for spec in cyclic:
-        results.setdefault(spec.id, NotApplicable(patch_id=spec.id, reason="its requirements form a cycle"))
-    for spec in ordered:
-        clash = sorted(other.id for other in unique.values() if other.id != spec.id
-                       and (other.id in spec.conflicts_with or spec.id in other.conflicts_with))
-        if clash:
-            results.setdefault(spec.id, NotApplicable(patch_id=spec.id,
-                                                      reason=f"conflicts with {', '.join(clash)} in the same set"))
-    applied: set[str] = set()
-    for spec in ordered:
-        if spec.id in results:
-            continue
-        absent = sorted(r for r in spec.requires if r not in ids)
-        if absent:
-            results[spec.id] = NotApplicable(patch_id=spec.id, reason=f"requires {', '.join(absent)}, "
-                                             "which is not in this set")
-            continue
-        result = apply_patch(root, spec, applied=applied)
-        results[spec.id] = result
-        if isinstance(result, Applied):
-            applied.add(spec.id)
-    order = [s.id for s in ordered] + [s.id for s in cyclic]
-    return tuple(results[i] for i in order)
 
 
 def _apply(root: Path, spec: PatchSpec, applied: frozenset[str]) -> PatchResult:

@@ -10,7 +10,7 @@ and ``engine.next_batch(q=1)``. Each is timed here on an engine that already
 holds ``n - 1`` records, at ``n`` = 20, 100 and 1,000 (a long-lived experience
 bank or a resumed long run makes the last one real), several repeats each.
 
-The records are trials of a simulated job (``infrarsi.sim``, the same space,
+The records are trials of a simulated job (``simlab.cluster``, the same space,
 contract and priors as ``benchmarks/search.py``'s engine): the default, then
 distinct random configurations the launcher accepts, run on the simulator, so
 they carry its OOMs (censored peaks) and crashes. The figure is stated against
@@ -39,7 +39,7 @@ from benchmarks.doc_sections import recorded_command
 from benchmarks.search_tuners import Trial, engine_space, key, random_configs, to_record
 from bot.stages.run.priors import builtin_priors
 from infrarsi.search.engine import SearchEngine
-from infrarsi.sim import SimulatedJob
+from simlab.cluster import SimulatedJob
 from infrarsi.trial import TrialRecord
 
 #: A default tinygpt trial, wall seconds including start-up (fixtures/tinygpt/README.md).

@@ -89,7 +89,7 @@ from benchmarks.search_tuners import key
 from benchmarks.space_table import SUPPLEMENT, Run, Table, compared_keys, config_candidate, load, save, to_json
 from infrarsi.contract import load_contract
 from infrarsi.contract.load import parse_memory
-from infrarsi.sim.knobs import Value
+from simlab.cluster.knobs import Value
 
 #: What is measured per fixture: knob values (the other knobs stay at their defaults), the patches whose
 #: every valid subset is crossed with them, the workload and the memory limit. Chosen from each fixture's

@@ -4,7 +4,7 @@
     nice -n 19 .venv/bin/python -m benchmarks.search --quick    # 4 pairs, 3 seeds (minutes)
 
 Writes ``docs/BENCHMARKS.md`` (``--out``). For every catalogued (workload,
-cluster) pair of :mod:`infrarsi.sim` and every seed, each method of
+cluster) pair of :mod:`simlab.cluster` and every seed, each method of
 :data:`benchmarks.search_tuners.METHODS` runs up to the largest budget on a
 fresh ``SimulatedJob(workload, cluster, seed)`` (so trial ``i`` of every method
 gets the same noise draw); the first ``B`` trials are its run at budget ``B``.
@@ -40,10 +40,10 @@ from benchmarks.search_tuners import (METHODS, TPE_VARIANTS, Bench, SimBench, Tr
                                       to_candidate)
 from infrarsi.bank import Effect as BankEffect
 from infrarsi.bank import Finding, FindingOutcome, SqliteBank, as_pairs, hardware_fingerprint, workload_fingerprint
-from infrarsi.sim import SimulatedJob, catalog
-from infrarsi.sim.hardware import Cluster
-from infrarsi.sim.knobs import Value
-from infrarsi.sim.workloads import Workload
+from simlab.cluster import SimulatedJob, catalog
+from simlab.cluster.hardware import Cluster
+from simlab.cluster.knobs import Value
+from simlab.cluster.workloads import Workload
 from infrarsi.stats import compare
 from infrarsi.stats.power import repeats_for_effect
 

@@ -51,7 +51,7 @@ from benchmarks.search_table import METHODS, cached_table, check_complete, repla
 from benchmarks.search_tuners import key, play
 from benchmarks.space_table import (Run, Table, TableError, TableSpace, compared_keys, config_candidate, load,
                                     machine_text, optimum, sigma_log, true_time)
-from infrarsi.sim.knobs import Value
+from simlab.cluster.knobs import Value
 from infrarsi.stats.power import min_repeats
 
 SECTION = "live-confirmation"

@@ -19,7 +19,7 @@ from typing import Any
 
 from benchmarks.search_tuners import METHODS, play, to_candidate
 from infrarsi.search.engine import SearchEngine
-from infrarsi.sim import SimulatedJob
+from simlab.cluster import SimulatedJob
 
 GIB = 2.0 ** 30
 

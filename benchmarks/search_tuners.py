@@ -1,7 +1,7 @@
-"""The tuners compared on the training simulator (``infrarsi.sim``), and the session they share.
+"""The tuners compared on the training simulator (``simlab.cluster``), and the session they share.
 
 Every method gets the same thing: a :class:`Session` over one
-:class:`~infrarsi.sim.SimulatedJob` that runs a configuration and answers with
+:class:`~simlab.cluster.SimulatedJob` that runs a configuration and answers with
 a noisy step time, an OOM or a crash, and stops the method at its trial budget.
 Every method's first trial is the default configuration (what the doctor stage
 measures; for Optuna an enqueued trial), and every method knows the same
@@ -37,8 +37,8 @@ from infrarsi.contract.model import Constraint, Knob
 from infrarsi.patches import Effect, PatchSpec
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.space import SearchSpace
-from infrarsi.sim import SimulatedJob
-from infrarsi.sim.knobs import DEFAULT, Dimension, Value
+from simlab.cluster import SimulatedJob
+from simlab.cluster.knobs import DEFAULT, Dimension, Value
 from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
 
 Config = dict[str, Value]
@@ -171,7 +171,7 @@ def key(config: Mapping[str, Value]) -> tuple[Any, ...]:
 
 def known_valid(config: Mapping[str, Value], world: int) -> bool:
     """The checks a launcher makes from the parallel arguments alone, without the model's shape
-    (``infrarsi.sim.rules`` 1, 4, 9, 10, 11 and the data-parallel half of 6)."""
+    (``simlab.cluster.rules`` 1, 4, 9, 10, 11 and the data-parallel half of 6)."""
     tp, pp, vpp, zero = int(config["tp"]), int(config["pp"]), int(config["vpp"]), int(config["zero"])
     if world % (tp * pp):
         return False

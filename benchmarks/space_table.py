@@ -25,7 +25,7 @@ from infrarsi.contract.model import Constraint, Knob
 from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.patches import PatchSpec
 from infrarsi.search.space import SearchSpace
-from infrarsi.sim.knobs import Dimension, Value
+from simlab.cluster.knobs import Dimension, Value
 from infrarsi.trial import Candidate
 
 SCHEMA_VERSION = 1

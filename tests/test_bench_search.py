@@ -21,7 +21,7 @@ from benchmarks.search_tuners import (
     to_candidate,
     to_config,
 )
-from infrarsi.sim import SimulatedJob
+from simlab.cluster import SimulatedJob
 
 PAIR = ("llama2-7b", "h100-1x8")
 MOE = ("mixtral-8x7b", "h100-2x8")

@@ -12,7 +12,7 @@ from bot.stages.run.launcher_checks import launcher_constraints
 from bot.stages.run.parallel_roles import find_roles, fixed_global_batch
 from bot.stages.run.search import _space
 from infrarsi.contract.model import Constraint, Knob
-from infrarsi.sim import SimulatedJob
+from simlab.cluster import SimulatedJob
 from infrarsi.trial import Candidate
 
 TP = Knob(name="tensor_model_parallel_size", kind="int", default=1, values=(1, 2, 4, 8),

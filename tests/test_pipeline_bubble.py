@@ -15,7 +15,7 @@ from infrarsi.search.derived import PIPELINE_BUBBLE, PipelineRoles
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.features import build_features
 from infrarsi.search.space import SearchSpace
-from infrarsi.sim import SimulatedJob
+from simlab.cluster import SimulatedJob
 from infrarsi.trial import Candidate
 
 MEGATRON = [Knob(name="tensor_model_parallel_size", kind="int", default=1, values=(1, 2, 4, 8)),

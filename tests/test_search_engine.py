@@ -10,7 +10,7 @@ import pytest
 
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.features import Priors
-from infrarsi.search.synthetic import best_found, make_job, run_engine, run_random
+from simlab.synthetic import best_found, make_job, run_engine, run_random
 from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
 
 
@@ -134,7 +134,7 @@ def test_synthetic_benchmark_engine_beats_random() -> None:
     """Within 5% of the optimum in at most 30 trials on most seeds, and better than random on average.
 
     Each seed is a different ground truth (effects jittered by up to 40%); see
-    :mod:`infrarsi.search.synthetic` for why "turn everything up" does not win.
+    :mod:`simlab.synthetic` for why "turn everything up" does not win.
     """
     engine_gap, random_gap = [], []
     for seed in SEEDS:

@@ -14,7 +14,7 @@ from infrarsi.contract.model import Knob
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.features import Priors
 from infrarsi.search.space import SearchSpace
-from infrarsi.sim import SimulatedJob
+from simlab.cluster import SimulatedJob
 
 
 def _space(zero_default: int = 3, *, moe: bool = False) -> SearchSpace:

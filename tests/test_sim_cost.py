@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from infrarsi.sim import SimulatedJob, cluster, space_for, workload
-from infrarsi.sim import comm
-from infrarsi.sim.compute import _gemm
-from infrarsi.sim.cost import step_time
+from simlab.cluster import SimulatedJob, cluster, space_for, workload
+from simlab.cluster import comm
+from simlab.cluster.compute import _gemm
+from simlab.cluster.cost import step_time
 
 H1, H4 = cluster("h100-1x8"), cluster("h100-4x8")
 

@@ -7,12 +7,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from infrarsi.sim import SimulatedJob, cluster, workload
-from infrarsi.sim.cost import evaluate
-from infrarsi.sim.memory import MiB, layer_activation_sbh, memory
-from infrarsi.sim.rules import derive
-from infrarsi.sim.space import space_for
-from infrarsi.sim.workloads import Workload
+from simlab.cluster import SimulatedJob, cluster, workload
+from simlab.cluster.cost import evaluate
+from simlab.cluster.memory import MiB, layer_activation_sbh, memory
+from simlab.cluster.rules import derive
+from simlab.cluster.space import space_for
+from simlab.cluster.workloads import Workload
 
 #: A GPT-3-style block (GeLU MLP of width 4h, multi-head attention): Korthikanti's formulas hold exactly.
 GPT = Workload(name="gpt-test", layers=8, hidden=2048, heads=16, kv_heads=16, ffn=8192, vocab=50304,

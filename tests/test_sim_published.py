@@ -9,11 +9,11 @@ import dataclasses
 
 import pytest
 
-from infrarsi.sim import cluster
-from infrarsi.sim.memory import layer_activation_sbh, memory
-from infrarsi.sim.rules import derive
-from infrarsi.sim.space import space_for
-from infrarsi.sim.workloads import Workload
+from simlab.cluster import cluster
+from simlab.cluster.memory import layer_activation_sbh, memory
+from simlab.cluster.rules import derive
+from simlab.cluster.space import space_for
+from simlab.cluster.workloads import Workload
 
 #: A 7.5B-parameter GPT (35 layers of h = 4096, MLP 4h, untied 50k embeddings): ZeRO's Figure 1 model size.
 GPT_7B5 = Workload(name="gpt-7.5b", layers=35, hidden=4096, heads=32, kv_heads=32, ffn=16384, vocab=50304,

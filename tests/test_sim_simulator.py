@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infrarsi.sim import CLUSTERS, WORKLOADS, SimulatedJob, catalog, cluster, workload
-from infrarsi.sim.cost import evaluate
-from infrarsi.sim.report import markdown_table
-from infrarsi.sim.simulator import min_state_bytes_per_gpu
+from simlab.cluster import CLUSTERS, WORKLOADS, SimulatedJob, catalog, cluster, workload
+from simlab.cluster.cost import evaluate
+from simlab.cluster.report import markdown_table
+from simlab.cluster.simulator import min_state_bytes_per_gpu
 
 
 @pytest.fixture(scope="module")
@@ -144,4 +144,4 @@ def test_hardware_table_rows_have_sources():
 
 def test_docs_table_is_current():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "simulator.md").read_text()
-    assert markdown_table() in doc, "regenerate the table: python -m infrarsi.sim"
+    assert markdown_table() in doc, "regenerate the table: python -m simlab.cluster"

@@ -9,8 +9,8 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from infrarsi.sim import CLUSTERS, DEFAULT, WORKLOADS, SimulatedJob, cluster, space_for, workload
-from infrarsi.sim.workloads import Workload
+from simlab.cluster import CLUSTERS, DEFAULT, WORKLOADS, SimulatedJob, cluster, space_for, workload
+from simlab.cluster.workloads import Workload
 
 SMALL = Workload(name="odd", layers=6, hidden=768, heads=12, kv_heads=12, ffn=3072, vocab=1000,
                  seq_len=1024, global_batch=12, gated_mlp=False, source="test")

@@ -12,7 +12,7 @@ from bot.stages.run.sharding_priors import states_bytes
 from bot.stages.run.states_column import MODEL_STATES, STATES_PRIOR, states_feature
 from infrarsi.contract.model import Knob
 from infrarsi.search.space import SearchSpace
-from infrarsi.sim import SimulatedJob
+from simlab.cluster import SimulatedJob
 from infrarsi.trial import Candidate
 
 KNOBS = [Knob(name="tp", kind="int", default=1, values=(1, 2, 4, 8), flag="--tensor-model-parallel-size"),

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from infrarsi.stats import min_repeats, minimum_detectable_effect, repeats_for_effect, simulate_ab
+from infrarsi.stats import min_repeats, minimum_detectable_effect, repeats_for_effect
+from simlab.ab import simulate_ab
 
 sigmas = st.floats(min_value=0.001, max_value=0.2)
 alphas = st.sampled_from([0.01, 0.05, 0.1])

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from infrarsi.stats import repeats_for_effect, simulate_ab
+from infrarsi.stats import repeats_for_effect
+from simlab.ab import simulate_ab
 from infrarsi.stats.sequential import SequentialPlan, look, plan_sequential, simulate_sequential
 
 ALPHA = 0.05

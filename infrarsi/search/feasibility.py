@@ -21,7 +21,7 @@ averaged predictive (probit approximation, ``sigmoid(mu / sqrt(1 + pi v / 8))``,
 MacKay 1992) is available but was under-confident where it matters: with a
 few dozen independent coefficients a priori, every point not seen before keeps
 a large variance and is pulled toward 1/2, so on the synthetic benchmark
-(:mod:`infrarsi.search.synthetic`) candidates it gave P(ok) 0.2-0.4 crashed every
+(:mod:`simlab.synthetic`) candidates it gave P(ok) 0.2-0.4 crashed every
 time, and the search kept paying for crashes in a region it had already
 mapped. The plug-in halved the crashes there without slowing the search.
 """

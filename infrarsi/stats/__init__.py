@@ -9,7 +9,6 @@ from infrarsi.stats.power import (
     minimum_detectable_effect,
     repeats_for_effect,
 )
-from infrarsi.stats.simulate import simulate_ab
 
 __all__ = [
     "MEDIAN_EFFICIENCY",
@@ -25,5 +24,4 @@ __all__ = [
     "noise_profile",
     "repeats_for_effect",
     "sigma_log_upper",
-    "simulate_ab",
 ]

@@ -206,7 +206,7 @@ def decide(base: np.ndarray, cand: np.ndarray, *, min_effect: float, alpha: floa
             n_boot: int, seed: int) -> _Batch:
     """The decision rule for many comparisons at once (one per row).
 
-    :func:`compare` and :func:`infrarsi.stats.simulate_ab` both go through
+    :func:`compare` and :func:`simlab.ab_ab` both go through
     here, so simulations measure exactly the rule that promotes candidates.
     """
     rng = np.random.default_rng(seed)

@@ -197,7 +197,7 @@ class SequentialSimulation:
 
 def simulate_sequential(plan: SequentialPlan, *, true_speedup: float, trials: int, seed: int = 0,
                         n_boot: int = 1000, sigma_log: float | None = None) -> SequentialSimulation:
-    """Monte Carlo of the plan under the log-normal model of :func:`infrarsi.stats.simulate_ab`.
+    """Monte Carlo of the plan under the log-normal model of :func:`simlab.ab_ab`.
 
     ``sigma_log`` is the true noise (default: the plan's); the plan's own
     ``sigma_log`` is what the rule believes. Deterministic for a seed.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from infrarsi.sim.hardware import Cluster
+from simlab.cluster.hardware import Cluster
 
 
 def group_link(c: Cluster, size: np.ndarray | int, stride: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infrarsi.sim.hardware import Cluster
-from infrarsi.sim.rules import Derived
-from infrarsi.sim.space import Columns
-from infrarsi.sim.workloads import Workload
+from simlab.cluster.hardware import Cluster
+from simlab.cluster.rules import Derived
+from simlab.cluster.space import Columns
+from simlab.cluster.workloads import Workload
 
 MiB: float = float(1 << 20)
 

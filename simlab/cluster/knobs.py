@@ -3,7 +3,7 @@
 A *knob* is a launch setting (parallel sizes, micro-batch, ZeRO stage, ...); a
 *patch* is a code change a tuner could apply (fused attention, fused
 cross-entropy, ...), modelled as a boolean. ``time`` and ``memory`` say what
-each one does in :mod:`infrarsi.sim.cost` and :mod:`infrarsi.sim.memory`; the
+each one does in :mod:`simlab.cluster.cost` and :mod:`simlab.cluster.memory`; the
 formulas and their sources are in ``docs/simulator.md``.
 
 Data parallelism is not a knob: ``dp = world / (tp·pp)``. Expert parallelism

@@ -1,12 +1,12 @@
 """The table of ground truths, one row per catalogued (workload, cluster) pair.
 
-``python -m infrarsi.sim`` prints it as Markdown (the table in ``docs/simulator.md``).
+``python -m simlab.cluster`` prints it as Markdown (the table in ``docs/simulator.md``).
 """
 
 from __future__ import annotations
 
-from infrarsi.sim.knobs import DEFAULT, Value
-from infrarsi.sim.simulator import GroundTruth, SimulatedJob, catalog
+from simlab.cluster.knobs import DEFAULT, Value
+from simlab.cluster.simulator import GroundTruth, SimulatedJob, catalog
 
 _SHORT = {"micro_batch": "mb", "recompute": "rc", "sequence_parallel": "sp", "overlap_grad_reduce": "ogr",
           "overlap_param_gather": "opg", "bucket_mb": "bucket", "flash_attention": "flash",

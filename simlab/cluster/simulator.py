@@ -1,7 +1,7 @@
 """A simulated multi-node training job whose optimum is known.
 
 ``SimulatedJob(workload, cluster, seed).run(config)`` plays one trial: the
-noiseless step time of :mod:`infrarsi.sim.cost` times log-normal run-to-run
+noiseless step time of :mod:`simlab.cluster.cost` times log-normal run-to-run
 noise with the cluster's coefficient of variation, its peak memory, outcome
 and what the trial cost in device-seconds. ``expected(config)`` is the same
 without noise, ``ground_truth()`` the optimum by exhaustive enumeration.
@@ -18,13 +18,13 @@ from typing import Literal
 
 import numpy as np
 
-from infrarsi.sim import cost
-from infrarsi.sim.hardware import CLUSTERS, Cluster, GiB, cluster as cluster_named
-from infrarsi.sim.knobs import Value
-from infrarsi.sim.memory import GRAD_BYTES, OPTIM_BYTES, PARAM_BYTES
-from infrarsi.sim.rules import crash_message
-from infrarsi.sim.space import Space, space_for
-from infrarsi.sim.workloads import WORKLOADS, Workload, workload as workload_named
+from simlab.cluster import cost
+from simlab.cluster.hardware import CLUSTERS, Cluster, GiB, cluster as cluster_named
+from simlab.cluster.knobs import Value
+from simlab.cluster.memory import GRAD_BYTES, OPTIM_BYTES, PARAM_BYTES
+from simlab.cluster.rules import crash_message
+from simlab.cluster.space import Space, space_for
+from simlab.cluster.workloads import WORKLOADS, Workload, workload as workload_named
 
 Outcome = Literal["ok", "oom", "crash"]
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from infrarsi.sim.hardware import Cluster
-from infrarsi.sim.space import Columns
-from infrarsi.sim.workloads import Workload
+from simlab.cluster.hardware import Cluster
+from simlab.cluster.space import Columns
+from simlab.cluster.workloads import Workload
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

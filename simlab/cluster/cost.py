@@ -11,10 +11,10 @@ Step time (per optimizer step, the slowest rank)::
            + output head + cross-entropy + 2·vpp pipeline sends
 
 m = global_batch / (dp · micro_batch) micro-batches per step. Communication
-costs come from :mod:`infrarsi.sim.comm`; overlapped communication is hidden
+costs come from :mod:`simlab.cluster.comm`; overlapped communication is hidden
 up to the compute it runs under (Megatron-LM overlap_grad_reduce /
 overlap_param_gather / tp_comm_overlap), except for the last bucket.
-Outcomes: ``crash`` (first failing rule of :mod:`infrarsi.sim.rules`), else
+Outcomes: ``crash`` (first failing rule of :mod:`simlab.cluster.rules`), else
 ``oom`` when the peak exceeds the usable HBM, else ``ok``.
 """
 
@@ -24,13 +24,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infrarsi.sim import comm
-from infrarsi.sim.compute import head_time, layer_time, routing_imbalance
-from infrarsi.sim.hardware import Cluster
-from infrarsi.sim.memory import MiB, Memory, memory, stage_params
-from infrarsi.sim.rules import crash_codes, derive
-from infrarsi.sim.space import Columns
-from infrarsi.sim.workloads import Workload
+from simlab.cluster import comm
+from simlab.cluster.compute import head_time, layer_time, routing_imbalance
+from simlab.cluster.hardware import Cluster
+from simlab.cluster.memory import MiB, Memory, memory, stage_params
+from simlab.cluster.rules import crash_codes, derive
+from simlab.cluster.space import Columns
+from simlab.cluster.workloads import Workload
 
 OK, OOM, CRASH = 0, 1, 2
 OUTCOMES: tuple[str, ...] = ("ok", "oom", "crash")

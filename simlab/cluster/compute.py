@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infrarsi.sim.hardware import Cluster
-from infrarsi.sim.space import Columns
-from infrarsi.sim.workloads import Workload
+from simlab.cluster.hardware import Cluster
+from simlab.cluster.space import Columns
+from simlab.cluster.workloads import Workload
 
 #: HBM bytes per element of one RMSNorm, forward + backward (assumed): fused kernel vs PyTorch eager.
 NORM_BYTES_FUSED, NORM_BYTES_UNFUSED = 12.0, 40.0

@@ -2,7 +2,7 @@
 
 Pure numpy: no torch, no subprocess, no network. Entry points::
 
-    from infrarsi.sim import SimulatedJob, catalog
+    from simlab.cluster import SimulatedJob, catalog
     job = SimulatedJob("llama2-7b", "h100-1x8", seed=0)
     job.space.dimensions, job.space.default(), job.space.enumerate()
     job.run(config)            # noisy SimResult: outcome, step_time_s, peak_mem_bytes, mfu, reason, cost_s
@@ -12,11 +12,11 @@ Pure numpy: no torch, no subprocess, no network. Entry points::
 Formulas, constants and their sources: ``docs/simulator.md``.
 """
 
-from infrarsi.sim.hardware import CLUSTERS, Cluster, cluster
-from infrarsi.sim.knobs import DEFAULT, DIMENSIONS, Dimension
-from infrarsi.sim.simulator import GroundTruth, SimResult, SimulatedJob, catalog
-from infrarsi.sim.space import Space, space_for
-from infrarsi.sim.workloads import WORKLOADS, Workload, workload
+from simlab.cluster.hardware import CLUSTERS, Cluster, cluster
+from simlab.cluster.knobs import DEFAULT, DIMENSIONS, Dimension
+from simlab.cluster.simulator import GroundTruth, SimResult, SimulatedJob, catalog
+from simlab.cluster.space import Space, space_for
+from simlab.cluster.workloads import WORKLOADS, Workload, workload
 
 __all__ = [
     "CLUSTERS", "Cluster", "DEFAULT", "DIMENSIONS", "Dimension", "GroundTruth", "SimResult", "SimulatedJob",

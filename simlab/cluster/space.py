@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infrarsi.sim.hardware import Cluster
-from infrarsi.sim.knobs import DEFAULT, Dimension, Value, dimensions
-from infrarsi.sim.workloads import Workload
+from simlab.cluster.hardware import Cluster
+from simlab.cluster.knobs import DEFAULT, Dimension, Value, dimensions
+from simlab.cluster.workloads import Workload
 
 Columns = dict[str, np.ndarray]
 
@@ -96,7 +96,7 @@ class Space:
     def columns(self, start: int = 0, stop: int | None = None) -> Columns:
         """Configurations ``start..stop-1`` as one numpy array per knob.
 
-        ``recompute`` is coded as its index in :data:`infrarsi.sim.knobs.RECOMPUTE_LEVELS` (0/1/2).
+        ``recompute`` is coded as its index in :data:`simlab.cluster.knobs.RECOMPUTE_LEVELS` (0/1/2).
         """
         stop = self.size if stop is None else min(stop, self.size)
         rest = np.arange(start, stop, dtype=np.int64)

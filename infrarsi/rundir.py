@@ -10,7 +10,7 @@ One module owns it so that no stage builds a path by hand::
         llm-cache/              the anthropic proposer's response cache
         runs/<run>/
             doctor.json  doctor.md                  the baseline profile (``infrarsi doctor``)
-            search.json  proposed-patches.json      resume state of ``infrarsi run``
+            search.json  proposed-patches.json      resume state of ``infrarsi run`` (the model's patches)
             verify-<digest>.json                    one verdict per verified candidate
             split-<digest>.json                     the witnessed baseline at another split of the global batch
             run.json                                written last by ``infrarsi run``: the run finished
@@ -31,10 +31,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STATE_DIR", "RunDir", "ensure_state_dir", "journal_path", "latest_run", "logs_dir", "llm_cache_dir",
-           "read_json", "runs_dir", "state_dir", "worktrees_dir", "write_json", "write_text"]
+__all__ = ["PROPOSED_PATCHES", "STATE_DIR", "STDERR_LOG", "STDOUT_LOG", "RunDir", "ensure_state_dir", "journal_path", "latest_run",
+           "logs_dir", "llm_cache_dir", "read_json", "run_logs", "runs_dir", "slurm_dir", "state_dir", "worktrees_dir", "write_json",
+           "write_text"]
 
 STATE_DIR = ".infrarsi"
+#: What every executor names a trial's full output in its log directory (the Actions artifact carries the same).
+STDOUT_LOG = "stdout.log"
+STDERR_LOG = "stderr.log"
+PROPOSED_PATCHES = "proposed-patches.json"  # in a run's directory
 _GITIGNORE_TEXT = (
     "# Created by InfraRSI. Everything in this directory (trial worktrees,\n"
     "# caches) is scratch space, so it ignores itself; your .gitignore is untouched.\n"
@@ -87,11 +92,23 @@ def worktrees_dir(root: Path) -> Path:
 
 def logs_dir(root: Path, run_id: str, trial_no: int) -> Path:
     """A trial's log directory (the executor creates it; the ignored state dir above it is created here)."""
-    return ensure_state_dir(root) / "logs" / _checked(run_id) / str(trial_no)
+    ensure_state_dir(root)
+    return run_logs(root, run_id) / str(trial_no)
+
+
+def run_logs(root: Path, run_id: str) -> Path:
+    """Where a run's trials keep their logs, one directory per trial (nothing is created)."""
+    return state_dir(root) / "logs" / _checked(run_id)
 
 
 def llm_cache_dir(root: Path) -> Path:
     return state_dir(root) / "llm-cache"
+
+
+def slurm_dir(root: Path) -> Path:
+    """The Slurm executor's default shared working directory (``[launch.slurm] workdir`` overrides it): under
+    the repository, which the nodes must see as they see the trial worktrees."""
+    return state_dir(root) / "slurm"
 
 
 def _checked(run_id: str) -> str:
@@ -144,6 +161,15 @@ class RunDir:
     @property
     def winner_diff(self) -> Path:
         return self.path / "winner.diff"
+
+    @property
+    def proposed_patches_json(self) -> Path:
+        """The model's proposed patches and what each was judged (``--proposer anthropic``; kept for --resume)."""
+        return self.path / PROPOSED_PATCHES
+
+    def record_files(self) -> tuple[Path, ...]:
+        """What ``apply`` keeps on the run's record branch, so promote works from a fresh checkout."""
+        return (self.run_json, self.doctor_json, self.report_md, self.report_json, self.winner_diff)
 
     @property
     def charts(self) -> Path:

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.workspace.naming import EXPERIENCE_BRANCH
 from bot.workspace.commits import BOT_IDENTITY, BotIdentity, format_message
 from bot.workspace.errors import RemoteError
 from bot.workspace.refs import head_branch, main_repository_dir, set_ref, ref_tip
@@ -47,7 +48,7 @@ __all__ = [
     "sync",
 ]
 
-DEFAULT_BRANCH = "infrarsi/experience"
+DEFAULT_BRANCH = EXPERIENCE_BRANCH
 FINDINGS_DIR = "findings"
 _ID = re.compile(r"[0-9a-f]{64}")
 # libgit2's wordings for "the remote has commits you have not fetched" (local and smart transports).

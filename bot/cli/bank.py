@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bot.workspace.naming import EXPERIENCE_BRANCH
 from bot.cli.common import UsageError, add_deprecated_alias, resolve_repo
 from infrarsi.bank import Finding, SqliteBank, default_bank_path, open_bank
 
@@ -116,7 +117,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="the git repository to sync through (default: the current directory)")
     v.add_argument("remote", metavar="REMOTE", help="a remote of the repository, a URL, or a path to a repository")
     add_deprecated_alias(v, "--repo", dest="repo_option", replacement="the positional REPO")
-    v.add_argument("--branch", default="infrarsi/experience", help="the shared branch (default: %(default)s)")
+    v.add_argument("--branch", default=EXPERIENCE_BRANCH, help="the shared branch (default: %(default)s)")
     v.add_argument("--attempts", type=int, default=5, help="rounds to retry when the remote moves (default: 5)")
     v.set_defaults(func=cmd_bank_sync)
     return p

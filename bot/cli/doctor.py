@@ -11,11 +11,12 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TYPE_CHECKING
 
 from bot.cli.common import add_repo_argument, add_run_id_argument, fmt_bytes, repo_dir, say
 from bot.executors.registry import ExecutorOptions, add_executor_argument, build_executor, select_executor
-from infrarsi.rundir import journal_path
+from infrarsi.rundir import journal_path, run_logs
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
 
@@ -47,7 +48,7 @@ def doctor_failure(run_id: str) -> Iterator[None]:
         yield
     except DoctorError as e:
         raise DoctorError(f"the doctor failed for run {run_id}: {e}; see the baseline's logs in "
-                          f".infrarsi/logs/{run_id}/") from None
+                          f"{run_logs(Path(), run_id)}/") from None
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

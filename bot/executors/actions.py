@@ -40,6 +40,7 @@ from bot.workspace.naming import parse_trial_branch
 from bot.executors.witness import payload_sha256
 from bot.forges.github_api import GitHubAPIError, GitHubClient
 from infrarsi.contract.model import PYTHON_PLACEHOLDER, ActionsLaunch
+from infrarsi.rundir import STDERR_LOG, STDOUT_LOG
 from infrarsi.seams.executor import Executor, Execution, TrialSpec
 from infrarsi.seams.executor_codec import execution_from_dict, execution_to_dict, spec_from_dict, spec_to_dict
 
@@ -279,7 +280,7 @@ class ActionsExecutor(Executor):
             if spec.log_dir:
                 log_dir = Path(spec.log_dir)
                 log_dir.mkdir(parents=True, exist_ok=True)
-                for log in ("stdout.log", "stderr.log"):
+                for log in (STDOUT_LOG, STDERR_LOG):
                     if log in names:
                         (log_dir / log).write_bytes(z.read(log))
         return record

@@ -18,6 +18,7 @@ from bot.executors.witness import device_memory_env, open_channel, witness_final
 from bot.executors.streams import (LineReader, StepCollector, ignore, on_step_line, open_probe_pipe,
                                    probe_handler, regex_handler)
 from infrarsi.seams.executor import Executor, Execution, TrialSpec
+from infrarsi.rundir import STDERR_LOG, STDOUT_LOG
 from infrarsi.probe import FD_ENV
 
 
@@ -85,9 +86,9 @@ class LocalExecutor(Executor):
         readers = [
             LineReader(probe_file, probe_handler(collector)),
             LineReader(proc.stdout, on_step_line(spec, "stdout", on_stdout),
-                       log_path=log_dir / "stdout.log" if log_dir else None),
+                       log_path=log_dir / STDOUT_LOG if log_dir else None),
             LineReader(proc.stderr, on_step_line(spec, "stderr", on_stdout),
-                       log_path=log_dir / "stderr.log" if log_dir else None),
+                       log_path=log_dir / STDERR_LOG if log_dir else None),
         ]
         for reader in readers:
             reader.start()

@@ -52,6 +52,7 @@ from bot.executors.witness import device_memory_env, witness_final_step
 from bot.executors.witness.ranks import SHIM_SETUP, RankChannels, merged_witness
 from infrarsi.contract.model import Launch
 from infrarsi.seams.executor import Executor, Execution, TrialSpec
+from infrarsi.rundir import STDERR_LOG, STDOUT_LOG
 from infrarsi.probe import FILE_ENV
 
 # Run in each rank by torchrun: send this rank's stderr (and, but for rank 0, its stdout) to
@@ -269,8 +270,8 @@ class TorchrunExecutor(Executor):
             else ignore
         readers = [
             LineReader(probe_file, _RankProbe(collector)),
-            LineReader(proc.stdout, on_step_line(spec, "stdout", on_stdout), log_path=log_dir / "stdout.log"),
-            LineReader(proc.stderr, on_step_line(spec, "stderr", on_stdout), log_path=log_dir / "stderr.log",
+            LineReader(proc.stdout, on_step_line(spec, "stdout", on_stdout), log_path=log_dir / STDOUT_LOG),
+            LineReader(proc.stderr, on_step_line(spec, "stderr", on_stdout), log_path=log_dir / STDERR_LOG,
                        tail_lines=200),
         ]
         for reader in readers:

@@ -19,6 +19,7 @@ from typing import Any
 import github3
 import github3.exceptions
 
+from bot.workspace.naming import VERIFY_CONTEXT  # the bot's own status: posted after the checks are read
 from bot.workspace.errors import RemoteError
 from bot.workspace.refs import branch_tip, remote_url
 from bot.workspace.remotes import Credentials, fetch, push, strip_auth as _strip_auth, token_credentials
@@ -39,7 +40,6 @@ __all__ = ["GitHubForge", "forge_for_repo", "target_from_remote_url"]
 
 MAX_AUTH_ATTEMPTS = 2  # libgit2 asks again after a 401; a bad token must fail, not loop
 DELETED_USER = "(deleted account)"  # a review whose ``user`` is null: never a login, so it never counts
-VERIFY_CONTEXT = "infrarsi/verify"  # the bot's own status: posted after the checks are read
 
 
 class GitHubForge:

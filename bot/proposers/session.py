@@ -18,6 +18,7 @@ from typing import Any
 
 from bot.patching.catalog import _editable_files
 from bot.proposers.llm import PRICES_AS_OF, PRICES_SOURCE
+from infrarsi.rundir import PROPOSED_PATCHES
 from infrarsi.contract.model import Contract
 from infrarsi.journal import Journal
 from infrarsi.patches import PatchSpec
@@ -25,7 +26,6 @@ from infrarsi.seams.proposer import LLMCall, ProposalFailure, Proposer, TrialSum
 from infrarsi.search.features import Priors
 from infrarsi.trial import TrialRecord
 
-STATE_FILE = "proposed-patches.json"
 
 
 def trial_summaries(records: Iterable[TrialRecord]) -> list[TrialSummary]:
@@ -63,7 +63,7 @@ class ProposerSession:
 
     @property
     def state_path(self) -> Path:
-        return self.run_dir / STATE_FILE
+        return self.run_dir / PROPOSED_PATCHES
 
     def load(self) -> list[PatchSpec]:
         """Patches proposed earlier in this run (a resumed run), and the tokens they cost against the budget."""

@@ -16,11 +16,27 @@ from bot.workspace.errors import InvalidRunIdError
 
 BRANCH_PREFIX = "infrarsi/"
 WORKTREE_NAME_PREFIX = "infrarsi-"
+#: Every other branch InfraRSI owns, by what it holds: the promotion of a run (``infrarsi/promote/<run>``), the
+#: record of a run that promote needs from a fresh checkout (``infrarsi/record/<run>``), and the experience bank
+#: shared between clusters (``infrarsi/experience``). This module is their only spelling.
+PROMOTE_PREFIX = f"{BRANCH_PREFIX}promote/"
+RECORD_PREFIX = f"{BRANCH_PREFIX}record/"
+EXPERIENCE_BRANCH = f"{BRANCH_PREFIX}experience"
+#: The bot's own commit status on a promotion's head.
+VERIFY_CONTEXT = f"{BRANCH_PREFIX}verify"
 
-#: Run ids that would collide with other branches InfraRSI owns
-#: (``infrarsi/promote/...``, ``infrarsi/experience``), which gc must never treat
-#: as trial branches.
-RESERVED_RUN_IDS = frozenset({"promote", "experience"})
+#: Run ids that would collide with the branches above, which gc must never treat as trial branches: derived
+#: from them, so a new kind of branch cannot be forgotten here.
+RESERVED_RUN_IDS = frozenset(name.removeprefix(BRANCH_PREFIX).split("/")[0]
+                             for name in (PROMOTE_PREFIX, RECORD_PREFIX, EXPERIENCE_BRANCH, VERIFY_CONTEXT))
+
+
+def promote_branch(run_id: str) -> str:
+    return f"{PROMOTE_PREFIX}{run_id}"
+
+
+def record_branch(run_id: str) -> str:
+    return f"{RECORD_PREFIX}{run_id}"
 
 _RUN_ID = re.compile(r"[A-Za-z0-9._-]+")
 _TRIAL_BRANCH = re.compile(r"infrarsi/(?P<run>[A-Za-z0-9._-]+)/(?P<n>0|[1-9][0-9]*)")

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from bot.executors.slurm.executor import SlurmExecutor
 from infrarsi.contract.model import Contract
-
-DEFAULT_WORKDIR = ".infrarsi/slurm"  # under the repo, which the nodes must see (as the trial worktrees)
-
+from infrarsi.rundir import slurm_dir
 
 def workdir_of(contract: Contract) -> Path:
     settings = contract.launch.slurm
-    path = Path(settings.workdir) if settings.workdir else Path(DEFAULT_WORKDIR)
+    if not settings.workdir:
+        return slurm_dir(contract.root)
+    path = Path(settings.workdir)
     return path if path.is_absolute() else contract.root / path
 
 

@@ -43,7 +43,7 @@ from bot.stages.apply.codeowners import code_owner_blocker
 from bot.stages.apply.gate import MergePlan, blockers, plan_merge
 from bot.stages.apply.open_pr import ApplyError, check_no_human_pushes, make_commit, place_branch
 from bot.stages.doctor.baseline import load_doctor
-from bot.stages.apply.promotion_commit import PROMOTE_PREFIX
+from bot.workspace.naming import PROMOTE_PREFIX, VERIFY_CONTEXT
 from bot.stages.apply.run_record import record_branch, restore_record
 from bot.stages.report.build import ReportError, load_report
 from bot.workspace.errors import GitLayerError
@@ -153,7 +153,7 @@ def _post(forge: Forge, pr: PullRequest, sha: str, base_sha: str, verdict: Verdi
     summary = (f"re-verification of {sha[:10]} on {pr.base} {base_sha[:10]}: {verdict.kind.value}"
                + (f", {verdict.speedup:.2f}x" if verdict.speedup else "") + f" — {verdict.reason}")
     forge.ensure_comment(pr.number, VERIFY_MARKER, f"{VERIFY_MARKER}\n{summary}\n")
-    forge.set_status(sha, context="infrarsi/verify", state="success" if verdict.promoted else "failure",
+    forge.set_status(sha, context=VERIFY_CONTEXT, state="success" if verdict.promoted else "failure",
                      description=summary[:140])
     return summary
 
@@ -227,7 +227,7 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
         return PromoteResult(number=number, merge_commit=None, head_sha=head_sha, base_sha=base_sha,
                              recreated=True, verdict=verdict)
     head_sha = pr.head_sha
-    forge.set_status(head_sha, context="infrarsi/verify", state="pending",
+    forge.set_status(head_sha, context=VERIFY_CONTEXT, state="pending",
                      description=f"re-verifying against {pr.base} {base_sha[:10]}")
     verdict = check(repo, run_id, candidate, base_sha)
     summary = _post(forge, pr, head_sha, base_sha, verdict)

@@ -32,14 +32,12 @@ from bot.workspace.trees import commit_files, export_tree, merge_change
 from infrarsi.contract import load_contract
 from infrarsi.contract.knob_codec import python_text, toml_text
 from infrarsi.contract.lock import LOCK_FILE, write_lock
+from bot.workspace.naming import promote_branch
 from infrarsi.contract.model import Contract, Knob, KnobValue
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
 
 __all__ = ["PromotionError", "PromotionCommit", "promotion_branch", "build_promotion_commit", "human_commits",
            "set_argparse_defaults", "set_contract_defaults"]
-
-PROMOTE_PREFIX = "infrarsi/promote/"
-
 
 class PromotionError(InfraRSIError):
     """The promotion commit cannot be made (a conflict, a missing trial commit); the message says why."""
@@ -57,7 +55,7 @@ class PromotionCommit:
 
 
 def promotion_branch(run_id: str) -> str:
-    return f"{PROMOTE_PREFIX}{run_id}"
+    return promote_branch(run_id)
 
 
 # -- knob writers -------------------------------------------------------------------------------------

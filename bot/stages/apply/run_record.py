@@ -17,26 +17,21 @@ from pathlib import Path
 
 from bot.workspace.refs import branch_tip, commit_info, set_branch
 from bot.workspace.trees import commit_files, list_files, read_blob
+from bot.workspace.naming import record_branch
 from infrarsi.journal import Journal
 from infrarsi.rundir import RunDir, journal_path
 from infrarsi.seams.forge import Forge
 from infrarsi.trial import TrialRecord
 
-__all__ = ["RECORD_FILES", "record_branch", "push_record", "restore_record"]
+__all__ = ["record_branch", "push_record", "restore_record"]
 
-RECORD_PREFIX = "infrarsi/record/"
-RECORD_FILES = ("run.json", "doctor.json", "report.md", "report.json", "winner.diff")
 JOURNAL_FILE = "journal.json"
-
-
-def record_branch(run_id: str) -> str:
-    return f"{RECORD_PREFIX}{run_id}"
 
 
 def push_record(repo: Path, run_id: str, trial_commit: str, forge: Forge) -> str:
     """Commit the run's record (kept as it is when unchanged) on its branch and push it; the commit id."""
     rundir = RunDir(repo, run_id)
-    files = {name: (rundir.path / name).read_bytes() for name in RECORD_FILES if (rundir.path / name).is_file()}
+    files = {path.name: path.read_bytes() for path in rundir.record_files() if path.is_file()}
     with Journal(journal_path(repo)) as journal:
         records = [r.to_dict() for r in journal.trials(run_id)]
     files[JOURNAL_FILE] = (json.dumps(records, indent=1, sort_keys=True, default=str) + "\n").encode()
@@ -65,9 +60,9 @@ def restore_record(repo: Path, run_id: str, forge: Forge, *, remote: str = "orig
         return False
     tree = list_files(repo, tips[branch])
     rundir.path.mkdir(parents=True, exist_ok=True)
-    for name in RECORD_FILES:
-        if name in tree:
-            (rundir.path / name).write_bytes(read_blob(repo, tree[name]))
+    for path in rundir.record_files():
+        if path.name in tree:
+            path.write_bytes(read_blob(repo, tree[path.name]))
     records = json.loads(read_blob(repo, tree[JOURNAL_FILE])) if JOURNAL_FILE in tree else []
     with Journal(journal_path(repo)) as journal:
         known = {r.trial_no for r in journal.trials(run_id)}

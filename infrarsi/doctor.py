@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from infrarsi.contract.model import Contract
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
+from infrarsi.dtypes import DTYPE_KNOB_NAMES, torch_name
 from infrarsi.invariants import WorkReference
 from infrarsi.loss_band import LossBand, calibrate_band
 from infrarsi.mfu import compute_dtype, datasheet_peaks, six_n_flops
@@ -139,22 +140,16 @@ class DoctorReport:
 def baseline_dtype(contract: Contract) -> str:
     """The compute dtype of the baseline, from a knob that looks like one (for the matching peak)."""
     for knob in contract.knobs:
-        if knob.name in ("dtype", "precision", "amp_dtype", "mixed_precision") and isinstance(knob.default, str):
+        if knob.name in DTYPE_KNOB_NAMES and isinstance(knob.default, str):
             return "bf16" if "bf16" in knob.default or "bfloat16" in knob.default else "fp32"
     return "fp32"
-
-
-# Names a dtype knob's values use, as torch spells the dtype.
-DTYPE_NAMES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
-               "fp16": "float16", "float16": "float16", "half": "float16", "fp8": "float8_e4m3fn",
-               "fp64": "float64", "float64": "float64"}
 
 
 def dtype_knob(contract: Contract) -> tuple[str, dict[str, str]] | None:
     """The knob that sets the compute dtype, and its values as torch dtypes (for the precision invariant)."""
     for knob in contract.knobs:
-        if knob.name in ("dtype", "precision", "amp_dtype", "mixed_precision") and knob.values:
-            named = {str(v): DTYPE_NAMES[str(v).lower()] for v in knob.values if str(v).lower() in DTYPE_NAMES}
+        if knob.name in DTYPE_KNOB_NAMES and knob.values:
+            named = {str(v): name for v in knob.values if (name := torch_name(str(v)))}
             if named:
                 return knob.name, named
     return None

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from infrarsi.contract.model import Constraint, Knob, KnobValue
 from infrarsi.decisions import knob_decides
+from infrarsi.dtypes import LOW_PRECISION_SPELLINGS, low_precision_in
 from infrarsi.patches import PatchSpec
 
 #: A low-precision dtype whose best measured matmul rate is below this share of fp32's is emulated.
@@ -34,11 +35,6 @@ from infrarsi.patches import PatchSpec
 #: of fp32 sits far from both, so a noisy probe on a shared machine cannot flip the verdict.
 EMULATED_BELOW = 0.5
 
-#: Low-precision dtypes the doctor probes, as they are written in knob values, switch names and patch ids.
-_SPELLINGS: dict[str, str] = {
-    "bf16": r"bf16|bfloat16",
-    "fp16": r"fp16|float16|half|16(-mixed|-true)?",
-}
 
 
 def emulated_dtypes(peaks: Mapping[str, float], *, below: float = EMULATED_BELOW) -> dict[str, float]:
@@ -46,15 +42,7 @@ def emulated_dtypes(peaks: Mapping[str, float], *, below: float = EMULATED_BELOW
     fp32 = peaks.get("fp32")
     if not fp32:
         return {}
-    return {d: peaks[d] / fp32 for d in _SPELLINGS if peaks.get(d) and peaks[d] / fp32 < below}
-
-
-def _dtype_in(text: str) -> str | None:
-    """The low-precision dtype a value or name spells out (``bf16-mixed`` → bf16, ``16`` → fp16)."""
-    for dtype, spelling in _SPELLINGS.items():
-        if re.fullmatch(rf"(.*[^a-z0-9])?({spelling})([^a-z0-9].*)?", text.lower()):
-            return dtype
-    return None
+    return {d: peaks[d] / fp32 for d in LOW_PRECISION_SPELLINGS if peaks.get(d) and peaks[d] / fp32 < below}
 
 
 def knob_value_dtype(knob: Knob, value: KnobValue) -> str | None:
@@ -62,15 +50,15 @@ def knob_value_dtype(knob: Knob, value: KnobValue) -> str | None:
     if "compute_dtype" not in knob_decides(knob):
         return None
     if isinstance(value, bool):  # --bf16 / --fp16 switches: the name says the dtype, True selects it
-        return _dtype_in(knob.name) if value else None
-    return _dtype_in(str(value))
+        return low_precision_in(knob.name) if value else None
+    return low_precision_in(str(value))
 
 
 def patch_dtype(spec: PatchSpec) -> str | None:
     """The compute dtype a patch that decides ``compute_dtype`` selects, from its id or title."""
     if "compute_dtype" not in spec.decides:
         return None
-    return _dtype_in(spec.id) or _dtype_in(spec.title)
+    return low_precision_in(spec.id) or low_precision_in(spec.title)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

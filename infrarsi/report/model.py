@@ -18,7 +18,8 @@ from typing import Any
 from infrarsi.contract.job_line import job_line
 from infrarsi.contract.knob_codec import assignment_text
 from infrarsi.contract.model import Knob, KnobValue
-from infrarsi.doctor import DTYPE_NAMES, DoctorReport
+from infrarsi.doctor import DoctorReport
+from infrarsi.dtypes import DTYPE_KNOB_NAMES, torch_name
 from infrarsi.dtype_levers import for_doctor
 from infrarsi.mfu import compute_dtype, mfu
 from infrarsi.patches import PatchSpec
@@ -27,7 +28,6 @@ from infrarsi.trial import Candidate, Outcome, TrialRecord, median_bytes
 from infrarsi.verify import TEST, Verdict
 
 REPORT_VERSION = 1
-DTYPE_KNOBS = ("dtype", "precision", "amp_dtype", "mixed_precision")
 # Main effects shown under "Model calibration": the winner's, then the largest revisions, at most this many;
 # then at most CALIBRATION_INTERACTIONS interaction/curvature terms, only those that moved by more than the noise.
 CALIBRATION_ROWS = 12
@@ -403,10 +403,10 @@ def winner_dtype(records: Sequence[TrialRecord], winner: Candidate | None, knobs
         return compute_dtype(seen, fallback=fallback)
     if winner is not None:
         for name, value in winner.knobs:
-            if name in DTYPE_KNOBS and isinstance(value, str):
-                torch_name = DTYPE_NAMES.get(value.lower())
-                if torch_name:
-                    return compute_dtype([torch_name], fallback=fallback)
+            if name in DTYPE_KNOB_NAMES and isinstance(value, str):
+                named = torch_name(value)
+                if named:
+                    return compute_dtype([named], fallback=fallback)
     return fallback
 
 

@@ -39,7 +39,7 @@ def _judge(bench: Bench, cheat: Cheat, *, resplit: dict | None = None):  # noqa:
 
 @pytest.mark.parametrize("executor", REMOTE)
 @pytest.mark.parametrize(("cheat", "resplit", "caught_by"), [
-    ("skip_blocks", False, {"work", "tokens_per_step"}),
+    ("truncated_sequence", False, {"work", "tokens_per_step"}),
     ("changed_lr", True, {"weights", "loss_band", "final_loss"}),
     ("edit_locked_at_runtime", False, {"outcome"}),
     ("remove_witness_hooks", False, {"outcome"}),

@@ -184,7 +184,7 @@ def reach_of(contract: Contract, tree: Path | None = None) -> Reach:
     """What the contract's command can run in ``tree``; knobs are undecided (the search changes them)."""
     knobs = {k.name for k in contract.knobs} | {k.flag.lstrip("-").split("=")[0] for k in contract.knobs if k.flag}
     return analyse(tree or contract.root, command_argv(contract.workload.command, contract.workload.args),
-                   knobs=knobs)
+                   knobs=knobs, workdir=contract.workload.workdir)
 
 
 def changed_lines(before: str, after: str) -> list[int]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import posixpath
 import re
 import shlex
 from collections.abc import Iterable
@@ -37,6 +38,8 @@ from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
+
+from infrarsi.contract.entry import entry_file, split_interpreter
 
 _UNKNOWN: Any = object()
 _ENTRY_METHODS = {"forward", "__init__", "__call__", "__enter__", "__exit__", "__iter__", "__next__", "__len__",
@@ -62,23 +65,34 @@ class Reach:
         return self.why.get((path, lines[0]), "not reached from the entry point")
 
 
-def analyse(root: Path, command: Iterable[str], *, knobs: Iterable[str] = ()) -> Reach:
-    """The reach of ``command`` (its ``.py`` entry point and arguments) in the repo at ``root``."""
+def analyse(root: Path, command: Iterable[str], *, knobs: Iterable[str] = (), workdir: str = ".") -> Reach:
+    """The reach of ``command`` (its entry point, a script or ``-m module``, and arguments) run from
+    ``workdir`` in the repo at ``root``."""
     argv = list(command)
-    entry = next((a for a in argv if a.endswith(".py")), None)
-    if entry is None or not (root / entry).is_file():
+    entry_path = entry_file(root, workdir, argv)
+    if entry_path is None:
         return Reach()
     modules = _repo_modules(root)
     try:
         trees = {path: cst.parse_module((root / path).read_text(encoding="utf-8")) for path in modules.values()}
     except (cst.ParserSyntaxError, UnicodeDecodeError, OSError):
         return Reach()
-    entry_path = Path(entry).as_posix()
     if entry_path not in trees:
         return Reach()
-    walker = _Walker(root=root, modules=modules, trees=trees, entry=entry_path,
-                     argv=argv[argv.index(entry) + 1:], knobs=set(knobs))
+    bases = tuple(dict.fromkeys(_import_bases(entry_path, workdir)))
+    walker = _Walker(root=root, modules=modules, trees=trees, entry=entry_path, argv=split_interpreter(argv)[2],
+                     knobs=set(knobs), workdir=workdir, bases=bases)
     return walker.run()
+
+
+def _import_bases(entry: str, workdir: str) -> list[str]:
+    """Where the job's imports are looked up, as dotted prefixes of the repo's modules: the script's own
+    folder (``sys.path[0]``), the working directory, the repo's root and its ``src`` (import roots)."""
+    out = []
+    for folder in (posixpath.dirname(entry), workdir, ".", "src"):
+        folder = posixpath.normpath(folder or ".")
+        out.append("" if folder == "." else folder.replace("/", ".") + ".")
+    return out
 
 
 def _repo_modules(root: Path) -> dict[str, str]:
@@ -100,8 +114,10 @@ class _Walker:
     """Fixed point over 'reached' definitions: a def is reached once reached code mentions its name."""
 
     def __init__(self, *, root: Path, modules: dict[str, str], trees: dict[str, cst.Module], entry: str,
-                 argv: list[str], knobs: set[str]) -> None:
+                 argv: list[str], knobs: set[str], workdir: str = ".", bases: tuple[str, ...] = ("",)) -> None:
         self.root = root
+        self.workdir = workdir
+        self.bases = bases
         self.modules = modules
         self.trees = trees
         self.entry = entry
@@ -257,10 +273,11 @@ class _Walker:
 
     def _import(self, dotted: str, importer: str) -> None:
         parts = dotted.split(".")
-        for i in range(1, len(parts) + 1):  # `import a.b.c` runs a, a.b and a.b.c
-            target = self.modules.get(".".join(parts[:i]))
-            if target is not None:
-                self._reach_module(target)
+        for base in self.bases:
+            for i in range(1, len(parts) + 1):  # `import a.b.c` runs a, a.b and a.b.c
+                target = self.modules.get(base + ".".join(parts[:i]))
+                if target is not None:
+                    self._reach_module(target)
 
     # -- deciding conditions ------------------------------------------------------------------------
     def _module_env(self, path: str, tree: cst.Module) -> dict[str, Any]:
@@ -299,9 +316,10 @@ class _Walker:
         """nanoGPT's convention: ``config/x.py`` arguments exec'd in order, then ``--key=value`` overrides."""
         out: dict[str, Any] = {}
         for arg in self.argv:
-            if "=" not in arg and arg.endswith(".py") and (self.root / arg).is_file():
+            config = self.root / self.workdir / arg
+            if "=" not in arg and arg.endswith(".py") and config.is_file():
                 try:
-                    module = cst.parse_module((self.root / arg).read_text(encoding="utf-8"))
+                    module = cst.parse_module(config.read_text(encoding="utf-8"))
                 except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
                     return {name: _UNKNOWN for name in names}
                 for statement in module.body:

@@ -67,3 +67,17 @@ def entry_file(root: Path, workdir: str, argv: Sequence[str]) -> str | None:
         if not path.startswith("../") and (root / path).is_file():
             return path
     return None
+
+
+def command_and_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the contract's ``workload.command``, the user's arguments) of a job's argv.
+
+    The interpreter becomes the ``python`` placeholder (a trial runs under the bot's own), its options and the
+    script or ``-m module`` stay in the command: ``python3 -u -m pkg.mod --lr 1`` -> ``(["python", "-u", "-m",
+    "pkg.mod"], ["--lr", "1"])``."""
+    prefix, target, rest = split_interpreter(argv)
+    if not prefix:
+        if target is None or target.startswith("-"):
+            return [], list(argv)
+        return [target], rest
+    return ["python", *prefix[1:], *([target] if target is not None else [])], rest

@@ -214,7 +214,20 @@ def test_a_3d_model_gets_the_5d_format() -> None:
             def forward(self, *inputs):
                 return self.conv(inputs[0])
     """, "takes no positional input to convert"),
-], ids=["no-conv", "not-torchs-conv", "already", "2d-and-3d", "no-input"])
+    # a transformer's attention module with a 1x1 convolution for its projections, built by a model in
+    # another file (so a root here): its input is a (B, T, C) sequence, the layout buys nothing
+    ("""
+        import torch
+        import torch.nn as nn
+        class Attention(nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.qkv = nn.Conv2d(c, 3 * c, 1)
+            def forward(self, x):
+                q, k, v = self.qkv(x[..., None]).squeeze(-1).chunk(3, dim=1)
+                return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+    """, "computes attention over a sequence"),
+], ids=["no-conv", "not-torchs-conv", "already", "2d-and-3d", "no-input", "attention"])
 def test_declines(source: str, reason: str) -> None:
     assert_declines(NAME, source, reason)
 

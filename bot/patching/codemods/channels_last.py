@@ -27,10 +27,13 @@ kinds is declined (each format only exists for one rank, and ``Module.to`` would
 raise on the other). The input conversion is guarded by its rank, so a model
 that is also fed other inputs keeps working. The layout changes which
 convolution algorithms run, so results differ within float tolerance; the loss
-check decides. A model with no convolution is declined: the layout buys nothing.
+check decides. A model with no convolution is declined: the layout buys nothing; so is an
+attention module (a transformer's, by its name or its softmax), whose inputs are sequences.
 """
 
 from __future__ import annotations
+
+import re
 
 import libcst as cst
 from libcst.codemod import SkipFile
@@ -46,6 +49,10 @@ _CONV_2D = frozenset(f"{m}.{c}" for m in _NN
 _CONV_3D = frozenset(f"{m}.{c}" for m in _NN
                      for c in ("Conv3d", "ConvTranspose3d", "LazyConv3d", "LazyConvTranspose3d"))
 _FORMAT = {"2d": ("torch.channels_last", 4), "3d": ("torch.channels_last_3d", 5)}
+#: A root class that is an attention module (a transformer's, whose inputs are (B, T, C) sequences), even when it
+#: builds a convolution (a 1x1 projection, a patch embedding): the layout buys nothing there.
+_ATTENTION_NAME = re.compile(r"Attention|Attn|MultiHead", re.I)
+_ATTENTION_CALL = re.compile(r"\bsoftmax\(|scaled_dot_product_attention\(|flash_attn")
 
 
 class ChannelsLast(PatchCodemod):
@@ -116,6 +123,10 @@ class ChannelsLast(PatchCodemod):
             return
         methods = {m.name.value: m for m in cls.body.body if isinstance(m, cst.FunctionDef)}
         init, forward = methods.get("__init__"), methods["forward"]
+        if _ATTENTION_NAME.search(name) or _ATTENTION_CALL.search(self.module_node.code_for_node(forward)):
+            self._decline_at(name, f"{where} computes attention over a sequence, not a convolutional model's image "
+                             "batch; channels-last only helps convolutions")
+            return
         if init is None or not isinstance(init.body, cst.IndentedBlock):
             self._decline_at(name, f"{where} has no __init__ body to convert its parameters in")
             return

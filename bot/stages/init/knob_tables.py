@@ -23,8 +23,6 @@ EXPRESSIBLE = ("flag-space", "flag-equals", "hydra", "switch", "env")
 _LIGHTNING_PRECISION = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
 _SEQ = re.compile(r"^(block_size|seq_len|seq_length|max_seq_len|max_seq_length|context_length|sequence_length|"
                   r"max_length|n_ctx|ctx_len|context_len|context_size|bptt)$")
-_STEPS = re.compile(r"^(steps|max_steps|iters|max_iters|num_steps|train_steps|total_steps|num_iterations|"
-                    r"max_iterations|train_iters|num_batches|num_train_steps|training_steps)$")
 
 
 def given_values(argv: list[str]) -> dict[str, str]:
@@ -224,14 +222,6 @@ def infer_tokens(settings: list[Setting], classified: Classified, given: dict[st
     if batch is not None:
         b = current(batch, given)
         return b * seq_len, f"guessed: {batch.token} ({b}){per}"
-    return None
-
-
-def infer_steps(settings: list[Setting], given: dict[str, str]) -> tuple[int, str] | None:
-    for s in settings:
-        v = current(s, given)
-        if _STEPS.match(s.leaf) and isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            return v, s.token
     return None
 
 

@@ -16,7 +16,6 @@ itself.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any

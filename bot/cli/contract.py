@@ -106,6 +106,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise LockMismatchError(f"check failed: {len(broken)} problem(s) with {LOCK_FILE}: {problems}{todo}")
     print(f"ok: contract valid; {len(lock.files)} locked files match {LOCK_FILE}; "
           f"{len(contract.knobs)} knobs, {len(contract.scope.editable)} editable symbols")
+    from bot.stages.init.data_check import unlisted_lines
+
+    for line in unlisted_lines(contract):
+        print(f"warning: {line}")
     if args.run:
         from bot.stages.init.dryrun import check_run
         return check_run(contract, root)

@@ -158,7 +158,7 @@ def _workload(t: Table, root: Path) -> Workload:
 
 
 def _workdir(t: Table, root: Path) -> str:
-    """``workload.workdir``: a directory inside the repo, normalised (``./projects/chargpt/`` -> ``projects/chargpt``)."""
+    """``workload.workdir``: a directory inside the repo, normalised (``./a/b/`` is ``a/b``)."""
     raw = t.string("workdir", ".")
     path = PurePosixPath(raw)
     if path.is_absolute() or ".." in path.parts:

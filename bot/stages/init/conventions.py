@@ -49,7 +49,7 @@ class Found:
                 f"coupled: {', '.join(names['coupled']) or 'none'}")
 
 
-def _local_imports(summary: RepoSummary) -> list[str]:
+def local_imports(summary: RepoSummary) -> list[str]:
     """The entry script and the repo's Python files it imports (where its step line may be printed)."""
     if summary.entry is None:
         return []
@@ -93,16 +93,16 @@ def _config_file_values(summary: RepoSummary, user_args: list[str], settings: li
 
 
 def discover_all(summary: RepoSummary, user_args: list[str], *, taken: set[str], env: dict[str, str] | None = None,
-                 workdir: str = ".") -> Found:
+                 workdir: str = ".", data_seq: tuple[int, str] | None = None) -> Found:
     """Everything ``init`` reads beyond argparse; ``env`` is what the command sets (``VAR=value python ...``), the
-    value of a setting read from that variable."""
+    value of a setting read from that variable; ``data_seq`` a sequence length the job takes from its data."""
     settings = discover(summary.root, summary.entry)
     given = {**(env or {}), **_config_file_values(summary, user_args, settings, workdir), **given_values(user_args)}
     classified = classify(settings, given)
     plan = plan_knobs(classified, given, taken=taken)
     found = Found(settings=settings, classified=classified, plan=plan,
-                  tokens=infer_tokens(settings, classified, given))
-    files = _local_imports(summary)
+                  tokens=infer_tokens(settings, classified, given, data_seq))
+    files = local_imports(summary)
     for rel in files:
         try:
             source = (summary.root / rel).read_text(encoding="utf-8")
@@ -141,7 +141,7 @@ def job_paths(found: Found, summary: RepoSummary, user_args: list[str], *, workd
               for s in found.settings if isinstance(v := current(s, found.given), str)]
     values += [(arg, "the command", False) for arg in user_args if not arg.startswith("-")]
     return path_references(summary.root, workdir=workdir, entry=summary.entry, values=values,
-                           files=job_files if job_files is not None else _local_imports(summary))
+                           files=job_files if job_files is not None else local_imports(summary))
 
 
 def find_data(found: Found, summary: RepoSummary, user_args: list[str], refs: list[PathRef], *,

@@ -72,7 +72,8 @@ def named_untracked(refs: Sequence[PathRef], untracked: Iterable[str], near: Seq
     for rel in untracked:
         if rel.endswith(".py") or any(_covers(w, rel) for w in written):
             continue
-        ref = next((r for r in read if _covers(rel, r.path) or _covers(r.path, rel)), None)
+        ref = next((r for r in read if r.path == rel), None) or next(
+            (r for r in read if _covers(rel, r.path) or _covers(r.path, rel)), None)
         if ref is not None:
             out[rel] = f"named in {ref.where}"
         elif posixpath.dirname(rel) in near and _DATA_DIR.match(posixpath.basename(rel)):

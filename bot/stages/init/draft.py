@@ -13,6 +13,7 @@ from typing import Any
 from bot.stages.init import conventions
 from bot.patching.reach import analyse
 from bot.stages.init.cores import usable_cores
+from bot.stages.init.data_seq_len import data_sequence_length
 from bot.stages.init.errors import DraftError
 from bot.stages.init.knob_tables import given_values
 from bot.stages.init.job import read_job
@@ -151,8 +152,11 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
             table, note = made
             knobs[f.dest] = table
             draft.notes[f"knobs.{f.dest}"] = note
+    data_seq = None if seq_len else data_sequence_length(summary.root, workdir=job.workdir, flag_values=values,
+                                                         files=conventions.local_imports(summary))
     found = conventions.discover_all(summary, user_args, taken=set(knobs), env=dict(job.shell.env),
-                                     workdir=job.workdir)
+                                     workdir=job.workdir,
+                                     data_seq=(data_seq.length, data_seq.note) if data_seq else None)
     for name, table in found.plan.knobs.items():
         knobs[name] = table
     draft.notes.update(found.plan.notes)
@@ -181,6 +185,10 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
         sl = next(f for f in summary.flags if _SEQ_LEN.match(f.dest))
         draft.set("workload.tokens_per_step", global_batch * seq_len,
                   f"guessed: {gb.flag} ({global_batch}) x {sl.flag} ({seq_len})")
+    elif global_batch and data_seq and found.classified.token_batch is None and not found.classified.coupled:
+        gb = next(f for f in summary.flags if _GLOBAL_BATCH.match(f.dest))
+        draft.set("workload.tokens_per_step", global_batch * data_seq.length,
+                  f"guessed: {gb.flag} ({global_batch}) x the sequence length {data_seq.length}: {data_seq.note}")
     elif found.tokens is not None:
         draft.set("workload.tokens_per_step", found.tokens[0], found.tokens[1])
     elif (loader := loader_batch(summary)) is not None:

@@ -200,15 +200,18 @@ def _style(s: Setting) -> str:
             "env": f"${s.token}"}[s.passing]
 
 
-def infer_tokens(settings: list[Setting], classified: Classified, given: dict[str, str]) -> tuple[int, str] | None:
+def infer_tokens(settings: list[Setting], classified: Classified, given: dict[str, str],
+                 data_seq: tuple[int, str] | None = None) -> tuple[int, str] | None:
     """Tokens per optimizer step: micro x accumulation x sequence length, or global batch x sequence length.
 
-    A job with a batch and no sequence length (an image classifier: timm's ``train.py``) counts samples:
-    each one is a token, so throughput reads as samples per second."""
+    Without a sequence-length setting, ``data_seq`` is the length the job takes from its data (the longest
+    example + 1, read from the file). A job with a batch and neither (an image classifier: timm's ``train.py``)
+    counts samples: each one is a token, so throughput reads as samples per second."""
     seq = next((s for s in settings if _SEQ.match(s.leaf) and isinstance(current(s, given), int)
                 and not isinstance(current(s, given), bool) and current(s, given) > 0), None)
-    seq_len = current(seq, given) if seq is not None else 1
+    seq_len = current(seq, given) if seq is not None else data_seq[0] if data_seq is not None else 1
     per = f" x {seq.token} ({seq_len})" if seq is not None else \
+        f" x the sequence length {seq_len}: {data_seq[1]}" if data_seq is not None else \
         " samples (no sequence length found: each sample counts as one token)"
     for pair in classified.coupled:
         if pair.global_batch:

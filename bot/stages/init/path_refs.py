@@ -88,8 +88,8 @@ def _resolve(root: Path, text: str, bases: Sequence[str]) -> str | None:
         return rel if (root / rel).exists() else None
     for base in bases:
         rel = posixpath.normpath(posixpath.join(base, text))
-        if rel == "." or rel.startswith("../../") or rel == "..":
-            continue
+        if rel in (".", "..") or rel.startswith("../../") or rel == posixpath.normpath(base):
+            continue  # the job's own folder (a "" or "./" literal) names no file
         if rel.split("/", 1)[0] in (".git", ".infrarsi"):
             continue
         if (root / rel).exists():

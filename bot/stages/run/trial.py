@@ -147,6 +147,11 @@ def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor
     outcome, reason = classify(execution, metrics, warmup=timing.warmup_steps, measured=timing.measured_steps,
                                tokens_per_step=contract.workload.tokens_per_step,
                                steps_per_line=timing.steps_per_line)
+    if outcome is Outcome.CRASH:
+        from bot.stages.init.data_check import missing_in_trial  # reads the job's code only when it crashed
+
+        missing = missing_in_trial(contract, request.tree, execution.stderr_tail)
+        reason += f"; {missing}" if missing else ""
     broken = verify_lock(contract, lock, request.tree)
     if broken and outcome is Outcome.OK:
         outcome, reason = Outcome.INVALID, "lock broken during the trial: " + "; ".join(map(str, broken))

@@ -162,7 +162,7 @@ def summarize_file(root: Path, path: Path) -> FileSummary | None:
 #: A file that reads its own command line is an entry script (train_*.py, scripts/*.py), not model code.
 _READS_COMMAND_LINE = re.compile(r"\.parse_args\(|\.parse_known_args\(|\bFire\(|@hydra\.main|\bLightningCLI\(|"
                                  r"\.merge_from_args\(\s*sys\.argv|typer\.run\(|@click\.command|"
-                                 r"parse_args_into_dataclasses\(|exec\(open\()")
+                                 r"parse_args_into_dataclasses\(|exec\(open\(")
 
 
 # Libraries whose classes a training command subclasses as its model (nn.Module subclasses).

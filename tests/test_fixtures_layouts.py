@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from infrarsi.contract.load import load_contract
+from tests.support.repos import commit_tree
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 BOT = [sys.executable, "-m", "bot"]
@@ -30,8 +31,7 @@ def _repo(tmp_path: Path, name: str, prepare: list[str], cwd: str = ".") -> Path
     root = tmp_path / name
     shutil.copytree(FIXTURES / name, root, ignore=shutil.ignore_patterns("__pycache__", "input.txt", "base_data",
                                                                         "out", "names", "checkpoints"))
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"]):
-        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+    commit_tree(root)
     if prepare:
         subprocess.run([sys.executable, *prepare], cwd=root / cwd, check=True, capture_output=True)
     return root

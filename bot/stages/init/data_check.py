@@ -61,10 +61,16 @@ def missing_in_trial(contract: Contract, tree: Path, stderr_tail: str) -> str | 
     work = tree / contract.workload.workdir
     candidates = [_relative(work / n, tree) or "" for n in named] + [r.path for r in contract_paths(contract)
                                                                      if not r.written]
-    missing = []
+    outside = outside_git(root)
+    missing: list[str] = []
     for rel in dict.fromkeys(c for c in candidates if c):
-        if (root / rel).exists() and not (tree / rel).exists() and rel not in missing:
-            missing.append(rel)
+        if not (root / rel).exists() or (tree / rel).exists():
+            continue
+        # what to add is what git lists as outside it (`data/`, not each file in it)
+        entry = next((p for p in outside if rel == p or rel.startswith(p.rstrip("/") + "/")), rel)
+        if entry not in missing:
+            missing.append(entry)
+    missing = [m for m in missing if not any(m != o and m.startswith(o.rstrip("/") + "/") for o in missing)]
     if not missing:
         return None
     shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")

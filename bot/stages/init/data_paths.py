@@ -148,14 +148,13 @@ def draft_data_paths(root: Path, python_files: list[str], command: str, *, refs:
 
 def unlisted_data(refs: Sequence[PathRef], outside: dict[str, str], listed: Sequence[str]) -> list[str]:
     """One line per path outside git that the job names and ``[data] paths`` lacks (what ``check`` says)."""
-    lines = []
+    named: dict[str, PathRef] = {}  # the path outside git (as git lists it) -> the first reference to it
     for ref in refs:
         if ref.written or ref.path.endswith(".py") or any(_covers(p, ref.path) for p in listed):
             continue
-        kind = next((k for p, k in outside.items() if _covers(p, ref.path)), None)
-        if kind is None:
-            continue
-        lines.append(f"{ref.path}: {kind} by git and not in [data] paths, but the job names it ({ref.where}); a "
-                     "trial's worktree will not have it: add it to [data] paths in infrarsi.toml, then run "
-                     "`infrarsi lock`")
-    return lines
+        path = next((p for p in outside if _covers(p, ref.path) or _covers(ref.path, p)), None)
+        if path is not None and not any(_covers(p, path) for p in listed):
+            named.setdefault(path, ref)
+    return [f"{path}: {outside[path]} by git and not in [data] paths, but the job names it ({ref.where}); a trial's "
+            "worktree will not have it: add it to [data] paths in infrarsi.toml, then run `infrarsi lock`"
+            for path, ref in named.items()]

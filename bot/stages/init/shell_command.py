@@ -74,7 +74,9 @@ class _State:
     workdir: str = "."
     variables: dict[str, str] = field(default_factory=dict)
     exported: dict[str, str] = field(default_factory=dict)
+    exported_at: dict[str, str] = field(default_factory=dict)  # variable -> where it was exported
     dropped: list[str] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)  # earlier Python commands: a later one is the job
     job: tuple[list[str], dict[str, str], str, str] | None = None  # (argv, env, workdir, origin)
 
 
@@ -87,6 +89,7 @@ def read_command(command: str, root: Path) -> ShellJob:
                            "e.g. --command \"python train.py ...\"")
     argv, raw_env, workdir, origin = state.job
     env = _job_env(state, raw_env, f" ({origin})" if origin else "")
+    state.dropped[:0] = state.superseded
     if any("$" in a for a in argv):
         unresolved = next(a for a in argv if "$" in a)
         raise CommandError(f"{origin or '--command'}: {unresolved!r} names a variable the command does not set; "
@@ -195,13 +198,15 @@ def _read_segments(tokens: list[str], state: _State, *, where: str, depth: int) 
                     state.exported[m.group(1)] = m.group(2)
                 elif word in state.variables:
                     state.exported[word] = state.variables[word]
+                name = word.partition("=")[0]
+                state.exported_at[name] = where
         elif head in ("bash", "sh") and len(words) > 1 and words[1].endswith(".sh") or head.endswith(".sh"):
             script = words[1] if head in ("bash", "sh") else head
             _read_script(state, script, words[2:] if head in ("bash", "sh") else words[1:], where, depth)
         elif PYTHONS.match(head) or head in _LAUNCHERS or head.endswith(".py") or words[:2] == ["uv", "run"]:
             argv = words[2:] if head == "uv" else words
             if state.job is not None:
-                state.dropped.append(f"`{' '.join(state.job[0])}`{f' ({state.job[3]})' if state.job[3] else ''}")
+                state.superseded.append(f"`{' '.join(state.job[0])}`{f' ({state.job[3]})' if state.job[3] else ''}")
             state.job = (list(argv), {**state.exported, **env}, state.workdir, where)
         elif _QUIET.match(head) or _CONTROL.match(head):
             continue
@@ -216,7 +221,9 @@ def _job_env(state: _State, env: dict[str, str], at: str) -> dict[str, str]:
     out = {}
     for name, value in {**state.exported, **env}.items():
         if "$" in value:
-            state.dropped.append(f"`{name}={value}`{at} (names a variable the command does not set)")
+            where = state.exported_at.get(name) if name not in env else None
+            state.dropped.append(f"`{name}={value}`{f' ({where})' if where else at} (names a variable the command "
+                                 "does not set)")
         else:
             out[name] = value
     return out

@@ -121,7 +121,7 @@ class _ArgparseVisitor(cst.CSTVisitor):
 
 def scan_flags(source: str) -> tuple[ArgFlag, ...]:
     """Every ``add_argument("--flag", ...)`` call in ``source``."""
-    wrapper = cst.metadata.MetadataWrapper(cst.parse_module(source))
+    wrapper = cst.metadata.MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
     visitor = _ArgparseVisitor()
     wrapper.visit(visitor)
     return tuple(visitor.flags)

@@ -110,6 +110,7 @@ class Row:
     failed_cost_s: float = 0.0
     verdicts: list[dict] = field(default_factory=list)
     promoted: dict | None = None
+    ci_level: float | None = None  # the contract's verification interval level, 1 - 2 verify.alpha
     wall_s: float = 0.0
     error: str = ""
 
@@ -156,7 +157,9 @@ def measure(fixture: Fixture, workdir: Path, budget: int, progress: Path | None 
             row.error = _failed("lock" if shipped else "init", step)
             return row
         from infrarsi.contract.load import load_contract
-        row.knobs = [knob.name for knob in load_contract(repo).knobs]
+        contract = load_contract(repo)
+        row.knobs = [knob.name for knob in contract.knobs]
+        row.ci_level = 1.0 - 2.0 * contract.verify.alpha
         patches = bot("patches", str(repo), "--json")
         for line in patches.stdout.splitlines():
             entry = json.loads(line)

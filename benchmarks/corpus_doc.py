@@ -3,8 +3,9 @@
 The measurement (``benchmarks/corpus.py measure``) takes an hour or more; the
 doc is a pure function of what it recorded, so the table can be re-rendered (and
 checked against the data in a test) without a trial. The interval is labelled at
-the level the verification recorded (``ci_level`` of each verdict: 1 - 2 alpha,
-90% at the default alpha of 0.05), never at a level it was not computed at.
+the level the verification recorded (``ci_level`` of each verdict, and of each
+fixture's contract: 1 - 2 alpha, 90% at the default alpha of 0.05), never at a
+level it was not computed at.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def dump(path: Path, data: dict[str, Any]) -> None:
 def ci_level(rows: Sequence[dict[str, Any]]) -> float | None:
     """The one interval level every verdict of the corpus was computed at (None when no verdict says)."""
     levels = {round(float(v["ci_level"]), 4) for r in rows for v in r.get("verdicts", []) if v.get("ci_level")}
+    levels |= {round(float(r["ci_level"]), 4) for r in rows if r.get("ci_level")}  # the contract's, for every row
     if len(levels) > 1:
         raise ValueError(f"verdicts at several interval levels {sorted(levels)}: one table cannot label them")
     return levels.pop() if levels else None
@@ -57,7 +59,7 @@ def render(data: dict[str, Any], *, data_path: str = "benchmarks/data/corpus.jso
     """The markdown of docs/CORPUS.md for ``data`` (as :func:`load` returns it)."""
     rows = data["rows"]
     level = ci_level(rows)
-    label = f"{level:.0%} CI" if level is not None else "CI at 1 - 2 verify.alpha"
+    label = f"{level:.0%} CI" if level is not None else "CI"
     machine = data["machine"]
     lines = [
         "# Corpus: the bot on every fixture, from its command alone",
@@ -86,8 +88,9 @@ def render(data: dict[str, Any], *, data_path: str = "benchmarks/data/corpus.jso
         "",
         "Reading the table: *patches applicable* are the catalog entries that rewrite something in the editable "
         "scope on a path the entry point reaches; *unreached* ones found their pattern only where the job never "
-        f"goes and cost no trial. The interval is the verification's bootstrap interval on the speedup at {label} "
-        "(two-sided, 1 - 2 alpha; its lower bound is the one-sided 1 - alpha bound a promotion needs). A "
+        "goes and cost no trial. The interval is the verification's bootstrap interval on the speedup, two-sided "
+        "at 1 - 2 alpha of the contract's verify.alpha" + (f" ({level:.0%})" if level is not None else "") + "; its "
+        "lower bound is the one-sided 1 - alpha bound a promotion needs. A "
         "verification stops for efficacy, futility or at its pair budget (`docs/doctor.md`). `tunedgpt` is the "
         "control: nothing should be promoted there.",
         "",

@@ -135,3 +135,11 @@ def test_init_from_a_subfolder_command_writes_a_contract_check_accepts(tmp_path:
     assert init.stdout.startswith("init: read runs/train.sh line 11: kept `OMP_NUM_THREADS=2 python -m pkg.train")
     check = subprocess.run(bot + ["check", str(root)], capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
+
+
+def test_the_reports_reproduce_line_starts_in_the_workdir_with_the_fixed_env() -> None:
+    from infrarsi.report.model import command_line
+
+    line = command_line(("python", "chargpt.py"), ("--x=1",), (), {}, workdir="projects/chargpt",
+                        env=(("OMP_NUM_THREADS", "1"),))
+    assert line == "cd projects/chargpt && OMP_NUM_THREADS=1 python chargpt.py --x=1"

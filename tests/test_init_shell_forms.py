@@ -143,3 +143,27 @@ def test_the_reports_reproduce_line_starts_in_the_workdir_with_the_fixed_env() -
     line = command_line(("python", "chargpt.py"), ("--x=1",), (), {}, workdir="projects/chargpt",
                         env=(("OMP_NUM_THREADS", "1"),))
     assert line == "cd projects/chargpt && OMP_NUM_THREADS=1 python chargpt.py --x=1"
+
+
+# Shapes of train.sh scripts public repos keep beside their code: exports then a backgrounded nohup job whose log
+# is tailed; the script's own folder from `$(dirname "$0")` and its first argument; the interpreter in a variable.
+SCRIPTS = {
+    "nohup.sh": ("export OMP_NUM_THREADS=1\nnohup python -u train.py --config ./cfg.yaml > log_train 2>&1 &\n"
+                 "tail -f log_train\n", [], ".", {"OMP_NUM_THREADS": "1"},
+                 ["python", "-u", "train.py", "--config", "./cfg.yaml"], ["`tail -f log_train`", "`&`"]),
+    "dirname.sh": ('CONFIG=$1\nPYTHONPATH="$(dirname $0)/..":$PYTHONPATH \\\npython $(dirname "$0")/train.py $CONFIG\n',
+                   ["cfg.yaml"], ".", {}, ["python", "projects/job/train.py", "cfg.yaml"], ["`PYTHONPATH="]),
+    "variable.sh": ("pythonpath='python3'\ncd \"$(dirname \"$0\")\"\n${pythonpath} ./train.py\n", [], "projects/job",
+                    {}, ["python3", "./train.py"], []),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_the_script_shapes_repos_keep_beside_their_code(tmp_path: Path, name: str) -> None:
+    text, args, workdir, env, argv, dropped = SCRIPTS[name]
+    root = _repo(tmp_path)
+    (root / "projects" / "job" / name).write_text("#!/usr/bin/env bash\n" + text)
+    job = read_command(" ".join(["bash", f"projects/job/{name}", *args]), root)
+    assert (job.workdir, dict(job.env), list(job.argv)) == (workdir, env, argv)
+    assert len(job.dropped) == len(dropped) and all(any(d.startswith(p) for d in job.dropped) for p in dropped)
+    assert not any(str(root) in a for a in job.argv)  # relative to the tree: a trial runs its own copy

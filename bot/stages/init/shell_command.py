@@ -116,8 +116,8 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
 
 
 def _expand(text: str, state: _State, script_args: list[str], script_dir: str | None) -> str:
-    if script_dir is not None:
-        text = _SCRIPT_DIR.sub(str(state.root / script_dir), text)
+    if script_dir is not None:  # bash's `$(dirname "$0")`: the script's folder as it was invoked, relative
+        text = _SCRIPT_DIR.sub(script_dir, text)
 
     def value(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(3)
@@ -276,4 +276,4 @@ def _read_script(state: _State, script: str, args: list[str], where: str, depth:
     except (OSError, UnicodeDecodeError) as e:
         raise CommandError(f"{rel}: cannot be read ({e})") from None
     _read_lines(text.splitlines(), state, origin=rel, depth=depth + 1, script_args=args,
-                script_dir=posixpath.dirname(rel) or ".")
+                script_dir=posixpath.dirname(script) or ".")

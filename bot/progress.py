@@ -3,7 +3,7 @@
 Reading a repo of a few hundred files (libcst parses, the reach analysis, every
 catalog codemod over the editable files) takes seconds to minutes; a command that
 says nothing for two minutes looks hung. A :class:`Ticker` stays silent for the
-first couple of seconds (small repos print nothing) and then says how far it is,
+first five seconds (small repos print nothing) and then says how far it is,
 at most every few seconds.
 """
 
@@ -20,7 +20,7 @@ class Ticker:
     """Counts work items and prints ``label: done/total what (N s)`` on ``stream`` when the work is slow."""
 
     label: str
-    quiet_s: float = 2.0  # nothing is printed before this much time has passed
+    quiet_s: float = 5.0  # nothing is printed before this much time has passed
     every_s: float = 5.0  # then at most one line per this many seconds
     stream: TextIO | None = None  # default: sys.stderr at the time of printing
     _started: float = field(default_factory=time.perf_counter)

@@ -291,9 +291,21 @@ class _Walker:
                         call.args and isinstance(call.args[0].value, cst.SimpleString)):
                     walker.dynamic_import = True
 
-            def visit_Import(self, imp: cst.Import) -> None:
+            def visit_Import(self, imp: cst.Import) -> bool:
                 for alias in imp.names:
                     walker._import(_code(alias.name), path)
+                return False
+
+            # Importing a name is not using it (a package's __init__.py re-exports every class): a def is reached
+            # where reached code uses the name it was imported as; under `import X as Y`, Y's uses stand for X.
+            def leave_ImportFrom(self, imp: cst.ImportFrom) -> None:
+                if not isinstance(imp.names, cst.ImportStar):
+                    for alias in imp.names:
+                        if alias.asname is not None:
+                            walker.named.setdefault(path, set()).add(_code(alias.name).split(".")[-1])
+
+            def visit_ImportAlias(self, alias: cst.ImportAlias) -> bool:
+                return False
 
             def visit_ImportFrom(self, imp: cst.ImportFrom) -> None:
                 base = _code(imp.module) if imp.module is not None else ""

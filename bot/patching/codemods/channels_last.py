@@ -59,7 +59,8 @@ class ChannelsLast(PatchCodemod):
     NAME = "channels_last"
     SUMMARY = ("convolutional root model → self.to(memory_format=torch.channels_last) at the end of __init__, "
                "its 4-D input made channels-last at the top of forward (channels_last_3d for Conv3d)")
-    NOT_FOUND = "no nn.Module subclass of the file builds nn.Conv2d/nn.Conv3d layers (channels-last only helps convolutions)"
+    NOT_FOUND = ("no nn.Module subclass of the file builds nn.Conv2d/nn.Conv3d layers outside an attention module "
+                 "(channels-last only helps convolutional models)")
     NEEDS = ("Conv",)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
@@ -100,7 +101,10 @@ class ChannelsLast(PatchCodemod):
                         called.add(call.func.value)
 
             cls.visit(_Calls())
-            direct[name], uses[name] = found, called - {name}
+            # a convolution inside an attention module (talking heads, a 1x1 projection) mixes attention maps or
+            # sequence features, not an image batch: it makes no model built of it convolutional
+            attention = _ATTENTION_NAME.search(name) or _ATTENTION_CALL.search(self.module_node.code_for_node(cls))
+            direct[name], uses[name] = (set() if attention else found), called - {name}
         kinds = {name: set(found) for name, found in direct.items()}
         changed = True
         while changed:

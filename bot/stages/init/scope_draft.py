@@ -24,18 +24,21 @@ from bot.stages.init.scan import RepoSummary
 #: (reason, name pattern) in the order they are tried: the first that matches a function's name says why it is
 #: locked. LR schedules and data readers beside model classes (build-nanogpt's ``get_lr``, ``load_tokens``) too.
 _ROLES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("schedules the learning rate", re.compile(r"(^|_)(lr|learning_rate|schedule|scheduler|warmup|cosine)(_|$)")),
+    ("schedules the learning rate", re.compile(r"(^|_)(lr|learning_rate|schedule|scheduler|warmup)(_|$)")),
     ("builds or splits the dataset", re.compile(
-        r"(^|_)(datasets?|data|split|splits|batch|batches|tokens?|shards?|corpus|vocab|tokeni[sz]e|collate|"
-        r"sampler|download|preprocess|prepare)(_|$)|^(load|read|get|make|create|build)_(data|dataset|batch|tokens?)")),
+        r"(^|_)(datasets?|corpus|vocab|collate|download|preprocess)(_|$)|^tokeni[sz]e|^(batch|batches|data)$"
+        r"|^(load|read|get|make|create|build|prepare|split)_(data|dataset|datasets|batch|batches|tokens?|shards?|"
+        r"words|splits?|corpus|text|examples)(_|$)")),
+    # not a bare `log` (a model's math helper: `log(t, eps)`, `log_prob`), but what writes a log
+    ("logs or prints", re.compile(r"(^|_)(logging|logger|print0|wandb|tensorboard|writer|report|banner)(_|$)"
+                                  r"|^print(_|$)|^log_(metrics?|stats?|scalars?|images?|samples?|results?|progress|"
+                                  r"step|info|config|params|to_\w+)(_|$)")),
     ("evaluates", re.compile(r"(^|_)(eval|evaluate|evaluation|validate|validation|val|test|estimate_loss|metrics?|"
-                             r"accuracy|score|bpb|perplexity|core_metric)(_|$)")),
-    ("logs or prints", re.compile(r"(^|_)(log|logs|logging|logger|print0?|report|wandb|tensorboard|writer|summary|"
-                                  r"banner|samples?)(_|$)")),
+                             r"accuracy|bpb|perplexity|core_metric)(_|$)")),
     ("saves or loads checkpoints", re.compile(r"(^|_)(save|saving|ckpt|checkpoint|resume|export|serialize|"
                                               r"load_state)(_|$)")),
-    ("times steps", re.compile(r"(^|_)(time|timer|timing|throughput|mfu|flops|speed|benchmark|profile|"
-                               r"stopwatch)(_|$)")),
+    ("times steps", re.compile(r"(^|_)(timer|timing|throughput|mfu|flops|benchmark|profile|stopwatch)(_|$)"
+                               r"|^(step_)?time(_|$)")),
 )
 #: Files whose whole content reads data, evaluates, logs or checkpoints (DeiT's datasets.py, nanochat's
 #: loss_eval.py and checkpoint_manager.py): locked as files, so their hash is checked too.

@@ -1,30 +1,36 @@
-"""The corpus benchmark: ``init`` → ``doctor`` → ``run`` on every fixture, no hand edits, into docs/CORPUS.md.
+"""The corpus benchmark: ``init`` → ``doctor`` → ``run`` on every fixture, no hand edits, into a data file.
 
-    python benchmarks/corpus.py [--budget 8] [--only NAME ...] [--workdir DIR] [--out docs/CORPUS.md]
-                                [--jobs N] [--deadline-min M]
+    python benchmarks/corpus.py measure [--budget 8] [--only NAME ...] [--workdir DIR] [--jobs N]
+                                        [--deadline-min M] [--note TEXT]     # -> benchmarks/data/corpus.json
+    python benchmarks/corpus.py render                                       # data -> docs/CORPUS.md
 
 Each fixture is copied into its own git repository and driven through the real
-CLI exactly as a new user would: ``init --command "<its README command>"`` (a
-fixture that ships its own ``infrarsi.toml`` keeps it: that file is the repo's,
+CLI exactly as a new user would: its README's preparation (data it downloads or
+generates, left untracked or ignored), ``init --command "<its README command>"``
+(a fixture that ships its own ``infrarsi.toml`` keeps it: that file is the repo's,
 not an edit), ``patches`` (what the catalog finds and where), ``doctor``,
-``run --budget-trials N --no-bank`` (built-in proposer, local executor). The
-table says, per fixture: knobs drafted, patches applicable and reached, trials
-and failed trials with their cost, the verified speedup with its interval,
-verification pairs spent and why each verification stopped, and wall time.
+``run --budget-trials N --no-bank`` (built-in proposer, local executor). The data
+says, per fixture: knobs drafted, patches applicable and reached, trials and
+failed trials with their cost, the verified speedup with its interval (and the
+level it was computed at), verification pairs spent and why each verification
+stopped, and wall time; and, once, the machine: the CPU model, whether it has
+AVX-512 bf16 and AMX, torch, and a note on what else ran beside it. ``measure``
+writes the data and renders the doc; ``render`` renders it alone
+(:mod:`benchmarks.corpus_doc`). With ``--only``, the other fixtures' rows are kept
+when the data was measured on the same CPU, else dropped.
 
 ``tunedgpt`` is the control: the tinygpt job already written the tuned way, on
 which nothing should be promoted. Figures depend on the CPU: bf16 autocast is
 several times faster than fp32 where the CPU has AVX-512 bf16 or AMX, and
-several times *slower* where it has only AVX2 (bf16 is then emulated); the
-machine's CPU model and flags head the table.
+several times *slower* where it has only AVX2 (bf16 is then emulated).
 
 Timing wants a quiet machine (OpenMP threads spin when they share cores); the
 verification is interleaved, so a busy machine costs power, not validity.
 ``--jobs N`` drives N fixtures at once on a larger machine, each pinned to its
 own equal share of the CPUs (its trials inherit the affinity, so OpenMP sizes
-its pool to that share); the table then states the share. ``--deadline-min``
+its pool to that share); the data then states the share. ``--deadline-min``
 stops the fixtures still running at that point (their rows say so) and writes
-the table of the rest, so a time-limited machine still yields one.
+the rest, so a time-limited machine still yields a table.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import dataclasses
 import json
 import os
 import platform
+import shlex
 import shutil
 import signal
 import subprocess
@@ -43,10 +50,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.corpus_doc import dump, load, render  # noqa: E402
 from bot.workspace.commits import commit_all  # noqa: E402
 from bot.workspace.refs import init_repository  # noqa: E402
 
@@ -58,7 +67,8 @@ RUN_ID = "corpus"
 class Fixture:
     name: str
     command: str  # what the user hands `init` (ignored when the fixture ships a contract)
-    prepare: tuple[str, ...] = ()  # run once before init, as its README says (data outside git)
+    prepare: tuple[str, ...] = ()  # Python arguments run once before init, as its README says (data outside git)
+    prepare_cwd: str = "."  # where, in the repo, the preparation runs
     note: str = ""
 
 
@@ -76,7 +86,15 @@ CORPUS: tuple[Fixture, ...] = (
     Fixture(name="hydrajob", command="python train.py trainer.max_steps=100000"),
     Fixture(name="tunedgpt", command="python train.py --seq-len 128 --global-batch 8 --micro-batch 8 --steps 6",
             note="the control: already tuned"),
+    # laid out like minGPT, makemore and nanochat, each run as its README says (forever, from a subfolder, by a
+    # bash script); their preparation leaves the data untracked
+    Fixture(name="chargpt", command="cd projects/chargpt && python chargpt.py", prepare=("download.py",),
+            prepare_cwd="projects/chargpt"),
+    Fixture(name="makenames", command="python makemore.py -i names.txt -o names"),
+    Fixture(name="pkgchat", command="bash runs/runcpu.sh", prepare=("-m", "tinychat.dataset", "-n", "4")),
 )
+DATA = REPO_ROOT / "benchmarks" / "data" / "corpus.json"
+DOC = REPO_ROOT / "docs" / "CORPUS.md"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -92,6 +110,7 @@ class Row:
     failed_cost_s: float = 0.0
     verdicts: list[dict] = field(default_factory=list)
     promoted: dict | None = None
+    ci_level: float | None = None  # the contract's verification interval level, 1 - 2 verify.alpha
     wall_s: float = 0.0
     error: str = ""
 
@@ -106,11 +125,13 @@ def prepare_repo(fixture: Fixture, workdir: Path) -> Path:
     repo = workdir / fixture.name
     shutil.copytree(FIXTURES / fixture.name, repo,
                     ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.lock", "out", "outputs",
-                                                  "lightning_logs", "*.bin", "meta.json"))
+                                                  "lightning_logs", "*.bin", "meta.json", "input.txt", "base_data",
+                                                  "names", "checkpoints"))
     init_repository(repo, initial_head="main")
     commit_all(repo, f"{fixture.name} fixture")
-    for script in fixture.prepare:
-        subprocess.run([sys.executable, script], cwd=repo, check=True, capture_output=True)
+    if fixture.prepare:
+        subprocess.run([sys.executable, *fixture.prepare], cwd=repo / fixture.prepare_cwd, check=True,
+                       capture_output=True)
     return repo
 
 
@@ -136,7 +157,9 @@ def measure(fixture: Fixture, workdir: Path, budget: int, progress: Path | None 
             row.error = _failed("lock" if shipped else "init", step)
             return row
         from infrarsi.contract.load import load_contract
-        row.knobs = [knob.name for knob in load_contract(repo).knobs]
+        contract = load_contract(repo)
+        row.knobs = [knob.name for knob in contract.knobs]
+        row.ci_level = 1.0 - 2.0 * contract.verify.alpha
         patches = bot("patches", str(repo), "--json")
         for line in patches.stdout.splitlines():
             entry = json.loads(line)
@@ -173,7 +196,8 @@ def measure(fixture: Fixture, workdir: Path, budget: int, progress: Path | None 
         row.wall_s = time.perf_counter() - t0
 
 
-def _cpu(cores_each: int | None = None) -> str:
+def machine(cores_each: int | None, note: str) -> dict[str, Any]:
+    """The machine the figures were measured on, as the doc states it."""
     model, flags = platform.processor() or "unknown CPU", set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -184,64 +208,11 @@ def _cpu(cores_each: int | None = None) -> str:
                 break
     except OSError:
         pass
-    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
     share = f" ({cores_each} per fixture, fixtures run side by side)" if cores_each else ""
-    return f"{model}, {os.cpu_count()} cores{share}, {' '.join(wanted) or 'no AVX2'}"
-
-
-def _speedup(row: Row) -> str:
-    if row.error:
-        return f"error: {row.error}"
-    if row.promoted is None:
-        return "nothing promoted"
-    ci = row.promoted.get("ci") or [None, None]
-    interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if None not in ci else ""
-    return f"**{row.promoted['speedup']:.2f}x**{interval} `{row.promoted['candidate']}`"
-
-
-def _pairs(row: Row) -> str:
-    return ", ".join(f"{v.get('pairs', 0)} ({v.get('stop') or v.get('verdict')})" for v in row.verdicts) or "–"
-
-
-def render(rows: Sequence[Row], *, budget: int, total_s: float, command: str, cores_each: int | None = None) -> str:
-    lines = [
-        "# Corpus: the bot on every fixture, from its command alone",
-        "",
-        f"Generated by `{command}` — do not edit by hand.",
-        "",
-        f"Machine: {_cpu(cores_each)}; torch {_torch_version()}{_gpu_note()}. Budget: {budget} search trials per fixture, built-in "
-        "proposer, local executor, no experience bank. Total wall time "
-        f"**{total_s / 60:.1f} min**.",
-        "",
-        "| fixture | contract | knobs | patches applicable (unreached) | trials | failed (cost) | verified speedup "
-        "[95% CI] and winner | verification pairs (stop) | wall |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        unreached = f" ({', '.join(row.unreached)})" if row.unreached else ""
-        lines.append(
-            f"| {row.fixture} | {row.contract or '–'} | {', '.join(row.knobs) or '–'} | "
-            f"{', '.join(row.applicable) or '–'}{unreached} | {row.trials} | "
-            f"{row.failed} ({row.failed_cost_s:.0f} s) | {_speedup(row)} | {_pairs(row)} | {row.wall_s / 60:.1f} min |")
-    lines += [
-        "",
-        "Reading the table: *patches applicable* are the catalog entries that rewrite something in the editable "
-        "scope on a path the entry point reaches; *unreached* ones found their pattern only where the job never "
-        "goes and cost no trial. A verification stops for efficacy, futility or at its pair budget "
-        "(`docs/doctor.md`). `tunedgpt` is the control: nothing should be promoted there.",
-        "",
-    ]
-    notes = sorted({f"- {row.fixture}: {note}" for row in rows for note in row.notes})
-    if notes:
-        lines += ["What `run` left out on this device (`docs/doctor.md`):", "", *notes, ""]
-    return "\n".join(lines)
-
-
-def _gpu_note() -> str:
-    # The fixtures are CPU jobs; a GPU hidden from them says so, since hftrainer would otherwise take it.
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
-        return " (GPUs hidden: CUDA_VISIBLE_DEVICES empty)"
-    return ""
+    hidden = " (GPUs hidden: CUDA_VISIBLE_DEVICES empty)" if os.environ.get("CUDA_VISIBLE_DEVICES") == "" else ""
+    return {"cpu": model, "cores": f"{os.cpu_count()}{share}", "avx2": "avx2" in flags,
+            "avx512_bf16": "yes" if "avx512_bf16" in flags else "no", "amx": "yes" if "amx_bf16" in flags else "no",
+            "torch": _torch_version() + hidden, "note": note}
 
 
 def _torch_version() -> str:
@@ -253,16 +224,23 @@ def _torch_version() -> str:
 
 
 def _command(args: argparse.Namespace) -> str:
-    return "python benchmarks/corpus.py" + (f" --budget {args.budget}" if args.budget != 8 else "") + \
+    return "python benchmarks/corpus.py measure" + (f" --budget {args.budget}" if args.budget != 8 else "") + \
         (f" --jobs {args.jobs}" if args.jobs > 1 else "") + \
         (f" --deadline-min {args.deadline_min:g}" if args.deadline_min else "") + \
-        (f" --only {' '.join(args.only)}" if args.only else "")
+        (f" --only {' '.join(args.only)}" if args.only else "") + \
+        (f" --note {shlex.quote(args.note)}" if args.note else "")
+
+
+def _outcome(row: Row) -> str:
+    if row.error:
+        return f"error: {row.error}"
+    return "nothing promoted" if row.promoted is None else f"{row.promoted['speedup']:.2f}x"
 
 
 def _run_one(fixture: Fixture, workdir: Path, budget: int, progress: Path | None = None) -> Row:
     print(f"[corpus] {fixture.name}: init, doctor, run --budget-trials {budget} ...", flush=True)
     row = measure(fixture, workdir, budget, progress)
-    print(f"[corpus] {fixture.name}: {_speedup(row)}; {row.trials} trials, {row.failed} failed; "
+    print(f"[corpus] {fixture.name}: {_outcome(row)}; {row.trials} trials, {row.failed} failed; "
           f"{row.wall_s / 60:.1f} min", flush=True)
     return row
 
@@ -282,7 +260,7 @@ def _side_by_side(chosen: Sequence[Fixture], args: argparse.Namespace, workdir: 
         while queue and free:
             fixture, slot = queue.pop(0), free.pop(0)
             out = workdir / f"{fixture.name}.row.json"
-            cmd = [sys.executable, __file__, "--only", fixture.name, "--budget", str(args.budget),
+            cmd = [sys.executable, __file__, "measure", "--only", fixture.name, "--budget", str(args.budget),
                    "--workdir", str(workdir), "--row-json", str(out)]
             share = shares[slot]
             proc = subprocess.Popen(cmd, start_new_session=True,
@@ -316,16 +294,27 @@ def _side_by_side(chosen: Sequence[Fixture], args: argparse.Namespace, workdir: 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--budget", type=int, default=8, help="search trials per fixture (default 8)")
-    parser.add_argument("--only", nargs="*", default=None, help="fixture names (default: all)")
-    parser.add_argument("--workdir", type=Path, default=None, help="keep the fixture repos here")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs" / "CORPUS.md")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="fixtures driven at once, each on its own equal share of the CPUs (default 1)")
-    parser.add_argument("--deadline-min", type=float, default=0.0,
-                        help="with --jobs: stop fixtures still running after this many minutes (default: none)")
-    parser.add_argument("--row-json", type=Path, default=None, help=argparse.SUPPRESS)  # one child of --jobs
+    sub = parser.add_subparsers(dest="verb", required=True)
+    m = sub.add_parser("measure", help="drive every fixture through the CLI -> the data file (and the doc)")
+    m.add_argument("--budget", type=int, default=8, help="search trials per fixture (default 8)")
+    m.add_argument("--only", nargs="*", default=None, help="fixture names (default: all)")
+    m.add_argument("--workdir", type=Path, default=None, help="keep the fixture repos here")
+    m.add_argument("--jobs", type=int, default=1,
+                   help="fixtures driven at once, each on its own equal share of the CPUs (default 1)")
+    m.add_argument("--deadline-min", type=float, default=0.0,
+                   help="with --jobs: stop fixtures still running after this many minutes (default: none)")
+    m.add_argument("--note", default="", help="what else ran on the machine meanwhile (stated with the figures)")
+    m.add_argument("--data", type=Path, default=DATA)
+    m.add_argument("--out", type=Path, default=DOC)
+    m.add_argument("--row-json", type=Path, default=None, help=argparse.SUPPRESS)  # one child of --jobs
+    r = sub.add_parser("render", help="the data file -> docs/CORPUS.md")
+    r.add_argument("--data", type=Path, default=DATA)
+    r.add_argument("--out", type=Path, default=DOC)
     args = parser.parse_args(argv)
+    if args.verb == "render":
+        args.out.write_text(render(load(args.data), data_path=_shown(args.data)))
+        print(f"[corpus] wrote {args.out} from {args.data}")
+        return 0
     chosen = [f for f in CORPUS if args.only is None or f.name in args.only]
     unknown = set(args.only or ()) - {f.name for f in CORPUS}
     if unknown:
@@ -344,10 +333,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows, cores_each = _side_by_side(chosen, args, workdir)
     else:
         rows = [_run_one(fixture, workdir, args.budget) for fixture in chosen]
-    args.out.write_text(render(rows, budget=args.budget, total_s=time.perf_counter() - t0, command=_command(args),
-                               cores_each=cores_each))
-    print(f"[corpus] wrote {args.out} (fixture repos in {workdir})")
+    here = machine(cores_each, args.note)
+    kept = _kept_rows(args.data, here, {r.fixture for r in rows}) if args.only else []
+    order = [f.name for f in CORPUS]
+    data = {"command": _command(args), "machine": here, "budget": args.budget,
+            "total_s": time.perf_counter() - t0 + sum(r.get("wall_s", 0.0) for r in kept),
+            "rows": sorted([*kept, *map(dataclasses.asdict, rows)], key=lambda r: order.index(r["fixture"]))}
+    dump(args.data, data)
+    args.out.write_text(render(load(args.data), data_path=_shown(args.data)))
+    print(f"[corpus] wrote {args.data} and {args.out} (fixture repos in {workdir})")
     return 0
+
+
+def _kept_rows(path: Path, here: dict[str, Any], measured: set[str]) -> list[dict[str, Any]]:
+    """The rows of fixtures not measured now, from data taken on the same CPU (else none)."""
+    if not path.exists():
+        return []
+    old = load(path)
+    if old["machine"].get("cpu") != here["cpu"]:
+        print(f"[corpus] {path} was measured on {old['machine'].get('cpu')}; its other rows are dropped")
+        return []
+    return [row for row in old["rows"] if row["fixture"] not in measured]
+
+
+def _shown(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        return str(path)
 
 
 if __name__ == "__main__":

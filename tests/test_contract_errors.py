@@ -83,6 +83,17 @@ CASES = [
     ("verify_alpha", BASE + "\n[verify]\nalpha = 0.7\n", "verify.alpha: expected a number in (0, 0.5), got 0.7"),
     ("table_is_scalar", "loss = 3\n" + BASE,
      "loss: expected a table, got integer 3"),
+    ("cwd_renamed", BASE.replace("tokens_per_step = 128", 'tokens_per_step = 128\ncwd = "."'),
+     "workload.cwd: renamed workload.workdir (the job's working directory, relative to the repo)"),
+    ("workdir_outside", BASE.replace("tokens_per_step = 128", 'tokens_per_step = 128\nworkdir = "../elsewhere"'),
+     "workload.workdir: expected a directory inside the repo (relative to it), got '../elsewhere'"),
+    ("workdir_missing", BASE.replace("tokens_per_step = 128", 'tokens_per_step = 128\nworkdir = "projects/x"'),
+     "workload.workdir: expected a directory inside the repo, got 'projects/x' (no such directory)"),
+    ("env_not_text", BASE.replace("tokens_per_step = 128", "tokens_per_step = 128\nenv = {OMP_NUM_THREADS = 1}"),
+     "workload.env.OMP_NUM_THREADS: expected a string (environment values are text), got integer 1"),
+    ("env_set_twice", BASE.replace('tokens_per_step = 128', 'tokens_per_step = 128\nenv = {DTYPE = "fp32"}')
+     .replace('flag = "--dtype"', 'env = "DTYPE"'),
+     "knobs.dtype.env: expected a variable that workload.env does not already set, got 'DTYPE'"),
 ]
 
 

@@ -19,11 +19,16 @@ def test_roots_for_a_nested_entry_script_and_a_src_layout(tmp_path: Path) -> Non
     minigpt = tmp_path / "mingpt_repo"
     _package(minigpt, "mingpt", "tree")
     _package(minigpt, "tests", "no")
-    assert import_roots(minigpt, ["python", "projects/chargpt/chargpt.py"]) == ["."]
-    assert import_roots(minigpt, ["python", "train.py"]) == []  # the script's own folder is first already
+    (minigpt / "projects" / "chargpt").mkdir(parents=True)
+    (minigpt / "projects" / "chargpt" / "chargpt.py").write_text("import mingpt\n")
+    (minigpt / "train.py").write_text("import mingpt\n")
+    assert import_roots(minigpt, ".", ["python", "projects/chargpt/chargpt.py"]) == ["."]
+    assert import_roots(minigpt, ".", ["python", "train.py"]) == []  # the script's own folder is first already
+    # run from its own folder (`cd projects/chargpt && python chargpt.py`): the repo's root, two levels up
+    assert import_roots(minigpt, "projects/chargpt", ["python", "chargpt.py"]) == ["../.."]
     src = tmp_path / "src_repo"
     _package(src / "src", "pkg", "tree")
-    assert import_roots(src, ["python", "train.py"]) == ["src"]
+    assert import_roots(src, ".", ["python", "train.py"]) == ["src"]
     assert with_import_roots((("A", "1"),), ["src"]) == (("A", "1"), ("PYTHONPATH", "src"))
 
 
@@ -34,7 +39,7 @@ def test_the_worktrees_package_wins_over_an_editable_install_of_the_users_checko
     (worktree / "projects").mkdir()
     (worktree / "projects" / "train.py").write_text("import mingpt\nprint(mingpt.WHERE)\n")
     argv = [sys.executable, "projects/train.py"]
-    extra = with_import_roots((), import_roots(worktree, argv))
+    extra = with_import_roots((), import_roots(worktree, ".", argv))
     env = scrubbed_environment(dict(extra), base={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(checkout)})
     assert env["PYTHONPATH"].split(":") == [".", str(checkout)]
     out = subprocess.run(argv, cwd=worktree, env=env, capture_output=True, text=True, timeout=60)

@@ -120,9 +120,12 @@ def test_the_launchers_options_are_read_in_either_spelling() -> None:
         split_launcher(["torchrun", "--nproc-per-node", "2"])
 
 
-def test_a_model_drafting_the_contract_gets_the_script_and_the_launch_is_read_from_the_command() -> None:
-    """With ``--proposer anthropic`` a model drafts the workload; what the launcher says is not left to it."""
+def test_a_model_drafting_the_contract_gets_the_script_and_the_launch_is_read_from_the_command(
+        tmp_path: Path) -> None:
+    """With ``--proposer anthropic`` a model drafts the workload; what the launcher (and the shell around it:
+    its folder, its environment) says is not left to it."""
     from bot.proposers import draft_with
+    from bot.stages.init.scan import scan_repo
     from infrarsi.seams.proposer import ContractProposal
 
     class Drafting:  # the proposer seam as a model answers it: a workload, and a launch of its own guessing
@@ -137,9 +140,13 @@ def test_a_model_drafting_the_contract_gets_the_script_and_the_launch_is_read_fr
                                           "launch": {"executor": "local"}},
                                     rationale={"workload.command": "the entry script"}, proposer=self.name)
 
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "train.py").write_text("print('step 1 loss 1.0')\n")
     model = Drafting()
-    draft = draft_with(model, "torchrun --nproc-per-node=4 train.py --lr 1", None)  # type: ignore[arg-type]
+    draft = draft_with(model, "cd job && OMP_NUM_THREADS=1 torchrun --nproc-per-node=4 train.py --lr 1",
+                       scan_repo(tmp_path, "job/train.py"))
     assert model.commands == ["python train.py --lr 1"]
     assert draft.data["launch"] == {"executor": "torchrun", "nproc_per_node": 4}
     assert draft.notes["workload.command"] == "claude-test: the entry script"
     assert draft.notes["launch.nproc_per_node"].startswith("from the command: torchrun")
+    assert draft.data["workload"]["workdir"] == "job" and draft.data["workload"]["env"] == {"OMP_NUM_THREADS": "1"}

@@ -130,7 +130,8 @@ def test_a_micro_batch_of_one_is_not_a_toggle() -> None:
 
 def test_the_schedule_and_data_functions_beside_a_model_stay_locked(tmp_path: Path) -> None:
     # build-nanogpt's train_gpt2.py: GPT classes, then get_lr and load_tokens beside them; nanoGPT-style
-    # single files have get_batch there too. They decide what the job computes, not how fast.
+    # single files have get_batch there too. They decide what the job computes, not how fast: all run, only
+    # the model and its builder are editable, the others are named as locked with why.
     job = CONSTANTS.replace("import torch\n", textwrap.dedent('''
         import torch
 
@@ -158,8 +159,12 @@ def test_the_schedule_and_data_functions_beside_a_model_stay_locked(tmp_path: Pa
 
         def configure_model():
             return MLP()
-    '''), 1)
+    '''), 1).replace("model = torch.nn.Linear(T, T)", "model = configure_model()\nlr, data = get_lr(0), load_tokens('x')")
+    job = job.replace("model(torch.ones(B, T))", "model(get_batch())")
     root = _init(tmp_path, "python train_gpt2.py", job)
     editable = set(load_contract(root).scope.editable)
     assert {"train_gpt2.py::MLP", "train_gpt2.py::configure_model"} <= editable
     assert not {"train_gpt2.py::load_tokens", "train_gpt2.py::get_lr", "train_gpt2.py::get_batch"} & editable
+    text = (root / "infrarsi.toml").read_text()
+    assert "train_gpt2.py::get_lr: schedules the learning rate" in text
+    assert "train_gpt2.py::load_tokens: builds or splits the dataset" in text

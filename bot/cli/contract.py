@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +34,10 @@ def proposer(args: argparse.Namespace, root: Path):  # noqa: ANN201 - a Proposer
 
 def cmd_init(args: argparse.Namespace) -> int:
     from bot.stages.init.draft import DraftError, draft_contract
+    from bot.stages.init.job import read_job
+    from bot.stages.init.launcher import LaunchError
     from bot.stages.init.scan import scan_repo
-    from bot.stages.init.toml_writer import render_contract
+    from bot.stages.init.validate import validated
 
     root = repo_dir(args.repo)
     try:
@@ -48,18 +49,24 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"using the existing contract in {path.relative_to(root)}"
               + (f" [{prefix}]" if prefix else "") + " (pass --force to draft a new one)")
     else:
-        if not args.command:
+        if not args.command or not args.command.strip():
             raise UsageError("no contract yet: pass --command \"python train.py ...\" to draft one")
-        entry = _entry_script(args.command)
-        summary = scan_repo(root, entry)
+        try:
+            job = read_job(args.command, root)
+        except LaunchError as e:
+            raise UsageError(f"--command: {e}") from None
+        summary = scan_repo(root, job.entry)
         try:
             draft = (draft_contract(args.command, summary, tokens_per_step=args.tokens_per_step,
                                     step_regex=args.step_regex)
                      if args.proposer == "builtin" else
                      _llm_draft(args, root, summary))
+            text, _ = validated(draft, root)
         except DraftError as e:
             raise UsageError(str(e)) from None
-        (root / CONTRACT_FILE).write_text(render_contract(draft), encoding="utf-8")
+        if job.shell.origin or job.shell.dropped:
+            print(f"init: {job.shell.note()}")
+        (root / CONTRACT_FILE).write_text(text, encoding="utf-8")
         print(f"wrote {CONTRACT_FILE}: {len(draft.data.get('knobs', {}))} knobs, "
               f"{len(draft.data['scope']['editable'])} editable symbols, "
               f"{len(draft.data['scope']['locked'])} locked paths; {len(draft.notes)} guessed or defaulted fields "
@@ -78,13 +85,6 @@ def _llm_draft(args: argparse.Namespace, root: Path, summary):  # noqa: ANN001, 
     print(f"drafted by the {chosen.name} proposer: {usage.tokens} tokens, ${usage.cost_usd:.4f}"
           + (f" ({usage.cached_calls} cached)" if usage.cached_calls else ""))
     return draft
-
-
-def _entry_script(command: str) -> str | None:
-    for part in shlex.split(command):
-        if part.endswith(".py"):
-            return part
-    return None
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
@@ -106,6 +106,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise LockMismatchError(f"check failed: {len(broken)} problem(s) with {LOCK_FILE}: {problems}{todo}")
     print(f"ok: contract valid; {len(lock.files)} locked files match {LOCK_FILE}; "
           f"{len(contract.knobs)} knobs, {len(contract.scope.editable)} editable symbols")
+    from bot.stages.init.data_check import unlisted_lines
+
+    for line in unlisted_lines(contract):
+        print(f"warning: {line}")
     if args.run:
         from bot.stages.init.dryrun import check_run
         return check_run(contract, root)

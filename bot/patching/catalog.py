@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.patching.codemods import REGISTRY, run_codemod
+from bot.progress import Ticker
 from bot.patching.reach import Reach, analyse, command_argv
 from bot.patching.results import Broken, Declined, Rewritten
 from infrarsi.contract.model import Contract
@@ -184,7 +185,7 @@ def reach_of(contract: Contract, tree: Path | None = None) -> Reach:
     """What the contract's command can run in ``tree``; knobs are undecided (the search changes them)."""
     knobs = {k.name for k in contract.knobs} | {k.flag.lstrip("-").split("=")[0] for k in contract.knobs if k.flag}
     return analyse(tree or contract.root, command_argv(contract.workload.command, contract.workload.args),
-                   knobs=knobs)
+                   knobs=knobs, workdir=contract.workload.workdir)
 
 
 def changed_lines(before: str, after: str) -> list[int]:
@@ -217,13 +218,21 @@ def catalog_for_repo(contract: Contract, tree: Path | None = None) -> list[Appli
     A rewrite whose every changed line is proven never to run from the entry point (a dead branch,
     a function nothing reached calls) does not apply: no trial is spent on it."""
     root = tree or contract.root
-    files = _editable_files(contract)
-    sources = {path: (root / path).read_text(encoding="utf-8") for path in files}
     reach = reach_of(contract, root)
+    files: dict[str, list[str] | None] = {}
+    skipped: list[str] = []
+    for path, symbols in _editable_files(contract).items():
+        if reach.reaches_file(path):
+            files[path] = symbols
+        else:  # the job never imports it: no codemod is run there, no patch applies there
+            skipped.append(f"{path}: not examined: nothing on the path from the entry point imports it")
+    sources = {path: (root / path).read_text(encoding="utf-8") for path in files}
+    ticker = Ticker(label="patches: running the catalog over the editable files")
     out = []
-    for entry in CATALOG:
+    for done, entry in enumerate(CATALOG):
+        ticker.tick(done, len(CATALOG), f"catalog entries over {len(files)} files")
         targets: list[str] = []
-        reasons: list[str] = []
+        reasons: list[str] = list(skipped)
         for path, symbols in files.items():
             outcome = run_codemod(entry.codemod, sources[path], scope=symbols)
             if isinstance(outcome, Rewritten):
@@ -243,6 +252,7 @@ def catalog_for_repo(contract: Contract, tree: Path | None = None) -> list[Appli
                              targets=tuple(dict.fromkeys(targets)), effect=entry.effect, kind="codemod",
                              codemod=entry.codemod, conflicts_with=entry.conflicts_with, decides=entry.decides)
         out.append(Applicability(entry=entry, spec=spec, reasons=tuple(reasons)))
+    ticker.done(f"{sum(a.applies for a in out)} of {len(CATALOG)} catalog entries apply")
     return out
 
 

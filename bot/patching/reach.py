@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import posixpath
 import re
 import shlex
 from collections.abc import Iterable
@@ -37,6 +38,9 @@ from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
+
+from bot.progress import Ticker
+from infrarsi.contract.entry import entry_file, split_interpreter
 
 _UNKNOWN: Any = object()
 _ENTRY_METHODS = {"forward", "__init__", "__call__", "__enter__", "__exit__", "__iter__", "__next__", "__len__",
@@ -48,37 +52,76 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Reach:
-    """Per repo-relative file, the 1-based lines proven never to run; files absent were not decided."""
+    """Per repo-relative file, the 1-based lines proven never to run; files absent were not decided.
+
+    ``modules`` are the repo's files the job imports (None: unknown, e.g. an ``import_module`` of a computed
+    name); a file outside them never runs. ``symbols`` are the reached top-level definitions and methods
+    (``path::Name``, ``path::Class.method``) of those files."""
 
     dead: dict[str, frozenset[int]] = field(default_factory=dict)
     why: dict[tuple[str, int], str] = field(default_factory=dict)
+    modules: frozenset[str] | None = None
+    symbols: frozenset[str] = frozenset()
 
     def unreached(self, path: str, lines: Iterable[int]) -> str | None:
         """Why every one of ``lines`` of ``path`` never runs, or None when some may run (or nothing is known)."""
+        if self.modules is not None and path not in self.modules:
+            return "nothing on the path from the entry point imports this file"
         dead = self.dead.get(path)
         lines = list(lines)
         if not dead or not lines or any(line not in dead for line in lines):
             return None
         return self.why.get((path, lines[0]), "not reached from the entry point")
 
+    def reaches_file(self, path: str) -> bool:
+        """Whether ``path`` may run (True when nothing is known)."""
+        return self.modules is None or path in self.modules
 
-def analyse(root: Path, command: Iterable[str], *, knobs: Iterable[str] = ()) -> Reach:
-    """The reach of ``command`` (its ``.py`` entry point and arguments) in the repo at ``root``."""
+
+def analyse(root: Path, command: Iterable[str], *, knobs: Iterable[str] = (), workdir: str = ".") -> Reach:
+    """The reach of ``command`` (its entry point, a script or ``-m module``, and arguments) run from
+    ``workdir`` in the repo at ``root``."""
     argv = list(command)
-    entry = next((a for a in argv if a.endswith(".py")), None)
-    if entry is None or not (root / entry).is_file():
+    entry_path = entry_file(root, workdir, argv)
+    if entry_path is None:
         return Reach()
     modules = _repo_modules(root)
+    if entry_path not in modules.values():
+        return Reach()
+    bases = tuple(dict.fromkeys(_import_bases(entry_path, workdir)))
+    ticker = Ticker(label=f"reading what {entry_path} runs")
+    walker = _Walker(root=root, modules=modules, trees=_Trees(root, ticker, len(modules)), entry=entry_path,
+                     argv=split_interpreter(argv)[2], knobs=set(knobs), workdir=workdir, bases=bases)
     try:
-        trees = {path: cst.parse_module((root / path).read_text(encoding="utf-8")) for path in modules.values()}
+        reach = walker.run()
     except (cst.ParserSyntaxError, UnicodeDecodeError, OSError):
         return Reach()
-    entry_path = Path(entry).as_posix()
-    if entry_path not in trees:
-        return Reach()
-    walker = _Walker(root=root, modules=modules, trees=trees, entry=entry_path,
-                     argv=argv[argv.index(entry) + 1:], knobs=set(knobs))
-    return walker.run()
+    ticker.done(f"{len(reach.modules or ())} of the repo's {len(modules)} Python files are imported")
+    return reach
+
+
+class _Trees(dict[str, cst.Module]):
+    """Repo files parsed when the walk first reaches them: a large repo's other scripts are never parsed."""
+
+    def __init__(self, root: Path, ticker: Ticker, total: int) -> None:
+        super().__init__()
+        self.root, self.ticker, self.total = root, ticker, total
+
+    def __missing__(self, path: str) -> cst.Module:
+        tree = cst.parse_module((self.root / path).read_text(encoding="utf-8"))
+        self[path] = tree
+        self.ticker.tick(len(self), self.total, "files parsed")
+        return tree
+
+
+def _import_bases(entry: str, workdir: str) -> list[str]:
+    """Where the job's imports are looked up, as dotted prefixes of the repo's modules: the script's own
+    folder (``sys.path[0]``), the working directory, the repo's root and its ``src`` (import roots)."""
+    out = []
+    for folder in (posixpath.dirname(entry), workdir, ".", "src"):
+        folder = posixpath.normpath(folder or ".")
+        out.append("" if folder == "." else folder.replace("/", ".") + ".")
+    return out
 
 
 def _repo_modules(root: Path) -> dict[str, str]:
@@ -100,20 +143,25 @@ class _Walker:
     """Fixed point over 'reached' definitions: a def is reached once reached code mentions its name."""
 
     def __init__(self, *, root: Path, modules: dict[str, str], trees: dict[str, cst.Module], entry: str,
-                 argv: list[str], knobs: set[str]) -> None:
+                 argv: list[str], knobs: set[str], workdir: str = ".", bases: tuple[str, ...] = ("",)) -> None:
         self.root = root
+        self.workdir = workdir
+        self.bases = bases
         self.modules = modules
         self.trees = trees
         self.entry = entry
         self.argv = argv
         self.knobs = knobs
-        self.mentioned: set[str] = set(_config_identifiers(root))  # attributes, strings, config keys
+        texts = _config_texts(root)
+        self.mentioned: set[str] = {n for text in texts for n in _IDENT.findall(text)}  # attributes, strings, keys
         self.named: dict[str, set[str]] = {}  # bare names, per module that mentions them
         self.shadows: dict[str, set[str]] = {}  # per module: top-level defs its own bare names refer to
         self.reached_modules: set[str] = set()
         self.reached_defs: set[int] = set()  # id() of FunctionDef/ClassDef nodes
         self.dead_branches: dict[str, list[tuple[cst.CSTNode, str]]] = {}
         self.dynamic = False  # getattr(x, <not a literal>) somewhere reached: every method may run
+        self.dynamic_import = False  # import_module(<not a literal>) reached: any file may run
+        self.dotted: set[str] = _dotted_names(texts)  # `_target_: model.GPT` names a module
         self.env: dict[str, dict[str, Any]] = {}
 
     # -- driving ------------------------------------------------------------------------------------
@@ -122,6 +170,11 @@ class _Walker:
         changed = True
         while changed:
             changed = False
+            for dotted in sorted(self.dotted):  # strings naming a module of the repo: it may be imported by name
+                before = len(self.reached_modules)
+                self._import(dotted, self.entry)
+                changed |= len(self.reached_modules) > before
+            self.dotted.clear()
             for path in list(self.reached_modules):
                 for node, owner in _defs(self.trees[path]):
                     if id(node) in self.reached_defs or not self._is_reached(node, owner, path):
@@ -212,6 +265,7 @@ class _Walker:
 
             def visit_SimpleString(self, s: cst.SimpleString) -> None:
                 walker.mentioned.update(_IDENT.findall(s.value))
+                walker.dotted.update(_dotted_names([s.value]))
 
             # getattr(x, <not a literal>) may fetch any method; it dispatches only if what it fetched is
             # called. A config walker (minGPT's CfgNode: `obj = getattr(obj, k)` then `setattr`) never calls
@@ -233,10 +287,25 @@ class _Walker:
                     self.called.add(call.func.value)
                 if _dynamic_getattr(call) and id(call) not in self.quiet:
                     walker.dynamic = True
+                if _code(call.func).split(".")[-1] in ("import_module", "__import__") and not (
+                        call.args and isinstance(call.args[0].value, cst.SimpleString)):
+                    walker.dynamic_import = True
 
-            def visit_Import(self, imp: cst.Import) -> None:
+            def visit_Import(self, imp: cst.Import) -> bool:
                 for alias in imp.names:
                     walker._import(_code(alias.name), path)
+                return False
+
+            # Importing a name is not using it (a package's __init__.py re-exports every class): a def is reached
+            # where reached code uses the name it was imported as; under `import X as Y`, Y's uses stand for X.
+            def leave_ImportFrom(self, imp: cst.ImportFrom) -> None:
+                if not isinstance(imp.names, cst.ImportStar):
+                    for alias in imp.names:
+                        if alias.asname is not None:
+                            walker.named.setdefault(path, set()).add(_code(alias.name).split(".")[-1])
+
+            def visit_ImportAlias(self, alias: cst.ImportAlias) -> bool:
+                return False
 
             def visit_ImportFrom(self, imp: cst.ImportFrom) -> None:
                 base = _code(imp.module) if imp.module is not None else ""
@@ -257,10 +326,11 @@ class _Walker:
 
     def _import(self, dotted: str, importer: str) -> None:
         parts = dotted.split(".")
-        for i in range(1, len(parts) + 1):  # `import a.b.c` runs a, a.b and a.b.c
-            target = self.modules.get(".".join(parts[:i]))
-            if target is not None:
-                self._reach_module(target)
+        for base in self.bases:
+            for i in range(1, len(parts) + 1):  # `import a.b.c` runs a, a.b and a.b.c
+                target = self.modules.get(base + ".".join(parts[:i]))
+                if target is not None:
+                    self._reach_module(target)
 
     # -- deciding conditions ------------------------------------------------------------------------
     def _module_env(self, path: str, tree: cst.Module) -> dict[str, Any]:
@@ -299,9 +369,10 @@ class _Walker:
         """nanoGPT's convention: ``config/x.py`` arguments exec'd in order, then ``--key=value`` overrides."""
         out: dict[str, Any] = {}
         for arg in self.argv:
-            if "=" not in arg and arg.endswith(".py") and (self.root / arg).is_file():
+            config = self.root / self.workdir / arg
+            if "=" not in arg and arg.endswith(".py") and config.is_file():
                 try:
-                    module = cst.parse_module((self.root / arg).read_text(encoding="utf-8"))
+                    module = cst.parse_module(config.read_text(encoding="utf-8"))
                 except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
                     return {name: _UNKNOWN for name in names}
                 for statement in module.body:
@@ -412,7 +483,14 @@ class _Walker:
                 mark(node, f"{kind} `{where}` is never used on the path from the entry point")
             for branch, reason in self.dead_branches.get(path, []):
                 mark(branch, reason)
-        return Reach(dead={p: frozenset(v) for p, v in dead.items() if v}, why=why)
+        symbols = set()
+        for path in self.reached_modules:
+            for node, owner in _defs(self.trees[path]):
+                if id(node) in self.reached_defs:
+                    symbols.add(f"{path}::{owner.name.value + '.' if owner is not None else ''}{node.name.value}")
+        return Reach(dead={p: frozenset(v) for p, v in dead.items() if v}, why=why,
+                     modules=None if self.dynamic_import else frozenset(self.reached_modules),
+                     symbols=frozenset(symbols))
 
 
 def _dynamic_getattr(node: cst.BaseExpression) -> bool:
@@ -533,24 +611,36 @@ def _is_property(fn: cst.FunctionDef) -> bool:
     return any(_code(d.decorator).split(".")[-1] in ("property", "setter", "cached_property") for d in fn.decorators)
 
 
-def _config_identifiers(root: Path) -> set[str]:
-    """Identifiers in the repo's config files: Hydra's ``_target_: model.GPT`` names a class by string.
+def _config_texts(root: Path) -> list[str]:
+    """The repo's config files: Hydra's ``_target_: model.GPT`` names a class (and its module) by string.
 
     InfraRSI's own contract is not one: its editable scope names every symbol (`models/dla.py::test`), which
     would keep every one of them alive."""
-    found: set[str] = set()
+    texts = []
     for path in root.rglob("*"):
         if path.suffix in _CONFIG_SUFFIXES and path.is_file() and path.name != "infrarsi.toml" and not any(
                 part in _SKIP_DIRS for part in path.relative_to(root).parts):
             try:
                 if path.stat().st_size < 1_000_000:
                     text = path.read_text(encoding="utf-8", errors="replace")
-                    if path.name == "pyproject.toml":
-                        text = _CONTRACT_TABLES.sub("", text)
-                    found.update(_IDENT.findall(text))
+                    texts.append(_CONTRACT_TABLES.sub("", text) if path.name == "pyproject.toml" else text)
             except OSError:
                 continue
-    return found
+    return texts
+
+
+_DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
+
+
+_FILE_SUFFIXES = frozenset({"pt", "pth", "bin", "txt", "json", "yaml", "yml", "py", "csv", "npy", "npz", "ckpt",
+                            "safetensors", "log", "png", "jpg", "gz", "zip", "tar", "model", "pkl", "md", "toml"})
+
+
+def _dotted_names(texts: Iterable[str]) -> set[str]:
+    """Dotted names in text (``models.gpt.GPT``, ``scripts.base_eval``): candidate module paths; a file name
+    (``model.pt``) is not one."""
+    return {m.group(0) for text in texts for m in _DOTTED.finditer(text)
+            if m.group(0).rsplit(".", 1)[1].lower() not in _FILE_SUFFIXES}
 
 
 #: `[tool.infrarsi]` and its sub-tables in a pyproject.toml, up to the next other table.

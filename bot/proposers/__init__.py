@@ -100,15 +100,16 @@ def draft_with(proposer: Proposer, command: str, summary: "RepoSummary", *,
     import shlex
 
     from bot.stages.init.draft import ContractDraft, DraftError
-    from bot.stages.init.launcher import LaunchError, split_launcher
+    from bot.stages.init.job import read_job
+    from bot.stages.init.launcher import LaunchError
 
-    launch = None
-    if proposer.name != "builtin":  # the builtin drafter reads the launcher itself (and offers the layout knobs)
-        try:  # a model drafts the workload; the launcher's options are read here, as the builtin drafter reads them
-            launch, argv = split_launcher(shlex.split(command))
+    job = None
+    if proposer.name != "builtin":  # the builtin drafter reads the command itself (and offers the layout knobs)
+        try:  # a model drafts the workload; the shell forms and the launcher are read here, as the builtin does
+            job = read_job(command, summary.root)
         except LaunchError as e:
             raise DraftError(f"--command: {e}") from None
-        command = shlex.join(argv) if launch else command
+        command = shlex.join([*job.prog, *job.args])
     proposal = proposer.draft_contract(command, summary, tokens_per_step=tokens_per_step)
     if proposal.data is None:
         why = "; ".join(f.error for f in proposal.failures if f.error) or "no answer"
@@ -117,9 +118,13 @@ def draft_with(proposer: Proposer, command: str, summary: "RepoSummary", *,
         return ContractDraft(data=dict(proposal.data), notes=dict(proposal.rationale))
     model = proposer.model or proposer.name
     draft = ContractDraft(data=dict(proposal.data), notes={k: f"{model}: {v}" for k, v in proposal.rationale.items()})
-    if launch is not None:
+    if job is not None and job.launch is not None:
         draft.data.pop("launch", None)
-        launch.write(draft)
+        job.launch.write(draft)
+    if job is not None and job.workdir != ".":
+        draft.set("workload.workdir", job.workdir, f"from the command: cd {job.workdir}; the job starts there")
+    if job is not None and job.shell.env:
+        draft.set("workload.env", dict(job.shell.env), "from the command: the environment it sets for the job")
     return draft
 
 

@@ -22,11 +22,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from bot.stages.init.draft import _strip_flags
-from bot.stages.init.launcher import PYTHONS
 from bot.patching.replace import parse_replacement
 from bot.patching.results import Broken
 from bot.proposers.llm import InvalidAnswer, Tool
 from bot.stages.init.scan import RepoSummary
+from infrarsi.contract.entry import command_and_args
 from infrarsi.contract.errors import ContractError
 from infrarsi.contract.load import CONTRACT_FILE, parse_contract
 from infrarsi.contract.model import CONTRACT_VERSION, Contract
@@ -179,14 +179,7 @@ def _effect(item: dict[str, Any], where: str, source: str) -> Effect:
 
 def human_command(command: str) -> tuple[list[str], list[str]]:
     """(entry command, the human's arguments) as the built-in drafter splits them."""
-    argv = shlex.split(command)
-    prog: list[str] = []
-    rest = argv
-    if argv and PYTHONS.match(argv[0]):
-        prog, rest = ["python"], argv[1:]
-    script = rest[0] if rest and not rest[0].startswith("-") else None
-    prog += rest[:1] if script else []
-    return prog, (rest[1:] if script else rest)
+    return command_and_args(shlex.split(command))
 
 
 def validate_draft(data: dict[str, Any], *, command: str, summary: RepoSummary, model: str

@@ -46,17 +46,18 @@ def knob_arguments(knob: Knob, value: KnobValue) -> tuple[tuple[str, ...], Env]:
 
 
 def job_line(command: Sequence[str], args: Sequence[str], knobs: Sequence[Knob], values: Mapping[str, KnobValue],
-             *, interpreter: str | None = None) -> JobLine:
+             *, interpreter: str | None = None, fixed_env: Env = ()) -> JobLine:
     """Fixed command and arguments first, then every knob (``values`` over its default), in contract order.
 
     ``interpreter`` replaces a leading ``python`` (a trial runs under the bot's
     own interpreter); without it the command stays as the contract writes it.
+    ``fixed_env`` (the workload's own ``VAR=value``) comes before the knobs' variables.
     """
     argv = list(command)
     if interpreter is not None and argv and argv[0] == PYTHON_PLACEHOLDER:
         argv[0] = interpreter
     argv += args
-    env: list[tuple[str, str]] = []
+    env: list[tuple[str, str]] = list(fixed_env)
     for knob in knobs:
         words, entries = knob_arguments(knob, values.get(knob.name, knob.default))
         argv += words
@@ -68,4 +69,4 @@ def contract_job_line(contract: Contract, values: Mapping[str, KnobValue], *,
                       interpreter: str | None = None) -> JobLine:
     """:func:`job_line` of the contract's workload."""
     return job_line(contract.workload.command, contract.workload.args, contract.knobs, values,
-                    interpreter=interpreter)
+                    interpreter=interpreter, fixed_env=contract.workload.env)

@@ -64,12 +64,19 @@ def guess_value(text: str) -> int | float | str:
     return text
 
 
+#: Infinity as training scripts write it (``float('inf')``, ``math.inf``): a "forever" default, read as a value.
+INFINITY = re.compile(r"""^\s*-?\s*(float\(\s*['"](inf|infinity)['"]\s*\)|(math|np|numpy|torch)\.inf)\s*$""", re.I)
+
+
 def python_literal(code: str) -> tuple[bool, Any]:
-    """The value of a Python literal expression as written in source (numbers, strings, lists, negatives).
+    """The value of a Python literal expression as written in source (numbers, strings, lists, negatives,
+    infinity).
 
     Returns ``(False, None)`` when ``code`` is not a literal (a name, a call): the
     user's code is read, never run.
     """
+    if INFINITY.match(code):
+        return True, -math.inf if code.strip().startswith("-") else math.inf
     try:
         return True, ast.literal_eval(code)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):

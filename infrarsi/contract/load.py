@@ -10,7 +10,7 @@ import re
 import shlex
 import tomllib
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from infrarsi.contract.errors import ContractError
@@ -146,9 +146,10 @@ def _workload(t: Table, root: Path) -> Workload:
     command = _command(t, "command", required=True)
     args = _command(t, "args", required=False)
     tokens = t.integer("tokens_per_step", minimum=1)
-    cwd = t.string("cwd", ".")
-    if not (root / cwd).is_dir():
-        raise t.error("cwd", f"expected a directory inside the repo, got {cwd!r} (no such directory)")
+    if t.has("cwd"):
+        raise t.error("cwd", "renamed workload.workdir (the job's working directory, relative to the repo)")
+    workdir = _workdir(t, root)
+    env = _fixed_env(t)
     family = t.string("family", "dense", choices=("dense", "moe"))
     flops = t.number("model_flops_per_step", None)
     experts = t.integer("experts", None, minimum=1)
@@ -156,8 +157,35 @@ def _workload(t: Table, root: Path) -> Workload:
     t.finish()
     if top_k is not None and experts is not None and top_k > experts:
         raise t.error("top_k", f"expected at most workload.experts = {experts}, got {top_k}")
-    return Workload(command=command, args=args, tokens_per_step=tokens, cwd=cwd, family=family,
+    return Workload(command=command, args=args, tokens_per_step=tokens, workdir=workdir, env=env, family=family,
                     model_flops_per_step=flops, experts=experts, top_k=top_k)
+
+
+def _workdir(t: Table, root: Path) -> str:
+    """``workload.workdir``: a directory inside the repo, normalised (``./a/b/`` is ``a/b``)."""
+    raw = t.string("workdir", ".")
+    path = PurePosixPath(raw)
+    if path.is_absolute() or ".." in path.parts:
+        raise t.error("workdir", f"expected a directory inside the repo (relative to it), got {raw!r}")
+    workdir = path.as_posix()
+    if not (root / workdir).is_dir():
+        raise t.error("workdir", f"expected a directory inside the repo, got {raw!r} (no such directory)")
+    return workdir
+
+
+def _fixed_env(t: Table) -> tuple[tuple[str, str], ...]:
+    """``workload.env``: environment variables the job's command sets, each a string (``{OMP_NUM_THREADS = "1"}``)."""
+    table = t.table("env")
+    out = []
+    for name in table.data:
+        if not _ENV_NAME.match(name):
+            raise table.error(name, "expected an environment variable name (letters, digits, _)")
+        value = table.raw(name)
+        if not isinstance(value, str):
+            raise table.error(name, f"expected a string (environment values are text), got {describe(value)}")
+        out.append((name, value))
+    table.finish()
+    return tuple(out)
 
 
 def _timing(t: Table) -> Timing:
@@ -543,6 +571,9 @@ def _check_fixed_args(top: Table, workload: Workload, knobs: tuple[Knob, ...]) -
                 raise ContractError(top.file, top.path(f"knobs.{k.name}.{key}"),
                                     f"expected a flag that workload.command and workload.args do not already set, "
                                     f"got {used!r}")
+        if k.env is not None and k.env in dict(workload.env):
+            raise ContractError(top.file, top.path(f"knobs.{k.name}.env"),
+                                f"expected a variable that workload.env does not already set, got {k.env!r}")
         if k.override is not None and k.override.lstrip("+") in keys:
             raise ContractError(top.file, top.path(f"knobs.{k.name}.override"),
                                 f"expected a key that workload.args does not already override, got {k.override!r}")

@@ -33,7 +33,8 @@ class Workload:
     command: tuple[str, ...]
     args: tuple[str, ...] = ()
     tokens_per_step: int
-    cwd: str = "."
+    workdir: str = "."  # where the job starts, relative to the repo (``cd projects/chargpt && python chargpt.py``)
+    env: tuple[tuple[str, str], ...] = ()  # fixed environment the command sets (``OMP_NUM_THREADS=1 python ...``)
     family: str = "dense"
     model_flops_per_step: float | None = None
     experts: int | None = None  # MoE: experts per layer (for the experience bank)

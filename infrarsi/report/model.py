@@ -10,6 +10,7 @@ verification did not confirm.
 
 from __future__ import annotations
 
+import shlex
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -218,9 +219,12 @@ def where_set(knob: Knob, entry: str) -> str:
 
 
 def command_line(command: Sequence[str], args: Sequence[str], knobs: Sequence[Knob],
-                 values: Mapping[str, KnobValue]) -> str:
-    """The shell command that launches the job with ``values`` (every knob explicit, as a trial does)."""
-    return job_line(command, args, knobs, values).shell()
+                 values: Mapping[str, KnobValue], *, workdir: str = ".",
+                 env: Sequence[tuple[str, str]] = ()) -> str:
+    """The shell command that launches the job with ``values`` (every knob explicit, as a trial does), from the
+    repo's root: ``cd WORKDIR && VAR=value python ...`` where the workload has a working directory of its own."""
+    line = job_line(command, args, knobs, values, fixed_env=tuple(env)).shell()
+    return line if workdir in ("", ".") else f"cd {shlex.quote(workdir)} && {line}"
 
 
 def _knob(knobs: Sequence[Knob], name: str) -> Knob:
@@ -431,7 +435,8 @@ def mfu_figures(doctor: DoctorReport, *, before_s: float, after_s: float | None,
 def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[TrialRecord],
                  knobs: Sequence[Knob], command: Sequence[str], args: Sequence[str], facts: RepoFacts,
                  created_at: float, patch_targets: Mapping[str, Sequence[str]] | None = None,
-                 patch_specs: Mapping[str, Any] | None = None) -> Report:
+                 patch_specs: Mapping[str, Any] | None = None, workdir: str = ".",
+                 env: Sequence[tuple[str, str]] = ()) -> Report:
     """The report of one run. ``records`` are every trial of the run in the journal (doctor, search, verify).
 
     ``patch_specs`` (the catalog's ``PatchSpec``s) name the catalog patches' targets and words; the
@@ -474,9 +479,9 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
     mfu = mfu_figures(doctor, before_s=before_s, after_s=after_s, winner_records=cand_records, winner=winner,
                       knobs=knobs)
     values = {**defaults, **winner_knobs}
-    reproduce = {"baseline": command_line(command, args, knobs, defaults)}
+    reproduce = {"baseline": command_line(command, args, knobs, defaults, workdir=workdir, env=env)}
     if winner is not None:
-        reproduce["candidate"] = command_line(command, args, knobs, values)
+        reproduce["candidate"] = command_line(command, args, knobs, values, workdir=workdir, env=env)
         reproduce["verify"] = "infrarsi verify . " + " ".join(
             [f"--knob {c.name}={_knob(knobs, c.name).codec.to_cli(c.new)}" for c in changes]
             + [f"--patch {p}" for p in winner.patches])

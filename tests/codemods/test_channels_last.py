@@ -214,7 +214,38 @@ def test_a_3d_model_gets_the_5d_format() -> None:
             def forward(self, *inputs):
                 return self.conv(inputs[0])
     """, "takes no positional input to convert"),
-], ids=["no-conv", "not-torchs-conv", "already", "2d-and-3d", "no-input"])
+    # a transformer's attention module with a 1x1 convolution for its projections, built by a model in
+    # another file (so a root here): its input is a (B, T, C) sequence, the layout buys nothing
+    ("""
+        import torch
+        import torch.nn as nn
+        class Attention(nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.qkv = nn.Conv2d(c, 3 * c, 1)
+            def forward(self, x):
+                q, k, v = self.qkv(x[..., None]).squeeze(-1).chunk(3, dim=1)
+                return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+    """, "builds nn.Conv2d/nn.Conv3d layers outside an attention module"),
+    # lucidrains/x-transformers: talking heads are a 1x1 Conv2d over the attention map, inside the attention
+    # module; the encoder-decoder built of it is not a convolutional model
+    ("""
+        import torch
+        import torch.nn as nn
+        class Attention(nn.Module):
+            def __init__(self, heads):
+                super().__init__()
+                self.talking_heads = nn.Conv2d(heads, heads, 1, bias=False)
+            def forward(self, x):
+                return self.talking_heads(torch.softmax(x @ x.transpose(-2, -1), dim=-1)) @ x
+        class XTransformer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = Attention(4)
+            def forward(self, x):
+                return self.encoder(x)
+    """, "no nn.Module subclass of the file builds nn.Conv2d/nn.Conv3d"),
+], ids=["no-conv", "not-torchs-conv", "already", "2d-and-3d", "no-input", "attention", "conv-inside-attention"])
 def test_declines(source: str, reason: str) -> None:
     assert_declines(NAME, source, reason)
 

@@ -109,3 +109,25 @@ def test_module_scope_round_trips_through_reported_symbols() -> None:
     assert isinstance(again, Rewritten) and again.code == first.code
     assert isinstance(run_codemod("cuda_backend_flags", source, scope=["main.helper"]), Declined)
 
+
+
+def test_cuda_backend_flags_go_where_the_job_starts_never_into_a_models_helpers() -> None:
+    # lucidrains/x-transformers: a package of small helpers (`exists`, `default`, `l1norm`) beside the model
+    source = """
+        import torch
+
+        def exists(v):
+            return v is not None
+
+        def l1norm(t):
+            return t / t.abs().sum(-1, keepdim=True)
+
+        def train(model, loader):
+            opt = torch.optim.Adam(model.parameters())
+            for x in loader:
+                model(x).sum().backward()
+                opt.step()
+    """
+    result = run_codemod("cuda_backend_flags", norm(source), scope=["exists", "l1norm", "train"])
+    assert isinstance(result, Rewritten) and result.symbols == ("train",)
+    assert_declines("cuda_backend_flags", source, "is not where the job starts", scope=["exists", "l1norm"])

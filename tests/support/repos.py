@@ -73,3 +73,9 @@ def make_model_repo(path: Path) -> tuple[str, str]:
     write_files(path, {"model.py": MODEL_V2})
     second = commit_all(path, "Widen the model")
     return first, second
+
+
+def commit_tree(path: Path, message: str = "Initial commit") -> str:
+    """Make the files already in ``path`` a git repository on ``main`` with one commit (ignored files left out)."""
+    pygit2.init_repository(str(path), initial_head="main")
+    return commit_all(path, message)

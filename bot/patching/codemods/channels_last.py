@@ -27,10 +27,13 @@ kinds is declined (each format only exists for one rank, and ``Module.to`` would
 raise on the other). The input conversion is guarded by its rank, so a model
 that is also fed other inputs keeps working. The layout changes which
 convolution algorithms run, so results differ within float tolerance; the loss
-check decides. A model with no convolution is declined: the layout buys nothing.
+check decides. A model with no convolution is declined: the layout buys nothing; so is an
+attention module (a transformer's, by its name or its softmax), whose inputs are sequences.
 """
 
 from __future__ import annotations
+
+import re
 
 import libcst as cst
 from libcst.codemod import SkipFile
@@ -46,13 +49,18 @@ _CONV_2D = frozenset(f"{m}.{c}" for m in _NN
 _CONV_3D = frozenset(f"{m}.{c}" for m in _NN
                      for c in ("Conv3d", "ConvTranspose3d", "LazyConv3d", "LazyConvTranspose3d"))
 _FORMAT = {"2d": ("torch.channels_last", 4), "3d": ("torch.channels_last_3d", 5)}
+#: A root class that is an attention module (a transformer's, whose inputs are (B, T, C) sequences), even when it
+#: builds a convolution (a 1x1 projection, a patch embedding): the layout buys nothing there.
+_ATTENTION_NAME = re.compile(r"Attention|Attn|MultiHead", re.I)
+_ATTENTION_CALL = re.compile(r"\bsoftmax\(|scaled_dot_product_attention\(|flash_attn")
 
 
 class ChannelsLast(PatchCodemod):
     NAME = "channels_last"
     SUMMARY = ("convolutional root model → self.to(memory_format=torch.channels_last) at the end of __init__, "
                "its 4-D input made channels-last at the top of forward (channels_last_3d for Conv3d)")
-    NOT_FOUND = "no nn.Module subclass of the file builds nn.Conv2d/nn.Conv3d layers (channels-last only helps convolutions)"
+    NOT_FOUND = ("no nn.Module subclass of the file builds nn.Conv2d/nn.Conv3d layers outside an attention module "
+                 "(channels-last only helps convolutional models)")
     NEEDS = ("Conv",)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
@@ -93,7 +101,10 @@ class ChannelsLast(PatchCodemod):
                         called.add(call.func.value)
 
             cls.visit(_Calls())
-            direct[name], uses[name] = found, called - {name}
+            # a convolution inside an attention module (talking heads, a 1x1 projection) mixes attention maps or
+            # sequence features, not an image batch: it makes no model built of it convolutional
+            attention = _ATTENTION_NAME.search(name) or _ATTENTION_CALL.search(self.module_node.code_for_node(cls))
+            direct[name], uses[name] = (set() if attention else found), called - {name}
         kinds = {name: set(found) for name, found in direct.items()}
         changed = True
         while changed:
@@ -116,6 +127,10 @@ class ChannelsLast(PatchCodemod):
             return
         methods = {m.name.value: m for m in cls.body.body if isinstance(m, cst.FunctionDef)}
         init, forward = methods.get("__init__"), methods["forward"]
+        if _ATTENTION_NAME.search(name) or _ATTENTION_CALL.search(self.module_node.code_for_node(forward)):
+            self._decline_at(name, f"{where} computes attention over a sequence, not a convolutional model's image "
+                             "batch; channels-last only helps convolutions")
+            return
         if init is None or not isinstance(init.body, cst.IndentedBlock):
             self._decline_at(name, f"{where} has no __init__ body to convert its parameters in")
             return

@@ -23,11 +23,15 @@ check catches a job where that matters.
 placed after the module's imports when the whole file is in scope and it is
 an entry-point script (``if __name__ == "__main__":``; flags are process-wide,
 so a library module is the wrong place), else at the top of each targeted
-function. TF32 rounds matmul inputs to 10 mantissa
+function that starts the job (``main``, ``train*``, ``run*``…, or one that runs a
+backward pass or builds the optimizer or a data loader; never a model's helpers,
+which run many times and start nothing). TF32 rounds matmul inputs to 10 mantissa
 bits: faster on Ampere and later, a numerics change the loss check must accept.
 """
 
 from __future__ import annotations
+
+import re
 
 import libcst as cst
 
@@ -93,6 +97,11 @@ _FLAGS = (
 )
 
 
+#: Where a job starts: by name, or a function that trains (a backward pass, an optimizer, a data loader).
+_STARTS_JOB_NAME = re.compile(r"^(main|main_worker|train\w*|run\w*|fit\w*|setup\w*|launch\w*|pretrain\w*)$")
+_TRAINS = re.compile(r"\.backward\(|\boptim\.|Optimizer\(|DataLoader\(|\.step\(\)")
+
+
 class CudaBackendFlags(PatchCodemod):
     NAME = "cuda_backend_flags"
     SUMMARY = "TF32 matmul/cuDNN and cudnn.benchmark, set once behind `if torch.cuda.is_available():`"
@@ -118,6 +127,12 @@ class CudaBackendFlags(PatchCodemod):
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         if self.scope is None or self.where not in self.scope or not self._missing_or_decline():
+            return updated_node
+        if not _STARTS_JOB_NAME.match(original_node.name.value) and not _TRAINS.search(code_of(original_node)):
+            # a model's helper (`exists`, `l1norm`) runs many times and starts nothing: process-wide flags belong
+            # where the job starts (its main or training function)
+            self.decline(f"`{self.where}` is not where the job starts (no training step, optimizer or data loader "
+                         "in it); process-wide backend flags belong in the function that starts the job")
             return updated_node
         body = updated_node.body
         if not isinstance(body, cst.IndentedBlock):

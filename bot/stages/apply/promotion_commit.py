@@ -30,6 +30,7 @@ from bot.workspace.errors import MergeConflictError
 from bot.workspace.refs import commit_info, commits_since, has_commit
 from bot.workspace.trees import commit_files, export_tree, merge_change
 from infrarsi.contract import load_contract
+from infrarsi.contract.entry import entry_file
 from infrarsi.contract.knob_codec import python_text, toml_text
 from infrarsi.contract.lock import LOCK_FILE, write_lock
 from bot.workspace.naming import promote_branch
@@ -132,10 +133,7 @@ def human_commits(repo: Path, head: str, base: str) -> list[str]:
 
 
 def _entry_file(contract: Contract) -> str | None:
-    script = next((a for a in contract.workload.command if a.endswith(".py")), None)
-    if script is None:
-        return None
-    return str(Path(contract.workload.cwd, script).as_posix()).removeprefix("./")
+    return entry_file(contract.root, contract.workload.workdir, contract.workload.command)
 
 
 def build_promotion_commit(repo: Path, *, contract: Contract, trial_commit: str, base: str,

@@ -179,7 +179,8 @@ def _token_batch(settings: list[Setting], given: dict[str, str]) -> TokenBatch |
             continue
         if "token" not in total.leaf and not re.search(r"\btokens?\b|#tokens", total.help, re.I):
             continue
-        micro = next((s for s in settings if s.convention == total.convention and _BATCH.match(s.leaf)
+        micro = next((s for s in settings if s.convention == total.convention
+                      and (_BATCH.match(s.leaf) or _MICRO.match(s.leaf))  # nanochat: --device-batch-size
                       and type(current(s, given)) is int), None)
         return TokenBatch(micro=micro, total=total)
     return None

@@ -2,12 +2,14 @@
 
 Settings in every config convention (:mod:`discover`), their roles (:mod:`classify`)
 and knob tables (:mod:`knob_tables`), tokens per step and training length from
-them, the step line (:mod:`steplines`) and the git-ignored data (:mod:`data_paths`).
+them, the step line (:mod:`steplines`), the paths the job names (:mod:`path_refs`) and the data outside
+git among them (:mod:`data_paths`).
 """
 
 from __future__ import annotations
 
 import ast
+import posixpath
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -15,8 +17,9 @@ from typing import TYPE_CHECKING
 from bot.stages.init.classify import Classified, classify, current
 from bot.stages.init.data_paths import draft_data_paths
 from bot.stages.init.discover import Setting, discover
-from bot.stages.init.knob_tables import KnobPlan, given_values, infer_steps, infer_tokens, plan_knobs
+from bot.stages.init.knob_tables import KnobPlan, given_values, infer_tokens, plan_knobs
 from bot.stages.init.meter_lines import meter_step_lines
+from bot.stages.init.path_refs import OUTPUT_SETTING, PathRef, path_references
 from bot.stages.init.steplines import StepLine, find_step_lines
 
 if TYPE_CHECKING:
@@ -25,7 +28,6 @@ if TYPE_CHECKING:
 
 _LOG_INTERVAL = re.compile(r"^(log_interval|log_every|print_every|print_freq|log_freq|log_iters|"
                            r"log_steps|display_interval|log_step)$")
-MAX_MEASURED = 12  # a job configured for days is measured over this many step lines, then ended
 
 
 @dataclass(kw_only=True)
@@ -34,12 +36,12 @@ class Found:
     classified: Classified
     plan: KnobPlan
     tokens: tuple[int, str] | None = None
-    steps: tuple[int, str] | None = None
     data_paths: list[str] = field(default_factory=list)
     data_note: str = ""
     extra_args: list[str] = field(default_factory=list)  # added to workload.args (e.g. HF logging every step)
     step_lines: list[StepLine] = field(default_factory=list)
     steps_per_line: int = 1
+    given: dict[str, str] = field(default_factory=dict)  # the values the command (and a config file) gives
 
     def describe(self) -> str:
         names = self.classified.names()
@@ -47,7 +49,7 @@ class Found:
                 f"coupled: {', '.join(names['coupled']) or 'none'}")
 
 
-def _local_imports(summary: RepoSummary) -> list[str]:
+def local_imports(summary: RepoSummary) -> list[str]:
     """The entry script and the repo's Python files it imports (where its step line may be printed)."""
     if summary.entry is None:
         return []
@@ -66,13 +68,14 @@ def _local_imports(summary: RepoSummary) -> list[str]:
     return out
 
 
-def _config_file_values(summary: RepoSummary, user_args: list[str], settings: list[Setting]) -> dict[str, str]:
+def _config_file_values(summary: RepoSummary, user_args: list[str], settings: list[Setting],
+                        workdir: str = ".") -> dict[str, str]:
     """nanoGPT-style config files on the command (``python train.py config/x.py --k=v``) override globals."""
     if not any(s.convention == "globals" for s in settings):
         return {}
     out: dict[str, str] = {}
     for arg in user_args:
-        path = summary.root / arg
+        path = summary.root / workdir / arg
         if arg.startswith("-") or "=" in arg or not arg.endswith(".py") or not path.is_file():
             continue
         try:
@@ -89,14 +92,17 @@ def _config_file_values(summary: RepoSummary, user_args: list[str], settings: li
     return out
 
 
-def discover_all(summary: RepoSummary, user_args: list[str], *, taken: set[str]) -> Found:
+def discover_all(summary: RepoSummary, user_args: list[str], *, taken: set[str], env: dict[str, str] | None = None,
+                 workdir: str = ".", data_seq: tuple[int, str] | None = None) -> Found:
+    """Everything ``init`` reads beyond argparse; ``env`` is what the command sets (``VAR=value python ...``), the
+    value of a setting read from that variable; ``data_seq`` a sequence length the job takes from its data."""
     settings = discover(summary.root, summary.entry)
-    given = {**_config_file_values(summary, user_args, settings), **given_values(user_args)}
+    given = {**(env or {}), **_config_file_values(summary, user_args, settings, workdir), **given_values(user_args)}
     classified = classify(settings, given)
     plan = plan_knobs(classified, given, taken=taken)
     found = Found(settings=settings, classified=classified, plan=plan,
-                  tokens=infer_tokens(settings, classified, given), steps=infer_steps(settings, given))
-    files = _local_imports(summary)
+                  tokens=infer_tokens(settings, classified, given, data_seq))
+    files = local_imports(summary)
     for rel in files:
         try:
             source = (summary.root / rel).read_text(encoding="utf-8")
@@ -123,9 +129,27 @@ def discover_all(summary: RepoSummary, user_args: list[str], *, taken: set[str])
                 found.steps_per_line = k  # the job prints every k optimizer steps (the user chose k)
         elif found.step_lines[0].every > 1:
             found.steps_per_line = found.step_lines[0].every  # `if it % 10 == 0:` around the print, a literal
-    found.data_paths, found.data_note = draft_data_paths(summary.root, [f.path for f in summary.files],
-                                                         " ".join(user_args))
+    found.given = given
     return found
+
+
+def job_paths(found: Found, summary: RepoSummary, user_args: list[str], *, workdir: str = ".",
+              job_files: list[str] | None = None) -> list[PathRef]:
+    """The paths the job names: in ``job_files`` (the repo's files it runs; default: the entry script and what it
+    imports), in the settings' values (an output folder setting marked as written) and on the command."""
+    values = [(str(v), f"{s.token}'s value", bool(OUTPUT_SETTING.search(s.leaf)))
+              for s in found.settings if isinstance(v := current(s, found.given), str)]
+    values += [(arg, "the command", False) for arg in user_args if not arg.startswith("-")]
+    return path_references(summary.root, workdir=workdir, entry=summary.entry, values=values,
+                           files=job_files if job_files is not None else local_imports(summary))
+
+
+def find_data(found: Found, summary: RepoSummary, user_args: list[str], refs: list[PathRef], *,
+              workdir: str = ".") -> None:
+    """``found.data_paths``: what the job reads that git does not track (:mod:`data_paths`)."""
+    near = list(dict.fromkeys([workdir, posixpath.dirname(summary.entry or "") or "."]))
+    found.data_paths, found.data_note = draft_data_paths(summary.root, [f.path for f in summary.files],
+                                                         " ".join(user_args), refs=refs, near=near)
 
 
 def _every_step(interval: Setting) -> list[str] | None:

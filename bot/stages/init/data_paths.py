@@ -1,9 +1,13 @@
-"""Draft ``[data] paths``: the git-ignored files a job reads (datasets, tokenizers, checkpoints).
+"""Draft ``[data] paths``: the files a job reads that git does not track (datasets, tokenizers, checkpoints).
 
-Datasets are not in git, so a trial's fresh worktree would not have them. ``init``
-names them in the contract from what git ignores in the repo, keeping those the
-code or the command refers to (or that look like data) and leaving out what jobs
-write (outputs, logs, caches, virtual environments).
+Datasets are rarely in git, so a trial's fresh worktree would not have them. ``init``
+names them in the contract: what git ignores in the repo, keeping those the code or
+the command refers to (or that look like data); what is merely untracked (a
+downloaded ``input.txt`` nobody wrote a ``.gitignore`` line for) when the job names
+it (:mod:`path_refs`) or it is a data folder beside the entry script; and data one
+level above the repo it names. What jobs write (outputs, logs, caches, virtual
+environments) is left out. ``check`` asks the same question of a written contract:
+which paths the job names are outside git and outside ``[data]``.
 """
 
 from __future__ import annotations
@@ -11,7 +15,10 @@ from __future__ import annotations
 import posixpath
 import re
 import subprocess
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from bot.stages.init.path_refs import PathRef
 
 _JUNK = re.compile(r"(^|/)(__pycache__|\.venv|venv|env|\.infrarsi|\.pytest_cache|\.mypy_cache|\.ruff_cache|"
                    r"\.ipynb_checkpoints|\.idea|\.vscode|node_modules|build|dist|[^/]*\.egg-info|\.tox|\.cache)(/|$)"
@@ -25,14 +32,57 @@ _DATA_NAMES = re.compile(r"(data|dataset|corpus|token|vocab|ckpt|checkpoint|weig
 
 def ignored_paths(root: Path) -> list[str]:
     """What git ignores in ``root`` (whole ignored directories collapsed), repo-relative; [] outside git."""
+    return _others(root, "--ignored")
+
+
+def untracked_paths(root: Path) -> list[str]:
+    """What git neither tracks nor ignores in ``root`` (whole untracked directories collapsed; a directory that
+    holds only ignored files is not one); [] outside git."""
+    return _others(root, "--no-empty-directory")
+
+
+def _others(root: Path, *flags: str) -> list[str]:
     try:
-        out = subprocess.run(["git", "-C", str(root), "ls-files", "--others", "--ignored", "--exclude-standard",
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "--others", *flags, "--exclude-standard",
                               "--directory", "-z"], capture_output=True, check=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     paths = sorted({p.rstrip("/") for p in out.decode("utf-8", "replace").split("\0") if p.strip()})
     # git may list a directory that merely holds ignored ones; keep the ignored entries themselves
     return [p for p in paths if not any(q.startswith(p + "/") for q in paths)]
+
+
+def outside_git(root: Path) -> dict[str, str]:
+    """Every path git does not track in ``root`` -> "untracked" or "ignored" (junk and outputs left out)."""
+    out = {p: "ignored" for p in ignored_paths(root)}
+    out.update({p: "untracked" for p in untracked_paths(root)})
+    return {p: kind for p, kind in out.items() if not _JUNK.search(p) and not _OUTPUTS.match(p)}
+
+
+def _covers(outer: str, inner: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
+def named_untracked(refs: Sequence[PathRef], untracked: Iterable[str], near: Sequence[str]) -> dict[str, str]:
+    """Untracked paths the job reads -> why: named by the code or the command (as themselves, a file in them
+    or a folder around them), or a data folder beside the entry script; code and outputs are not data."""
+    read = [r for r in refs if not r.written]
+    written = [r.path for r in refs if r.written]
+    out: dict[str, str] = {}
+    for rel in untracked:
+        if rel.endswith(".py") or any(_covers(w, rel) for w in written):
+            continue
+        ref = next((r for r in read if r.path == rel), None) or next(
+            (r for r in read if _covers(rel, r.path) or _covers(r.path, rel)), None)
+        if ref is not None:
+            out[rel] = f"named in {ref.where}"
+        elif posixpath.dirname(rel) in near and _DATA_DIR.match(posixpath.basename(rel)):
+            out[rel] = "a data folder beside the entry script"
+    return out
+
+
+#: A folder beside the entry script that holds its data, whatever builds the path to it.
+_DATA_DIR = re.compile(r"^(data|dataset|datasets|corpus|inputs?|raw|shards?|tokens|tokenized)$", re.I)
 
 
 def _strings(root: Path, files: list[str], command: str) -> str:
@@ -67,19 +117,44 @@ def parent_paths(root: Path, text: str) -> list[str]:
     return found
 
 
-def draft_data_paths(root: Path, python_files: list[str], command: str) -> tuple[list[str], str]:
-    """(paths, note): git-ignored data the job plausibly reads, and data one level above the repo it names."""
+def draft_data_paths(root: Path, python_files: list[str], command: str, *, refs: Sequence[PathRef] = (),
+                     near: Sequence[str] = ()) -> tuple[list[str], str]:
+    """(paths, note): git-ignored data the job plausibly reads, untracked data it names (``refs``, or a data folder
+    in ``near``: the entry script's folder and the working directory), and data one level above the repo it
+    names."""
     text = _strings(root, python_files, command)
     keep: list[str] = parent_paths(root, text)
+    written = [r.path for r in refs if r.written]
     for rel in ignored_paths(root):
-        if _JUNK.search(rel) or _OUTPUTS.match(rel) or not (root / rel).exists():
+        if _JUNK.search(rel) or _OUTPUTS.match(rel) or not (root / rel).exists() or \
+                any(_covers(w, rel) for w in written):
             continue
         parts = rel.split("/")
         referenced = any(re.search(rf"['\"/]{re.escape(p)}['\"/]|\b{re.escape(p)}\b", text) for p in
                          (rel, parts[0], parts[-1]))
         if referenced or _DATA_NAMES.search(rel):
             keep.append(rel)
-    note = ("guessed: git-ignored files the job reads" + (" and data one level above the repo it names" if
-            any(p.startswith("../") for p in keep) else "") + "; trials reach them through links, never a copy, "
-            "and the lock holds their identity (sha256 up to 8 MiB, else size and mtime)")
+    untracked = {p for p in untracked_paths(root) if not _JUNK.search(p) and not _OUTPUTS.match(p)}
+    named = named_untracked(refs, sorted(untracked), near)
+    keep += [p for p in named if p not in keep]
+    whence = "; ".join(f"{p} (untracked, {why})" for p, why in named.items())
+    note = ("guessed: files outside git the job reads: git-ignored ones" + (f", untracked ones: {whence}" if whence
+                                                                            else "")
+            + (" and data one level above the repo it names" if any(p.startswith("../") for p in keep) else "")
+            + "; trials reach them through links, never a copy, and the lock holds their identity (sha256 up to "
+            "8 MiB, else size and mtime)")
     return keep, note
+
+
+def unlisted_data(refs: Sequence[PathRef], outside: dict[str, str], listed: Sequence[str]) -> list[str]:
+    """One line per path outside git that the job names and ``[data] paths`` lacks (what ``check`` says)."""
+    named: dict[str, PathRef] = {}  # the path outside git (as git lists it) -> the first reference to it
+    for ref in refs:
+        if ref.written or ref.path.endswith(".py") or any(_covers(p, ref.path) for p in listed):
+            continue
+        path = next((p for p in outside if _covers(p, ref.path) or _covers(ref.path, p)), None)
+        if path is not None and not any(_covers(p, path) for p in listed):
+            named.setdefault(path, ref)
+    return [f"{path}: {outside[path]} by git and not in [data] paths, but the job names it ({ref.where}); a trial's "
+            "worktree will not have it: add it to [data] paths in infrarsi.toml, then run `infrarsi lock`"
+            for path, ref in named.items()]

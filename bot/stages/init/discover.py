@@ -22,6 +22,7 @@ from typing import Any, Literal
 import libcst as cst
 
 from bot.stages.init.scan import scan_flags
+from infrarsi.contract.knob_codec import INFINITY, python_literal
 
 Passing = Literal["flag-space", "flag-equals", "switch", "hydra", "env", "code"]
 # flag-space: ``--name VALUE`` (two arguments); flag-equals: ``--name=VALUE`` (one; nanoGPT's configurator);
@@ -72,6 +73,8 @@ def _lit(node: cst.BaseExpression | None) -> tuple[bool, Any]:
     if node is None:
         return False, None
     code = cst.Module(body=[]).code_for_node(node)
+    if INFINITY.match(code):
+        return python_literal(code)
     try:
         return True, ast.literal_eval(code)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -150,7 +153,7 @@ def read_hf(source: str, module: cst.Module) -> list[Setting]:
     if "HfArgumentParser" not in source:
         return []
     visitor = _Dataclasses()
-    cst.metadata.MetadataWrapper(module).visit(visitor)
+    cst.metadata.MetadataWrapper(module, unsafe_skip_copy=True).visit(visitor)
     out = [s for fields in visitor.fields.values() for s in fields]
     parser = re.search(r"HfArgumentParser\(\s*\(?([^)]*)\)?", source)
     names = set(re.findall(r"\w+", parser.group(1))) if parser else set()

@@ -7,20 +7,23 @@ note above the value as a comment, so a reviewer sees what was inferred.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.stages.init import conventions
+from bot.patching.reach import analyse
 from bot.stages.init.cores import usable_cores
+from bot.stages.init.data_seq_len import data_sequence_length
+from bot.stages.init.errors import DraftError
 from bot.stages.init.knob_tables import given_values
-from bot.stages.init.launcher import PYTHONS, LaunchError, split_launcher
+from bot.stages.init.job import read_job
+from bot.stages.init.launcher import LaunchError
 from bot.stages.init.parallel_knobs import plan_parallel
 from bot.stages.init.loader_batch import loader_batch
 from bot.stages.init.scan import ArgFlag, RepoSummary
+from bot.stages.init.scope_draft import draft_scope
+from bot.stages.init.train_length import read_length, set_length
 from infrarsi.contract.knob_codec import guess_value
-
-from infrarsi.errors import BAD_INPUT, InfraRSIError
 
 # Flag names (argparse dests) that are performance knobs: they change how the job
 # runs, not what it computes. Everything else defines the workload and is fixed.
@@ -37,18 +40,11 @@ _KNOB_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 _GLOBAL_BATCH = re.compile(r"^(global_batch(_size)?|total_batch(_size)?|batch_size|gbs)$")
 _SEQ_LEN = re.compile(r"^(seq_len|seq_length|block_size|context_length|max_seq_len|sequence_length|ctx_len)$")
-_STEPS = re.compile(r"^(steps|max_steps|iters|max_iters|num_steps|train_steps)$")
 # Upper bound on the loss band's half-width (relative); the doctor measures the width itself. At 2% a
 # patch that ran one block of three passed (docs/trials.md, "Invariants"); bf16 on the fixtures moves a
 # short loss curve by well under 0.5%.
 LOSS_RTOL_CAP = 0.005
 _DEFAULT_STDOUT_REGEX = r"step\s+(?P<step>\d+).*?loss[\s:=|]+(?P<loss>[-+0-9.eE]+|nan|inf)"
-
-
-class DraftError(InfraRSIError, ValueError):
-    """``init`` could not infer something it must not guess; the message says which flag to pass."""
-
-    exit_code = BAD_INPUT
 
 
 @dataclass(kw_only=True)
@@ -132,28 +128,22 @@ def _knob_table(flag: ArgFlag, current: Any, global_batch: int | None) -> tuple[
 def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int | None = None,
                    step_regex: str | None = None) -> ContractDraft:
     """A contract for ``command`` in the scanned repo; raises :class:`DraftError` when it must ask."""
-    argv = shlex.split(command)
-    if not argv:
+    if not command.strip():
         raise DraftError("the command is empty; pass --command \"python train.py ...\"")
     try:
-        launch, argv = split_launcher(argv)
+        job = read_job(command, summary.root)
     except LaunchError as e:
         raise DraftError(f"--command: {e}") from None
+    launch = job.launch
     draft = ContractDraft()
     draft.set("version", 1)
-    prog: list[str] = []
-    rest = argv
-    if PYTHONS.match(argv[0]):
-        prog, rest = ["python"], argv[1:]
-    script = rest[0] if rest and not rest[0].startswith("-") else None
-    prog += rest[:1] if script else []
-    user_args = canonical_flags(rest[1:] if script else rest, summary.flags)
+    prog = list(job.prog)
+    user_args = canonical_flags(list(job.args), summary.flags)
     given = given_values(user_args)
 
     values = {f.dest: _value_of(f, given) for f in summary.flags}
     global_batch = next((v for d, v in values.items() if _GLOBAL_BATCH.match(d) and isinstance(v, int)), None)
     seq_len = next((v for d, v in values.items() if _SEQ_LEN.match(d) and isinstance(v, int)), None)
-    steps = next((v for d, v in values.items() if _STEPS.match(d) and isinstance(v, int)), None)
 
     knobs: dict[str, dict[str, Any]] = {}
     for f in summary.flags:
@@ -162,7 +152,11 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
             table, note = made
             knobs[f.dest] = table
             draft.notes[f"knobs.{f.dest}"] = note
-    found = conventions.discover_all(summary, user_args, taken=set(knobs))
+    data_seq = None if seq_len else data_sequence_length(summary.root, workdir=job.workdir, flag_values=values,
+                                                         files=conventions.local_imports(summary))
+    found = conventions.discover_all(summary, user_args, taken=set(knobs), env=dict(job.shell.env),
+                                     workdir=job.workdir,
+                                     data_seq=(data_seq.length, data_seq.note) if data_seq else None)
     for name, table in found.plan.knobs.items():
         knobs[name] = table
     draft.notes.update(found.plan.notes)
@@ -175,8 +169,14 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
         launch.write(draft)
     knob_flags = {t["flag"] for t in knobs.values() if "flag" in t}
     fixed = _strip_flags(user_args, knob_flags) + found.extra_args
-    draft.set("workload.command", prog, "the entry command; 'python' means the interpreter that runs infrarsi")
+    draft.set("workload.command", prog, "the entry command; 'python' means the interpreter that runs infrarsi"
+              + (f"\n{job.shell.note()}" if job.shell.origin or job.shell.dropped else ""))
     draft.set("workload.args", fixed, "fixed arguments that define the job; every candidate runs with them")
+    if job.workdir != ".":
+        draft.set("workload.workdir", job.workdir, f"from the command: cd {job.workdir}; the job starts there")
+    env = {k: v for k, v in job.shell.env if k not in {t.get("env") for t in knobs.values()}}
+    if env:
+        draft.set("workload.env", env, "from the command: the environment it sets for the job")
 
     if tokens_per_step is not None:
         draft.set("workload.tokens_per_step", tokens_per_step, "given on the command line")
@@ -185,6 +185,10 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
         sl = next(f for f in summary.flags if _SEQ_LEN.match(f.dest))
         draft.set("workload.tokens_per_step", global_batch * seq_len,
                   f"guessed: {gb.flag} ({global_batch}) x {sl.flag} ({seq_len})")
+    elif global_batch and data_seq and found.classified.token_batch is None and not found.classified.coupled:
+        gb = next(f for f in summary.flags if _GLOBAL_BATCH.match(f.dest))
+        draft.set("workload.tokens_per_step", global_batch * data_seq.length,
+                  f"guessed: {gb.flag} ({global_batch}) x the sequence length {data_seq.length}: {data_seq.note}")
     elif found.tokens is not None:
         draft.set("workload.tokens_per_step", found.tokens[0], found.tokens[1])
     elif (loader := loader_batch(summary)) is not None:
@@ -198,34 +202,23 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
         draft.set("timing.source", "probe", "guessed: the repo imports infrarsi.probe")
     else:
         conventions.set_step_line(draft, summary, step_regex, _DEFAULT_STDOUT_REGEX, found)
-    warmup = 2
-    steps_flag = flags_name(summary, _STEPS)
-    if not steps and found.steps is not None:
-        steps, steps_flag = found.steps
-    if steps:
-        per_line = draft.data.get("timing", {}).get("steps_per_line", 1)
-        lines = max(2, steps // per_line)
-        warmup = max(1, min(2, lines // 4))
-        measured = min(lines - warmup, conventions.MAX_MEASURED)
-        draft.set("timing.warmup_steps", warmup, f"guessed: the first {warmup} of {lines} step lines are warm-up")
-        draft.set("timing.measured_steps", measured,
-                  f"guessed: the next {measured} step lines of {steps_flag} ({steps}); the bot ends the job after "
-                  "them" if measured < lines - warmup else f"guessed: the remaining steps of {steps_flag}")
-    else:
-        draft.set("timing.warmup_steps", warmup, "default: no steps flag found")
-        draft.set("timing.measured_steps", 6, "default: no steps flag found; make sure the job runs this many")
+    length = read_length(summary.flags, values, found.settings, found.given)
+    set_length(draft, length, per_line=draft.data.get("timing", {}).get("steps_per_line", 1))
 
     draft.set("loss.rtol", LOSS_RTOL_CAP, "default: an upper bound; `infrarsi doctor` sets the band from the "
               "baseline's own run-to-run spread and what a dtype change moves (docs/doctor.md)")
     draft.set("loss.final_rtol", LOSS_RTOL_CAP, "default: an upper bound on the final loss's tolerance; the doctor "
               "calibrates it")
 
-    editable, locked = _scope(summary)
-    draft.set("scope.editable", editable, "guessed: nn.Module classes and functions of model files, and the "
-              "entry script's builder/step functions")
-    draft.set("scope.locked", locked, "guessed: files that time steps, report loss or load data; everything not "
-              "editable is implicitly locked too")
+    reach = analyse(summary.root, [*prog, *fixed], workdir=job.workdir,
+                    knobs={*knobs, *(t["flag"].lstrip("-").split("=")[0] for t in knobs.values() if "flag" in t)})
+    scope = draft_scope(summary, reach)
+    draft.set("scope.editable", scope.editable, scope.editable_note)
+    draft.set("scope.locked", scope.locked, scope.locked_note)
     draft.set("scope.allow_imports", False, "default: patches may not add imports")
+    refs = conventions.job_paths(found, summary, user_args, workdir=job.workdir,
+                                 job_files=sorted(reach.modules) if reach.modules else None)
+    conventions.find_data(found, summary, user_args, refs, workdir=job.workdir)
 
     for name, table in knobs.items():
         for key, value in table.items():
@@ -251,10 +244,6 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
     return draft
 
 
-def flags_name(summary: RepoSummary, pattern: re.Pattern[str]) -> str:
-    return next((f.flag for f in summary.flags if pattern.match(f.dest)), "the job")
-
-
 def _strip_flags(argv: list[str], knob_flags: set[str]) -> list[str]:
     """The user's arguments minus knob flags (a knob's value comes from the contract, not the command)."""
     out: list[str] = []
@@ -269,35 +258,3 @@ def _strip_flags(argv: list[str], knob_flags: set[str]) -> list[str]:
             continue
         out.append(arg)
     return out
-
-
-#: Functions beside a file's modules that schedule the learning rate or read the data (build-nanogpt's get_lr
-#: and load_tokens next to its GPT classes): they decide what the job computes, not how fast, and no patch
-#: needs them, so they stay locked.
-_SCHEDULE_OR_DATA = re.compile(r"(^|_)(lr|learning_rate|schedule|scheduler|warmup)(_|$)"
-                               r"|^(load|read|get)_(tokens?|data|dataset|batch|shard)s?$")  # not get_data_loader
-
-
-def _scope(summary: RepoSummary) -> tuple[list[str], list[str]]:
-    editable: list[str] = []
-    locked: list[str] = []
-    for f in summary.files:
-        name = f.path.rsplit("/", 1)[-1]
-        if f.uses_timing or f.uses_probe or re.search(r"data|dataset|loader|harness|metric|eval", name):
-            if f.path != summary.entry and not f.modules:
-                locked.append(f.path)
-                continue
-        if f.modules:
-            editable += [f"{f.path}::{c}" for c in f.modules]
-            editable += [f"{f.path}::{fn}" for fn in f.functions
-                         if not fn.startswith("_") and not _SCHEDULE_OR_DATA.search(fn)]
-        elif f.path == summary.entry:
-            named = [fn for fn in f.functions if re.search(r"(^build_|^make_|step|optimi[sz]er|^create_)", fn)]
-            # no builder or step function by name (pytorch/examples' imagenet: main_worker, train): the
-            # functions that run the backward pass or build the optimizer and loader
-            editable += [f"{f.path}::{fn}" for fn in named or [t for t in f.trains if not t.startswith("_")]]
-        else:
-            # a training-loop module beside the entry point (DeiT's and torchvision references' engine.py:
-            # train_one_epoch): where autocast, the scaler and the step are
-            editable += [f"{f.path}::{fn}" for fn in f.trains if not fn.startswith("_")]
-    return editable, locked

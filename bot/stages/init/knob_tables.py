@@ -23,8 +23,6 @@ EXPRESSIBLE = ("flag-space", "flag-equals", "hydra", "switch", "env")
 _LIGHTNING_PRECISION = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
 _SEQ = re.compile(r"^(block_size|seq_len|seq_length|max_seq_len|max_seq_length|context_length|sequence_length|"
                   r"max_length|n_ctx|ctx_len|context_len|context_size|bptt)$")
-_STEPS = re.compile(r"^(steps|max_steps|iters|max_iters|num_steps|train_steps|total_steps|num_iterations|"
-                    r"max_iterations|train_iters|num_batches|num_train_steps|training_steps)$")
 
 
 def given_values(argv: list[str]) -> dict[str, str]:
@@ -202,15 +200,18 @@ def _style(s: Setting) -> str:
             "env": f"${s.token}"}[s.passing]
 
 
-def infer_tokens(settings: list[Setting], classified: Classified, given: dict[str, str]) -> tuple[int, str] | None:
+def infer_tokens(settings: list[Setting], classified: Classified, given: dict[str, str],
+                 data_seq: tuple[int, str] | None = None) -> tuple[int, str] | None:
     """Tokens per optimizer step: micro x accumulation x sequence length, or global batch x sequence length.
 
-    A job with a batch and no sequence length (an image classifier: timm's ``train.py``) counts samples:
-    each one is a token, so throughput reads as samples per second."""
+    Without a sequence-length setting, ``data_seq`` is the length the job takes from its data (the longest
+    example + 1, read from the file). A job with a batch and neither (an image classifier: timm's ``train.py``)
+    counts samples: each one is a token, so throughput reads as samples per second."""
     seq = next((s for s in settings if _SEQ.match(s.leaf) and isinstance(current(s, given), int)
                 and not isinstance(current(s, given), bool) and current(s, given) > 0), None)
-    seq_len = current(seq, given) if seq is not None else 1
+    seq_len = current(seq, given) if seq is not None else data_seq[0] if data_seq is not None else 1
     per = f" x {seq.token} ({seq_len})" if seq is not None else \
+        f" x the sequence length {seq_len}: {data_seq[1]}" if data_seq is not None else \
         " samples (no sequence length found: each sample counts as one token)"
     for pair in classified.coupled:
         if pair.global_batch:
@@ -224,14 +225,6 @@ def infer_tokens(settings: list[Setting], classified: Classified, given: dict[st
     if batch is not None:
         b = current(batch, given)
         return b * seq_len, f"guessed: {batch.token} ({b}){per}"
-    return None
-
-
-def infer_steps(settings: list[Setting], given: dict[str, str]) -> tuple[int, str] | None:
-    for s in settings:
-        v = current(s, given)
-        if _STEPS.match(s.leaf) and isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            return v, s.token
     return None
 
 

@@ -16,17 +16,15 @@ itself.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from infrarsi.contract.entry import PYTHONS
 from infrarsi.errors import BAD_INPUT, InfraRSIError
 
 #: torchrun's options that take no value (spelled with ``_`` here; ``-`` is the same option).
 _SWITCHES = frozenset({"standalone", "no_python", "run_path", "use_env", "module"})
-#: A Python interpreter at the front of a command (``python3``, ``/opt/venv/bin/python3.11``).
-PYTHONS = re.compile(r"^(python[0-9.]*|.*/python[0-9.]*)$")
 _OTHER_LAUNCHERS = {
     "deepspeed": "DeepSpeed's launcher passes --local_rank to the script",
     "accelerate": "Accelerate's launcher also sets the mixed precision and the distributed backend",

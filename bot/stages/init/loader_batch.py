@@ -53,7 +53,7 @@ def loader_batch(summary: RepoSummary) -> tuple[int, str] | None:
     except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
         return None
     loaders = _Loaders()
-    MetadataWrapper(module).visit(loaders)
+    MetadataWrapper(module, unsafe_skip_copy=True).visit(loaders)
     # the training loader: named so, or the one that shuffles; not the test loader beside it
     ranked = sorted(loaders.found, key=lambda f: ("train" not in f[2].lower(), not f[3], f[1]))
     if not ranked or not (("train" in ranked[0][2].lower()) or ranked[0][3] or len(ranked) == 1):

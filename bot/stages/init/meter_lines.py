@@ -110,7 +110,7 @@ def meter_step_lines(source: str) -> list[StepLine]:
     if "AverageMeter" not in source and "log_every" not in source:
         return []
     try:
-        wrapper = MetadataWrapper(cst.parse_module(source))
+        wrapper = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
     except cst.ParserSyntaxError:
         return []
     meters = _Meters()

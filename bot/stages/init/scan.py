@@ -12,6 +12,7 @@ from typing import Any
 
 import libcst as cst
 
+from bot.progress import Ticker
 from infrarsi.contract.knob_codec import python_literal
 
 _SKIP_DIRS = {".git", ".infrarsi", ".venv", "venv", "env", "__pycache__", "node_modules", "build", "dist",
@@ -48,6 +49,7 @@ class FileSummary:
     lines: int
     class_bases: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (class, base expressions), for module detection
     trains: tuple[str, ...] = ()  # top-level functions that run a backward pass or build the optimizer or loader
+    is_script: bool = False  # reads a command line itself (argparse, fire, Hydra, a configurator): an entry script
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -119,7 +121,7 @@ class _ArgparseVisitor(cst.CSTVisitor):
 
 def scan_flags(source: str) -> tuple[ArgFlag, ...]:
     """Every ``add_argument("--flag", ...)`` call in ``source``."""
-    wrapper = cst.metadata.MetadataWrapper(cst.parse_module(source))
+    wrapper = cst.metadata.MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
     visitor = _ArgparseVisitor()
     wrapper.visit(visitor)
     return tuple(visitor.flags)
@@ -151,10 +153,16 @@ def summarize_file(root: Path, path: Path) -> FileSummary | None:
             if _TRAINING_CODE.search(module.code_for_node(stmt)):
                 trains.append(stmt.name.value)
     return FileSummary(path=rel, modules=tuple(modules), classes=tuple(classes), functions=tuple(functions),
-                       trains=tuple(trains),
+                       trains=tuple(trains), is_script=bool(_READS_COMMAND_LINE.search(source)),
                        uses_timing=any(n in source for n in _TIMING_NAMES),
                        uses_probe="infrarsi" in source and "probe" in source,
                        lines=source.count("\n") + 1, class_bases=tuple(class_bases))
+
+
+#: A file that reads its own command line is an entry script (train_*.py, scripts/*.py), not model code.
+_READS_COMMAND_LINE = re.compile(r"\.parse_args\(|\.parse_known_args\(|\bFire\(|@hydra\.main|\bLightningCLI\(|"
+                                 r"\.merge_from_args\(\s*sys\.argv|typer\.run\(|@click\.command|"
+                                 r"parse_args_into_dataclasses\(|exec\(open\(")
 
 
 # Libraries whose classes a training command subclasses as its model (nn.Module subclasses).
@@ -234,7 +242,13 @@ def python_files(root: Path) -> list[Path]:
 def scan_repo(root: Path, entry: str | None) -> RepoSummary:
     """Summarise every Python file; read the entry script's flags."""
     root = root.resolve()
-    summaries = (summarize_file(root, p) for p in python_files(root))
+    paths = python_files(root)
+    ticker = Ticker(label="init: reading the repo's Python files")
+    summaries = []
+    for i, p in enumerate(paths):
+        ticker.tick(i, len(paths), "files")
+        summaries.append(summarize_file(root, p))
+    ticker.done(f"{len(paths)} files read")
     files = _with_local_modules(tuple(s for s in summaries if s is not None))
     flags: tuple[ArgFlag, ...] = ()
     if entry is not None and (root / entry).is_file():

@@ -375,7 +375,7 @@ def find_step_lines(source: str) -> list[StepLine]:
                                     r"hydra\.main", source))
     tqdm_stdout = bool(re.search(r"tqdm\([^)]*file\s*=\s*sys\.stdout", source, re.S))
     finder = _Finder(module, stdout_logging, tqdm_stdout)
-    cst.metadata.MetadataWrapper(module).visit(finder)
+    cst.metadata.MetadataWrapper(module, unsafe_skip_copy=True).visit(finder)
     found = list(finder.found)
     if _HF_TRAINERS.search(source) and re.search(r"from\s+(transformers|trl)\b|import\s+transformers", source):
         found.append(StepLine(regex=HF_REGEX, stream="stdout", line=0, origin="HF Trainer log dict",

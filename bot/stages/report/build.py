@@ -16,6 +16,7 @@ from bot.stages.doctor.baseline import load_doctor
 from bot.workspace.naming import trial_branch
 from bot.workspace.trees import diff_to_parent
 from infrarsi.contract import load_contract
+from infrarsi.contract.entry import entry_file
 from infrarsi.contract.model import Contract
 from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.journal import Journal
@@ -112,9 +113,10 @@ def write_report(contract: Contract, run_id: str | None = None, *, write: bool =
     facts = RepoFacts(repo=root.name, base_commit=base, winner_commit=winner.commit if winner else None,
                       winner_branch=trial_branch(run_id, winner.trial_no) if winner else None,
                       diff_link=str(diff.relative_to(root)) if diff else None,
-                      entry=next((a for a in contract.workload.command if a.endswith(".py")), "the job"))
+                      entry=entry_file(root, contract.workload.workdir, contract.workload.command) or "the job")
     report = build_report(run=run, doctor=doctor, records=records, knobs=contract.knobs,
                           command=contract.workload.command, args=contract.workload.args, facts=facts,
+                          workdir=contract.workload.workdir, env=contract.workload.env,
                           created_at=time.time(), patch_specs=specs)
     md, js = rundir.report_md, rundir.report_json
     if write:

@@ -9,7 +9,9 @@ package's directory in the worktree goes first on ``PYTHONPATH`` instead:
 - ``src`` of a src layout (``src/<pkg>/__init__.py``);
 - the working directory itself, when it holds a package and the entry script
   lives below it (``python projects/chargpt/chargpt.py`` imports ``mingpt``).
-  A script in the working directory already has it first on ``sys.path``.
+  A script in the working directory already has it first on ``sys.path``;
+- the repo's root (and its ``src``), when the job runs from a folder below it
+  (``cd projects/chargpt && python chargpt.py``, ``workload.workdir``).
 
 Paths are relative to the job's working directory: Python makes them absolute
 at start-up (``site``), and they mean the same on a runner or a cluster node.
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+from infrarsi.contract.entry import entry_file
 
 _SKIP = {"tests", "test", "docs", "examples", "scripts", "build", "dist", "venv", ".venv", "node_modules"}
 
@@ -32,14 +36,19 @@ def _holds_package(folder: Path) -> bool:
         return False
 
 
-def import_roots(cwd: Path, argv: Sequence[str]) -> list[str]:
-    """The relative directories (``src``, ``.``) to put first on the job's ``PYTHONPATH``."""
+def import_roots(tree: Path, workdir: str, argv: Sequence[str]) -> list[str]:
+    """The directories (``src``, ``.``, ``../..``), relative to the job's working directory ``tree / workdir``,
+    to put first on the job's ``PYTHONPATH``."""
+    cwd = tree / workdir
     roots = []
     if _holds_package(cwd / "src"):
         roots.append("src")
-    entry = next((a for a in argv[1:] if a.endswith(".py")), None)
-    if entry is not None and Path(entry).parent != Path(".") and _holds_package(cwd):
+    entry = entry_file(tree, workdir, argv)
+    if entry is not None and PurePosixPath(entry).parent != PurePosixPath(workdir) and _holds_package(cwd):
         roots.append(".")
+    if PurePosixPath(workdir) != PurePosixPath("."):
+        up = PurePosixPath(*[".."] * len(PurePosixPath(workdir).parts))
+        roots += [(up / sub).as_posix() for sub in ("", "src") if _holds_package(tree / sub)]
     return roots
 
 

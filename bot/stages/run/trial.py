@@ -63,9 +63,10 @@ def trial_spec(contract: Contract, candidate: Candidate, *, tree: Path, memory_l
                timeout_s: float | None = None, log_dir: Path | None = None) -> TrialSpec:
     """The launch of ``candidate`` in ``tree``: fixed arguments first, then every knob explicitly."""
     line = contract_job_line(contract, candidate.knob_dict(), interpreter=sys.executable)
-    cwd = tree / contract.workload.cwd
+    cwd = tree / contract.workload.workdir
     return TrialSpec(
-        argv=line.argv, cwd=str(cwd), root=str(tree), env=with_import_roots(line.env, import_roots(cwd, line.argv)),
+        argv=line.argv, cwd=str(cwd), root=str(tree),
+        env=with_import_roots(line.env, import_roots(tree, contract.workload.workdir, line.argv)),
         timeout_s=timeout_s if timeout_s is not None else contract.budget.trial_timeout_s,
         memory_limit_bytes=memory_limit_bytes, source=contract.timing.source,
         stdout_regex=contract.timing.stdout_regex, expected_steps=contract.timing.total_steps,
@@ -154,6 +155,11 @@ def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor
     outcome, reason = classify(execution, metrics, warmup=timing.warmup_steps, measured=timing.measured_steps,
                                tokens_per_step=contract.workload.tokens_per_step,
                                steps_per_line=timing.steps_per_line)
+    if outcome is Outcome.CRASH:
+        from bot.stages.init.data_check import missing_in_trial  # reads the job's code only when it crashed
+
+        missing = missing_in_trial(contract, request.tree, execution.stderr_tail)
+        reason += f"; {missing}" if missing else ""
     broken = verify_lock(contract, lock, request.tree)
     if broken and outcome is Outcome.OK:
         outcome, reason = Outcome.INVALID, "lock broken during the trial: " + "; ".join(map(str, broken))

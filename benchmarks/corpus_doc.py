@@ -1,0 +1,101 @@
+"""docs/CORPUS.md rendered from the committed corpus data (benchmarks/data/corpus.json), and nothing else.
+
+The measurement (``benchmarks/corpus.py measure``) takes an hour or more; the
+doc is a pure function of what it recorded, so the table can be re-rendered (and
+checked against the data in a test) without a trial. The interval is labelled at
+the level the verification recorded (``ci_level`` of each verdict, and of each
+fixture's contract: 1 - 2 alpha, 90% at the default alpha of 0.05), never at a
+level it was not computed at.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+DATA_VERSION = 1
+
+
+def load(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data.get("version") != DATA_VERSION:
+        raise ValueError(f"{path}: corpus data version {data.get('version')!r}, expected {DATA_VERSION}")
+    return data
+
+
+def dump(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"version": DATA_VERSION, **data}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def ci_level(rows: Sequence[dict[str, Any]]) -> float | None:
+    """The one interval level every verdict of the corpus was computed at (None when no verdict says)."""
+    levels = {round(float(v["ci_level"]), 4) for r in rows for v in r.get("verdicts", []) if v.get("ci_level")}
+    levels |= {round(float(r["ci_level"]), 4) for r in rows if r.get("ci_level")}  # the contract's, for every row
+    if len(levels) > 1:
+        raise ValueError(f"verdicts at several interval levels {sorted(levels)}: one table cannot label them")
+    return levels.pop() if levels else None
+
+
+def _speedup(row: dict[str, Any]) -> str:
+    if row.get("error"):
+        return f"error: {row['error']}"
+    promoted = row.get("promoted")
+    if promoted is None:
+        return "nothing promoted"
+    ci = promoted.get("ci") or [None, None]
+    interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if None not in ci else ""
+    return f"**{promoted['speedup']:.2f}x**{interval} `{promoted['candidate']}`"
+
+
+def _pairs(row: dict[str, Any]) -> str:
+    return ", ".join(f"{v.get('pairs', 0)} ({v.get('stop') or v.get('verdict')})" for v in row.get("verdicts", [])) \
+        or "–"
+
+
+def render(data: dict[str, Any], *, data_path: str = "benchmarks/data/corpus.json") -> str:
+    """The markdown of docs/CORPUS.md for ``data`` (as :func:`load` returns it)."""
+    rows = data["rows"]
+    level = ci_level(rows)
+    label = f"{level:.0%} CI" if level is not None else "CI"
+    machine = data["machine"]
+    lines = [
+        "# Corpus: the bot on every fixture, from its command alone",
+        "",
+        f"Rendered from `{data_path}` by `python benchmarks/corpus.py render` — do not edit by hand. The data was "
+        f"measured by `{data['command']}` (re-measure with it; it renders this page too).",
+        "",
+        f"Machine: {machine['cpu']}; {machine['cores']} cores; avx512_bf16: {machine['avx512_bf16']}, "
+        f"amx: {machine['amx']}; torch {machine['torch']}. {machine.get('note', '')}".rstrip(),
+        "",
+        f"Budget: {data['budget']} search trials per fixture, built-in proposer, local executor, no experience bank. "
+        f"Total wall time **{data['total_s'] / 60:.1f} min**.",
+        "",
+        "| fixture | contract | knobs | patches applicable (unreached) | trials | failed (cost) | verified speedup "
+        f"[{label}] and winner | verification pairs (stop) | wall |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        unreached = f" ({', '.join(row['unreached'])})" if row.get("unreached") else ""
+        lines.append(
+            f"| {row['fixture']} | {row.get('contract') or '–'} | {', '.join(row.get('knobs', [])) or '–'} | "
+            f"{', '.join(row.get('applicable', [])) or '–'}{unreached} | {row.get('trials', 0)} | "
+            f"{row.get('failed', 0)} ({row.get('failed_cost_s', 0.0):.0f} s) | {_speedup(row)} | {_pairs(row)} | "
+            f"{row.get('wall_s', 0.0) / 60:.1f} min |")
+    lines += [
+        "",
+        "Reading the table: *patches applicable* are the catalog entries that rewrite something in the editable "
+        "scope on a path the entry point reaches; *unreached* ones found their pattern only where the job never "
+        "goes and cost no trial. The interval is the verification's bootstrap interval on the speedup, two-sided "
+        "at 1 - 2 alpha of the contract's verify.alpha" + (f" ({level:.0%})" if level is not None else "") + "; its "
+        "lower bound is the one-sided 1 - alpha bound a promotion needs. A "
+        "verification stops for efficacy, futility or at its pair budget (`docs/doctor.md`). `tunedgpt` is the "
+        "control: nothing should be promoted there.",
+        "",
+    ]
+    notes = sorted({f"- {row['fixture']}: {note}" for row in rows for note in row.get("notes", [])})
+    if notes:
+        lines += ["What `run` left out on this device (`docs/doctor.md`):", "", *notes, ""]
+    return "\n".join(lines)

@@ -37,7 +37,7 @@ import numpy as np
 from benchmarks.doc_sections import write_section
 from benchmarks.doc_sections import recorded_command
 from benchmarks.search_tuners import Trial, engine_space, key, random_configs, to_record
-from bot.stages.run.priors import builtin_priors
+from infrarsi.search.builtin_priors import builtin_priors
 from infrarsi.search.engine import SearchEngine
 from simlab.cluster import SimulatedJob
 from infrarsi.trial import TrialRecord

@@ -31,8 +31,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from bot.stages.run.design_columns import derived_features
-from bot.stages.run.priors import builtin_priors
+from infrarsi.search.design_columns import derived_features
+from infrarsi.search.builtin_priors import builtin_priors
 from infrarsi.contract.model import Constraint, Knob
 from infrarsi.patches import Effect, PatchSpec
 from infrarsi.search.engine import SearchEngine

@@ -28,6 +28,7 @@ from bot.workspace.commits import commit_all
 from bot.workspace.refs import init_repository
 from bot.workspace.remotes import add_remote, push
 from infrarsi.rundir import RunDir
+from infrarsi.rundir import STATE_DIR
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tinygpt"
 RUN_ID = "demo"
@@ -46,7 +47,7 @@ def prepare_repo(workdir: Path) -> tuple[Path, Path]:
     """``workdir/tinygpt`` as its own git repository on ``main``, with ``workdir/remote.git`` as origin: a
     squash-only forge whose ``main`` needs one approving review."""
     repo = workdir / "tinygpt"
-    shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.*"))
+    shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__", STATE_DIR, "infrarsi.*"))
     init_repository(repo, initial_head="main")
     commit_all(repo, "tinygpt fixture")  # the demo plays the user here, so the bot identity signs
     remote = workdir / "remote.git"

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from benchmarks.search_tuners import engine_space, prediction_error, simulated_records, without_derived
-from bot.stages.run.group_placement import TIME_PRIORS, placement_features
-from bot.stages.run.priors import builtin_priors
+from infrarsi.parallel.group_placement import TIME_PRIORS, placement_features
+from infrarsi.search.builtin_priors import builtin_priors
 from infrarsi.contract.model import Knob
 from infrarsi.search.derived import GroupPlacement
 from infrarsi.search.features import build_features

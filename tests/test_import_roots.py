@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from bot.executors.environment import scrubbed_environment
-from bot.stages.run.import_roots import import_roots, with_import_roots
+from infrarsi.contract.import_roots import import_roots, with_import_roots
 
 
 def _package(root: Path, name: str, marker: str) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bot.stages.init.launcher import LaunchError, split_launcher
-from bot.stages.run.design_columns import derived_features
+from infrarsi.search.design_columns import derived_features
 from infrarsi.contract.load import load_contract
 
 INFRARSI = [sys.executable, "-m", "bot"]

@@ -117,7 +117,7 @@ def test_a_micro_batch_of_one_is_not_a_toggle() -> None:
     # `trainer.micro_batch_size=1` (a Hydra override, so the knob tables decide its domain): a count,
     # where 0 would be no batch at all; `trainer.compile=0` beside it is a toggle
     from bot.stages.init.classify import classify
-    from bot.stages.init.discover import Setting
+    from bot.stages.init.setting import Setting
     from bot.stages.init.knob_tables import plan_knobs
 
     settings = [Setting(key=f"trainer.{k}", convention="hydra", passing="hydra", token=f"trainer.{k}", default=v,

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from bot.patching.judged import Judgements
-from bot.stages.run.launcher_checks import launcher_constraints
-from bot.stages.run.parallel_roles import find_roles, fixed_global_batch
+from infrarsi.parallel.launcher_checks import launcher_constraints
+from infrarsi.parallel.roles import find_roles, fixed_global_batch
 from bot.stages.run.search import _space
 from infrarsi.contract.model import Constraint, Knob
 from simlab.cluster import SimulatedJob

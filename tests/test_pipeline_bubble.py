@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from benchmarks.search_tuners import engine_space, simulated_records, to_candidate
-from bot.stages.run.pipeline_bubble import TIME_PRIOR, bubble_features
-from bot.stages.run.priors import builtin_priors
+from infrarsi.parallel.pipeline_bubble import TIME_PRIOR, bubble_features
+from infrarsi.search.builtin_priors import builtin_priors
 from infrarsi.contract.model import Constraint, Knob
 from infrarsi.search.derived import PIPELINE_BUBBLE, PipelineRoles
 from infrarsi.search.engine import SearchEngine

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from bot.stages.run.priors import builtin_priors
+from infrarsi.search.builtin_priors import builtin_priors
 from infrarsi.contract.model import Knob
 from infrarsi.search.space import SearchSpace
 

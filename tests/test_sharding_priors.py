@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from benchmarks.search_tuners import engine_space, simulated_records, to_candidate
-from bot.stages.run.priors import builtin_priors
-from bot.stages.run.sharding_priors import sharding_memory_priors, sharding_of, stage_of, states_bytes
+from infrarsi.search.builtin_priors import builtin_priors
+from infrarsi.parallel.sharding_priors import sharding_memory_priors, sharding_of, stage_of, states_bytes
 from infrarsi.contract.model import Knob
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.features import Priors

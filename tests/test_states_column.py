@@ -7,9 +7,9 @@ import math
 import pytest
 
 from benchmarks.search_tuners import engine_space, prediction_error, simulated_records, without_derived
-from bot.stages.run.priors import builtin_priors
-from bot.stages.run.sharding_priors import states_bytes
-from bot.stages.run.states_column import MODEL_STATES, STATES_PRIOR, states_feature
+from infrarsi.search.builtin_priors import builtin_priors
+from infrarsi.parallel.sharding_priors import states_bytes
+from infrarsi.parallel.states_column import MODEL_STATES, STATES_PRIOR, states_feature
 from infrarsi.contract.model import Knob
 from infrarsi.search.space import SearchSpace
 from simlab.cluster import SimulatedJob

@@ -164,7 +164,7 @@ class Applicability:
         return self.spec is not None
 
 
-def _editable_files(contract: Contract) -> dict[str, list[str] | None]:
+def editable_files(contract: Contract) -> dict[str, list[str] | None]:
     """Editable .py files → the symbols editable in them (None: the whole file)."""
     files: dict[str, list[str] | None] = {}
     for entry in contract.scope.editable:
@@ -221,7 +221,7 @@ def catalog_for_repo(contract: Contract, tree: Path | None = None) -> list[Appli
     reach = reach_of(contract, root)
     files: dict[str, list[str] | None] = {}
     skipped: list[str] = []
-    for path, symbols in _editable_files(contract).items():
+    for path, symbols in editable_files(contract).items():
         if reach.reaches_file(path):
             files[path] = symbols
         else:  # the job never imports it: no codemod is run there, no patch applies there

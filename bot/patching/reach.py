@@ -41,11 +41,12 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from bot.progress import Ticker
 from infrarsi.contract.entry import entry_file, split_interpreter
+from infrarsi.rundir import STATE_DIR
 
 _UNKNOWN: Any = object()
 _ENTRY_METHODS = {"forward", "__init__", "__call__", "__enter__", "__exit__", "__iter__", "__next__", "__len__",
                   "__getitem__", "__post_init__", "__new__", "training_step", "configure_optimizers"}
-_SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", ".infrarsi", "node_modules", "site-packages", ".tox"}
+_SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", STATE_DIR, "node_modules", "site-packages", ".tox"}
 _CONFIG_SUFFIXES = {".yaml", ".yml", ".json", ".toml", ".cfg", ".ini"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -66,7 +66,7 @@ def add_proposer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm-token-budget", type=int, default=None,
                         help="anthropic proposer: input+output tokens per run (default 200000; 0: unlimited)")
     parser.add_argument("--llm-cache", default=None, metavar="DIR",
-                        help="anthropic proposer: response cache (default <repo>/.infrarsi/llm-cache)")
+                        help=f"anthropic proposer: response cache (default <repo>/{llm_cache_dir(Path())})")
 
 
 def _default_model() -> str:

@@ -21,7 +21,7 @@ import shlex
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bot.stages.init.draft import _strip_flags
+from bot.stages.init.draft import strip_flags
 from bot.patching.replace import parse_replacement
 from bot.patching.results import Broken
 from bot.proposers.llm import InvalidAnswer, Tool
@@ -233,7 +233,7 @@ def validate_draft(data: dict[str, Any], *, command: str, summary: RepoSummary, 
     if table["workload"]["command"] != prog:
         raise InvalidAnswer(f"workload.command must be the human's entry command {prog!r}, "
                             f"got {table['workload']['command']!r}")
-    expected = _strip_flags(user_args, {k["flag"] for k in knobs.values()})
+    expected = strip_flags(user_args, {k["flag"] for k in knobs.values()})
     if table["workload"]["args"] != expected:
         raise InvalidAnswer(f"workload.args must be the human's arguments minus the knob flags, i.e. {expected!r}; "
                             f"got {table['workload']['args']!r}")

@@ -1,7 +1,7 @@
 """The built-in proposer: offline, deterministic, free.
 
 Contracts come from the static scan (:mod:`bot.stages.init.draft`), priors from the
-documented tables (``bot/stages/run/priors.py`` for knobs, ``bot/patching/catalog.py`` for
+documented tables (``infrarsi/search/builtin_priors.py`` for knobs, ``bot/patching/catalog.py`` for
 patches; sources in docs/priors.md), patches from the libcst catalog entries
 that apply to the repo's editable scope.
 """
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.stages.init.draft import draft_contract
-from bot.stages.run.priors import KNOB_PRIORS
+from infrarsi.search.builtin_priors import KNOB_PRIORS
 from bot.stages.init.scan import RepoSummary
 from infrarsi.contract.model import Contract
 from infrarsi.patches import Effect, PatchSpec

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.patching.catalog import _editable_files
+from bot.patching.catalog import editable_files
 from bot.proposers.llm import PRICES_AS_OF, PRICES_SOURCE
 from infrarsi.rundir import PROPOSED_PATCHES
 from infrarsi.contract.model import Contract
@@ -38,7 +38,7 @@ def editable_sources(contract: Contract, tree: Path | None = None) -> dict[str, 
     """The text of every editable Python file (what a proposer may see and patch)."""
     root = tree or contract.root
     out = {}
-    for path in _editable_files(contract):
+    for path in editable_files(contract):
         file = root / path
         if file.is_file():
             out[path] = file.read_text(encoding="utf-8", errors="replace")

@@ -81,3 +81,24 @@ def command_and_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
             return [], list(argv)
         return [target], rest
     return ["python", *prefix[1:], *([target] if target is not None else [])], rest
+
+
+def given_values(argv: list[str]) -> dict[str, str]:
+    """Values on the user's command: ``--x 1``, ``--x=1`` and Hydra's ``a.b=1`` (keyed by token)."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("-") and "=" in arg:
+            k, v = arg.split("=", 1)
+            out[k] = v
+        elif arg.startswith("-") and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            out[arg] = argv[i + 1]
+            i += 1
+        elif arg.startswith("-"):
+            out[arg] = "true"  # a bare switch
+        elif "=" in arg and re.match(r"^[+~]?[A-Za-z_][\w.]*=", arg):
+            k, v = arg.lstrip("+~").split("=", 1)
+            out[k] = v
+        i += 1
+    return out

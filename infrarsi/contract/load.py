@@ -38,6 +38,7 @@ from infrarsi.contract.model import (
 )
 from infrarsi.contract.scope import check_scope
 from infrarsi.contract.tables import Table, describe
+from infrarsi.rundir import STATE_DIR
 
 CONTRACT_FILE = "infrarsi.toml"
 PYPROJECT_FILE = "pyproject.toml"
@@ -540,7 +541,7 @@ def _data(t: Table, root: Path) -> DataSpec:
         if not p or Path(p).is_absolute() or ".." in inside:
             raise t.error("paths", f"expected paths inside the repo or one level above it (../data), got {p!r}; "
                           "a job that reads data further away can take its absolute path")
-        if parts and parts[0] in (".git", ".infrarsi"):
+        if parts and parts[0] in (".git", STATE_DIR):
             raise t.error("paths", f"expected a data path, got {p!r} (InfraRSI's or git's own directory)")
         if not (root / p).exists():
             raise t.error("paths", f"expected existing files or directories, got {p!r} (not found under {root}); "

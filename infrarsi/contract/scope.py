@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 
 from infrarsi.contract.errors import ContractError
 from infrarsi.contract.model import Scope
+from infrarsi.rundir import STATE_DIR
 
 
 def split_symbol(entry: str) -> tuple[str, str | None]:
@@ -48,7 +49,7 @@ def expand_locked(root: Path, patterns: tuple[str, ...]) -> dict[str, list[str]]
     out: dict[str, list[str]] = {}
     for pattern in patterns:
         matches = sorted(p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file())
-        out[pattern] = [m for m in matches if not m.startswith(".infrarsi/") and not m.startswith(".git/")]
+        out[pattern] = [m for m in matches if not m.startswith(f"{STATE_DIR}/") and not m.startswith(".git/")]
     return out
 
 

@@ -25,7 +25,7 @@ from bot.patching.codemods import exprs as E
 from bot.patching.codemods.base import PatchCodemod
 from bot.patching.symbols import code_of
 
-_AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast",
+AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast",
              "torch.amp.autocast_mode.autocast"}
 # The model object, not anything model-ish: `raw_model(x)` yes, `model_fn(x)` / `build_model(a)` /
 # a loop's `module(x)` no.
@@ -51,7 +51,7 @@ class AutocastBf16(PatchCodemod):
         out: list[cst.BaseStatement] = []
         i = 0
         while i < len(originals):
-            call = _model_call(originals[i])
+            call = model_call(originals[i])
             if call is not None and isinstance(call.func, cst.Name) and call.func.value in self._not_models():
                 call = None  # `build_model(args)` is a function of this file or an import, not the model
             if call is None:
@@ -63,7 +63,7 @@ class AutocastBf16(PatchCodemod):
                 i += 1
                 continue
             end = i + 1
-            while end < len(originals) and _is_loss_line(originals[end]):
+            while end < len(originals) and is_loss_line(originals[end]):
                 end += 1
             out.append(self._wrap(body[i:end], call.func))
             self.mark_edited()
@@ -93,10 +93,10 @@ class AutocastBf16(PatchCodemod):
 
     @staticmethod
     def _has_model_call(block: cst.IndentedBlock) -> bool:
-        return any(_model_call(s) is not None for s in block.body)
+        return any(model_call(s) is not None for s in block.body)
 
 
-def _model_call(statement: cst.BaseStatement) -> cst.Call | None:
+def model_call(statement: cst.BaseStatement) -> cst.Call | None:
     """The call in ``targets = model(...)`` / ``targets = self.model(...)``."""
     found = E.simple_assign(statement)
     if found is None:
@@ -111,7 +111,7 @@ def _model_call(statement: cst.BaseStatement) -> cst.Call | None:
     return value if _MODEL_NAME.match(name) else None
 
 
-def _is_loss_line(statement: cst.BaseStatement) -> bool:
+def is_loss_line(statement: cst.BaseStatement) -> bool:
     """An assignment to a ``*loss*`` name that does not end the forward (no backward/step/item)."""
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
         return False
@@ -132,7 +132,7 @@ def enters_autocast(codemod: PatchCodemod, function: cst.FunctionDef) -> bool:
         def visit_WithItem(self, node: cst.WithItem) -> None:
             nonlocal found
             item = E.strip(node.item)
-            if isinstance(item, cst.Call) and codemod.is_call_to(item, _AUTOCAST):
+            if isinstance(item, cst.Call) and codemod.is_call_to(item, AUTOCAST):
                 found = True
 
     function.visit(_With())

@@ -46,7 +46,7 @@ class AutocastForwardBf16(PatchCodemod):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self.start(tree)
-        self._roots = _root_modules(tree)
+        self._roots = root_modules(tree)
         return super().transform_module_impl(tree)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
@@ -65,7 +65,7 @@ class AutocastForwardBf16(PatchCodemod):
             return updated_node
         statements = list(body.body)
         head: list[cst.BaseStatement] = []
-        if statements and _is_docstring(statements[0]):
+        if statements and is_docstring(statements[0]):
             head.append(statements.pop(0))
         if not statements:
             return updated_node
@@ -109,13 +109,13 @@ def _parenthesized(node: cst.BaseExpression) -> cst.BaseExpression:
     return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
-def _is_docstring(statement: cst.BaseStatement) -> bool:
+def is_docstring(statement: cst.BaseStatement) -> bool:
     return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
             and isinstance(statement.body[0], cst.Expr)
             and isinstance(statement.body[0].value, cst.SimpleString | cst.ConcatenatedString))
 
 
-def _root_modules(tree: cst.Module) -> set[str]:
+def root_modules(tree: cst.Module) -> set[str]:
     """Top-level classes with a ``forward`` method that no other top-level class of the file builds or names,
     and that no function of the file hands to another class of the file as an argument."""
     classes = {s.name.value: s for s in tree.body if isinstance(s, cst.ClassDef) and s.bases}

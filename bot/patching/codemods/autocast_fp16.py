@@ -42,7 +42,7 @@ import libcst as cst
 from libcst.codemod import SkipFile
 
 from bot.patching.codemods import exprs as E
-from bot.patching.codemods.autocast import _AUTOCAST, _is_loss_line, _model_call
+from bot.patching.codemods.autocast import AUTOCAST, is_loss_line, model_call
 from bot.patching.codemods.base import PatchCodemod
 from bot.patching.symbols import MODULE, code_of, covers
 
@@ -143,7 +143,7 @@ class AutocastFp16Scaler(PatchCodemod):
         order = {id(s.statement): i for i, s in enumerate(sites)}
         not_models = self._not_models()
         calls = [s for s in sites if order[id(s.statement)] < order[id(backward.statement)]
-                 and any(lp is loop for lp in s.loops) and (call := _model_call(s.statement)) is not None
+                 and any(lp is loop for lp in s.loops) and (call := model_call(s.statement)) is not None
                  and not (isinstance(call.func, cst.Name) and call.func.value in not_models)]
         if not calls:
             say("no model call (`out = model(x, ...)`) before `.backward()` in the step loop; fp16 autocast "
@@ -151,7 +151,7 @@ class AutocastFp16Scaler(PatchCodemod):
             return None
         clips = [s for s in sites if order[id(backward.statement)] < order[id(s.statement)]
                  < order[id(step.statement)] and self._clips(s.statement)]
-        first_call = _model_call(calls[0].statement)
+        first_call = model_call(calls[0].statement)
         assert first_call is not None
         optimizer = self._optimizer_step(step.statement)
         assert optimizer is not None
@@ -186,7 +186,7 @@ class AutocastFp16Scaler(PatchCodemod):
             def visit_WithItem(self, node: cst.WithItem) -> None:
                 nonlocal found
                 item = E.strip(node.item)
-                found = found or (isinstance(item, cst.Call) and codemod.is_call_to(item, _AUTOCAST))
+                found = found or (isinstance(item, cst.Call) and codemod.is_call_to(item, AUTOCAST))
 
             def visit_Name(self, node: cst.Name) -> None:
                 nonlocal found
@@ -250,7 +250,7 @@ class AutocastFp16Scaler(PatchCodemod):
                 out += [make.with_changes(leading_lines=new.leading_lines), new.with_changes(leading_lines=())]
             elif id(orig) in plan.model_calls:
                 end = i + 1
-                while end < len(originals) and _is_loss_line(originals[end]):
+                while end < len(originals) and is_loss_line(originals[end]):
                     end += 1
                 out.append(self._autocast(list(updated[i:end])))
                 i = end

@@ -39,7 +39,7 @@ import libcst as cst
 from libcst.codemod import SkipFile
 
 from bot.patching.codemods import exprs as E
-from bot.patching.codemods.autocast_forward import _is_docstring, _root_modules
+from bot.patching.codemods.autocast_forward import is_docstring, root_modules
 from bot.patching.codemods.base import PatchCodemod
 from bot.patching.symbols import covers
 
@@ -69,7 +69,7 @@ class ChannelsLast(PatchCodemod):
             raise SkipFile(self.NO_TORCH)
         self._plan: dict[str, tuple[str, int, str]] = {}  # class → (format, rank, forward's input)
         kinds = self._conv_kinds(tree)
-        for name in sorted(_root_modules(tree)):
+        for name in sorted(root_modules(tree)):
             if kinds.get(name):
                 self._plan_class(tree, name, kinds[name])
         if not self._plan:
@@ -177,7 +177,7 @@ class ChannelsLast(PatchCodemod):
                 f"if isinstance({value}, TENSOR) and {value}.dim() == {rank}:\n"
                 f"    {value} = {value}.contiguous(memory_format=FORMAT)\n")
             guard = _replace_name(_replace_name(guard, "FORMAT", fmt), "TENSOR", self.ref("torch.Tensor"))
-            at = 1 if statements and _is_docstring(statements[0]) else 0
+            at = 1 if statements and is_docstring(statements[0]) else 0
             statements.insert(at, guard)  # the first statement keeps its comments
         else:
             return updated_node

@@ -139,7 +139,7 @@ class CudaBackendFlags(PatchCodemod):
             self.decline("a one-line function body cannot take the flags")
             return updated_node
         statements = list(body.body)
-        at = 1 if statements and _is_docstring(statements[0]) else 0
+        at = 1 if statements and is_docstring(statements[0]) else 0
         statements.insert(at, self._guarded())
         self.mark_edited()
         return updated_node.with_changes(body=body.with_changes(body=statements))
@@ -157,7 +157,7 @@ class CudaBackendFlags(PatchCodemod):
             if isinstance(statement, cst.SimpleStatementLine) and all(
                     isinstance(s, cst.Import | cst.ImportFrom) for s in statement.body):
                 at = i + 1
-            elif i == 0 and _is_docstring(statement):
+            elif i == 0 and is_docstring(statement):
                 at = 1
         guarded = self._guarded()
         if at > 0:
@@ -185,7 +185,7 @@ def _is_entry_point(module: cst.Module) -> bool:
                for s in module.body)
 
 
-def _is_docstring(statement: cst.BaseStatement) -> bool:
+def is_docstring(statement: cst.BaseStatement) -> bool:
     return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
             and isinstance(statement.body[0], cst.Expr)
             and isinstance(statement.body[0].value, cst.SimpleString | cst.ConcatenatedString))

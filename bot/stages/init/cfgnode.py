@@ -17,8 +17,8 @@ from pathlib import Path
 import libcst as cst
 import libcst.matchers as m
 
-from bot.stages.init.discover import Setting, _lit, _type_of
-from bot.stages.init.scan import _imported_from
+from bot.stages.init.setting import Setting, literal, type_of
+from bot.stages.init.scan import imported_from
 
 _MERGE = "merge_from_args"
 
@@ -30,11 +30,11 @@ def read_cfgnode(source: str, module: cst.Module, root: Path) -> list[Setting]:
     builder = _builder_name(module)
     if builder is None or builder not in functions:
         return []
-    imports = _imported_from(module)
+    imports = imported_from(module)
     defaults: dict[str, object] = {}
     _walk(functions[builder], "", defaults, module, imports, root, depth=0)
     return [Setting(key=key, convention="cfgnode", passing="flag-equals", token=f"--{key}", default=value,
-                    has_default=True, type=_type_of(value)) for key, value in defaults.items()]
+                    has_default=True, type=type_of(value)) for key, value in defaults.items()]
 
 
 def _functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
@@ -81,13 +81,13 @@ def _walk(func: cst.FunctionDef, prefix: str, defaults: dict[str, object], modul
         key = _path(stmt.targets[0].target, returned)
         if key is None:
             continue
-        ok, value = _lit(stmt.value)
+        ok, value = literal(stmt.value)
         if ok:
             defaults[prefix + key] = value
             continue
         group = _default_config_of(stmt.value, module, imports, root)
         if group is not None:
-            _walk(group[0], f"{prefix}{key}.", defaults, group[1], _imported_from(group[1]), root, depth + 1)
+            _walk(group[0], f"{prefix}{key}.", defaults, group[1], imported_from(group[1]), root, depth + 1)
 
 
 def _statements(func: cst.FunctionDef) -> list[cst.BaseSmallStatement]:

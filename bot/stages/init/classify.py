@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.stages.init.discover import Setting
+from bot.stages.init.setting import Setting
 
 _FREE: tuple[tuple[str, str], ...] = (
     (r"^(dtype|precision|amp|autocast|mixed_precision|amp_dtype|bf16|fp16|tf32|use_amp|half|use_bf16|"

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 
 from bot.stages.init.classify import Classified, classify, current
 from bot.stages.init.data_paths import draft_data_paths
-from bot.stages.init.discover import Setting, discover
-from bot.stages.init.knob_tables import KnobPlan, given_values, infer_tokens, plan_knobs
+from bot.stages.init.discover import discover
+from bot.stages.init.setting import Setting
+from bot.stages.init.knob_tables import KnobPlan, infer_tokens, plan_knobs
+from infrarsi.contract.entry import given_values
 from bot.stages.init.meter_lines import meter_step_lines
 from bot.stages.init.path_refs import OUTPUT_SETTING, PathRef, path_references
 from bot.stages.init.steplines import StepLine, find_step_lines

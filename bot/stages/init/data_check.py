@@ -16,7 +16,7 @@ from pathlib import Path
 from bot.patching.catalog import reach_of
 from bot.stages.init.data_paths import outside_git, unlisted_data
 from bot.stages.init.draft import canonical_flags
-from bot.stages.init.knob_tables import given_values
+from infrarsi.contract.entry import given_values
 from bot.stages.init.path_refs import OUTPUT_SETTING, PathRef, path_references
 from bot.stages.init.scan import scan_flags
 from infrarsi.contract.entry import command_and_args, entry_file

@@ -13,85 +13,14 @@ The user's code is parsed, never imported.
 from __future__ import annotations
 
 import ast
-import operator
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import libcst as cst
 
 from bot.stages.init.scan import scan_flags
-from infrarsi.contract.knob_codec import INFINITY, python_literal
-
-Passing = Literal["flag-space", "flag-equals", "switch", "hydra", "env", "code"]
-# flag-space: ``--name VALUE`` (two arguments); flag-equals: ``--name=VALUE`` (one; nanoGPT's configurator);
-# switch: a bare ``--name`` for true; hydra: ``a.b=VALUE``; env: an environment variable; code: a literal in
-# the code (a patch could change it, no launch argument can).
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Setting:
-    """One launch setting as the code defines it."""
-
-    key: str  # as the code names it: dest, field, global, dotted Hydra key, env var
-    convention: str  # argparse | hf | globals | hydra | lightning | lightning-cli | click | typer | fire | cfgnode | env
-    passing: Passing
-    token: str  # what goes on the command line (``--bf16``, ``trainer.precision``) or the variable name
-    default: Any = None
-    has_default: bool = False
-    type: str | None = None
-    choices: tuple[Any, ...] | None = None
-    line: int = 0
-    help: str = ""
-
-    @property
-    def leaf(self) -> str:
-        """The last component, normalised: what the classifier reads."""
-        return re.split(r"[.]", self.key)[-1].lower().replace("-", "_")
-
-
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-        ast.Div: operator.truediv, ast.Pow: operator.pow}
-
-
-def _arith(node: ast.AST) -> Any:
-    """Constant arithmetic (``5 * 8``, ``2**10``, ``1024 * 12``): what config globals often hold."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_arith(node.operand)
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        a, b = _arith(node.left), _arith(node.right)
-        if isinstance(node.op, ast.Pow) and abs(b) > 64:
-            raise ValueError("too large")
-        return _OPS[type(node.op)](a, b)
-    raise ValueError("not constant arithmetic")
-
-
-def _lit(node: cst.BaseExpression | None) -> tuple[bool, Any]:
-    if node is None:
-        return False, None
-    code = cst.Module(body=[]).code_for_node(node)
-    if INFINITY.match(code):
-        return python_literal(code)
-    try:
-        return True, ast.literal_eval(code)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        pass
-    try:
-        return True, _arith(ast.parse(code.strip(), mode="eval").body)
-    except (ValueError, SyntaxError, TypeError, ZeroDivisionError, RecursionError, OverflowError):
-        return False, None
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
-
-
-def _type_of(value: Any) -> str | None:
-    return {bool: "bool", int: "int", float: "float", str: "str"}.get(type(value))
-
+from bot.stages.init.setting import Setting, code_text, literal, type_of
 
 # --- argparse -----------------------------------------------------------------------------------------------
 
@@ -128,7 +57,7 @@ class _Dataclasses(cst.CSTVisitor):
         self.fields: dict[str, list[Setting]] = {}
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        if not any("dataclass" in _code(d.decorator) for d in node.decorators):
+        if not any("dataclass" in code_text(d.decorator) for d in node.decorators):
             return
         fields = []
         for stmt in node.body.body:
@@ -137,14 +66,14 @@ class _Dataclasses(cst.CSTVisitor):
             ann = stmt.body[0]
             if not isinstance(ann.target, cst.Name):
                 continue
-            ok, default = _lit(ann.value)
-            if not ok and isinstance(ann.value, cst.Call) and _code(ann.value.func).endswith("field"):
+            ok, default = literal(ann.value)
+            if not ok and isinstance(ann.value, cst.Call) and code_text(ann.value.func).endswith("field"):
                 kw = {a.keyword.value: a.value for a in ann.value.args if a.keyword is not None}
-                ok, default = _lit(kw.get("default"))
+                ok, default = literal(kw.get("default"))
             name = ann.target.value
             fields.append(Setting(key=name, convention="hf", passing="flag-space", token=f"--{name}",
                                   default=default, has_default=ok,
-                                  type=_type_of(default) or _code(ann.annotation.annotation),
+                                  type=type_of(default) or code_text(ann.annotation.annotation),
                                   line=self.get_metadata(cst.metadata.PositionProvider, stmt).start.line))
         self.fields[node.name.value] = fields
 
@@ -161,7 +90,7 @@ def read_hf(source: str, module: cst.Module) -> list[Setting]:
             r"class\s+\w+\(\s*(transformers\.)?(Seq2Seq)?TrainingArguments\s*\)", source):
         have = {s.key for s in out}
         out += [Setting(key=k, convention="hf", passing="flag-space", token=f"--{k}", default=v, has_default=True,
-                        type=_type_of(v)) for k, v in TRAINING_ARGUMENTS.items() if k not in have]
+                        type=type_of(v)) for k, v in TRAINING_ARGUMENTS.items() if k not in have]
     return out
 
 
@@ -177,7 +106,7 @@ def read_globals(source: str, module: cst.Module) -> list[Setting]:
         return []
     out = []
     for stmt in module.body:
-        if "exec(" in _code(stmt) and "configurator" in _code(stmt) or "exec(open" in _code(stmt):
+        if "exec(" in code_text(stmt) and "configurator" in code_text(stmt) or "exec(open" in code_text(stmt):
             break  # only globals defined before the configurator runs can be overridden
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue
@@ -185,12 +114,12 @@ def read_globals(source: str, module: cst.Module) -> list[Setting]:
             if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target,
                                                                                          cst.Name):
                 name = small.targets[0].target.value
-                ok, value = _lit(small.value)
+                ok, value = literal(small.value)
                 if name.startswith("_") or name.isupper() and not ok:
                     continue
                 out.append(Setting(key=name, convention="globals", passing="flag-equals", token=f"--{name}",
-                                   default=value if ok else _code(small.value), has_default=ok,
-                                   type=_type_of(value) if ok else None))
+                                   default=value if ok else code_text(small.value), has_default=ok,
+                                   type=type_of(value) if ok else None))
     return out
 
 
@@ -256,7 +185,7 @@ def read_hydra(source: str, entry_dir: Path) -> list[Setting]:
         return []
     _, flat = found
     return [Setting(key=k, convention="hydra", passing="hydra", token=k, default=v, has_default=True,
-                    type=_type_of(v)) for k, v in flat.items()]
+                    type=type_of(v)) for k, v in flat.items()]
 
 
 # --- Lightning ------------------------------------------------------------------------------------------------
@@ -272,20 +201,20 @@ def read_lightning(source: str, module: cst.Module) -> list[Setting]:
     if "LightningCLI" in source:
         for k, v in LIGHTNING_TRAINER.items():
             out.append(Setting(key=f"trainer.{k}", convention="lightning-cli", passing="flag-space",
-                               token=f"--trainer.{k}", default=v, has_default=True, type=_type_of(v)))
+                               token=f"--trainer.{k}", default=v, has_default=True, type=type_of(v)))
         for cls in module.body:
             if not isinstance(cls, cst.ClassDef):
                 continue
-            bases = " ".join(_code(b.value) for b in cls.bases)
+            bases = " ".join(code_text(b.value) for b in cls.bases)
             group = "model" if "LightningModule" in bases else "data" if "DataModule" in bases else None
             if group is None:
                 continue
             init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"),
                         None)
             for p in init.params.params[1:] if init else []:
-                ok, v = _lit(p.default)
+                ok, v = literal(p.default)
                 out.append(Setting(key=f"{group}.{p.name.value}", convention="lightning-cli", passing="flag-space",
-                                   token=f"--{group}.{p.name.value}", default=v, has_default=ok, type=_type_of(v)))
+                                   token=f"--{group}.{p.name.value}", default=v, has_default=ok, type=type_of(v)))
         return out
     for node in _calls(module, re.compile(r"(^|\.)Trainer$")):
         if "lightning" not in source and "pytorch_lightning" not in source:
@@ -293,10 +222,10 @@ def read_lightning(source: str, module: cst.Module) -> list[Setting]:
         for a in node.args:
             if a.keyword is None:
                 continue
-            ok, v = _lit(a.value)
+            ok, v = literal(a.value)
             out.append(Setting(key=a.keyword.value, convention="lightning", passing="code",
-                               token=a.keyword.value, default=v if ok else _code(a.value), has_default=ok,
-                               type=_type_of(v)))
+                               token=a.keyword.value, default=v if ok else code_text(a.value), has_default=ok,
+                               type=type_of(v)))
     return out
 
 
@@ -305,7 +234,7 @@ def _calls(module: cst.Module, name: re.Pattern[str]) -> list[cst.Call]:
 
     class V(cst.CSTVisitor):
         def visit_Call(self, node: cst.Call) -> None:
-            if name.search(_code(node.func)):
+            if name.search(code_text(node.func)):
                 found.append(node)
 
     module.visit(V())
@@ -319,42 +248,42 @@ def read_click_typer(source: str, module: cst.Module) -> list[Setting]:
     out: list[Setting] = []
     if "click" in source:
         for node in _calls(module, re.compile(r"(^|\.)option$")):
-            names = [v for ok, v in (_lit(a.value) for a in node.args if a.keyword is None) if ok
+            names = [v for ok, v in (literal(a.value) for a in node.args if a.keyword is None) if ok
                      and isinstance(v, str) and v.startswith("--")]
             if not names:
                 continue
             kw = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
             flag = names[0].split("/")[0]
-            ok, default = _lit(kw.get("default"))
-            is_flag = _lit(kw.get("is_flag"))[1] is True or "/" in names[0]
+            ok, default = literal(kw.get("default"))
+            is_flag = literal(kw.get("is_flag"))[1] is True or "/" in names[0]
             out.append(Setting(key=flag.lstrip("-").replace("-", "_"), convention="click",
                                passing="switch" if is_flag else "flag-space", token=flag, default=default,
-                               has_default=ok, type="bool" if is_flag else _type_of(default)))
+                               has_default=ok, type="bool" if is_flag else type_of(default)))
     if "typer" in source:
         for fn in (s for s in module.body if isinstance(s, cst.FunctionDef)):
-            decorated = any("command" in _code(d.decorator) for d in fn.decorators)
+            decorated = any("command" in code_text(d.decorator) for d in fn.decorators)
             if not decorated and not re.search(rf"typer\.run\(\s*{fn.name.value}\s*\)", source):
                 continue
             for p in fn.params.params:
                 default = p.default
-                if isinstance(default, cst.Call) and "Option" in _code(default.func):
+                if isinstance(default, cst.Call) and "Option" in code_text(default.func):
                     pos = [a for a in default.args if a.keyword is None]
                     default = pos[0].value if pos else None
-                ok, v = _lit(default)
+                ok, v = literal(default)
                 if not ok:
                     continue
                 flag = "--" + p.name.value.replace("_", "-")
                 out.append(Setting(key=p.name.value, convention="typer",
                                    passing="switch" if isinstance(v, bool) else "flag-space", token=flag,
-                                   default=v, has_default=True, type=_type_of(v)))
+                                   default=v, has_default=True, type=type_of(v)))
     fired = re.search(r"\bFire\(\s*([A-Za-z_]\w*)\s*\)", source) if "fire" in source else None
     if fired:  # python-fire: `fire.Fire(train)` makes each keyword parameter a `--name=value` flag
         for fn in (s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == fired.group(1)):
             for p in [*fn.params.params, *fn.params.kwonly_params]:
-                ok, v = _lit(_cast_literal(p.default))
+                ok, v = literal(_cast_literal(p.default))
                 if ok and p.default is not None:
                     out.append(Setting(key=p.name.value, convention="fire", passing="flag-equals",
-                                       token=f"--{p.name.value}", default=v, has_default=True, type=_type_of(v)))
+                                       token=f"--{p.name.value}", default=v, has_default=True, type=type_of(v)))
     return out
 
 
@@ -362,7 +291,7 @@ def _cast_literal(node: cst.BaseExpression | None) -> cst.BaseExpression | None:
     """``int(1e5)`` → ``1e5`` cast later by its caller's int: defaults written as a cast of a literal."""
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("int", "float") \
             and len(node.args) == 1:
-        ok, v = _lit(node.args[0].value)
+        ok, v = literal(node.args[0].value)
         if ok and isinstance(v, int | float) and not isinstance(v, bool):
             return cst.parse_expression(repr(int(v) if node.func.value == "int" else float(v)))
     return node
@@ -396,7 +325,7 @@ def read_env(source: str) -> list[Setting]:
                 except ValueError:
                     pass
         out[name] = Setting(key=name, convention="env", passing="env", token=name, default=default,
-                            has_default=ok, type=_type_of(default))
+                            has_default=ok, type=type_of(default))
     return list(out.values())
 
 
@@ -412,13 +341,13 @@ def read_code_constants(module: cst.Module) -> list[Setting]:
         if not (isinstance(small, cst.Assign) and len(small.targets) == 1
                 and isinstance(small.targets[0].target, cst.Name)):
             continue
-        ok, value = _lit(small.value)
+        ok, value = literal(small.value)
         name = small.targets[0].target.value
         if not ok or name.startswith("_") or not isinstance(value, bool | int | float | str):
             continue
         comment = stmt.trailing_whitespace.comment
         out.append(Setting(key=name, convention="code", passing="code", token=name, default=value, has_default=True,
-                           type=_type_of(value), help=comment.value.lstrip("# ") if comment else ""))
+                           type=type_of(value), help=comment.value.lstrip("# ") if comment else ""))
     return out
 
 

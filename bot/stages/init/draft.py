@@ -15,7 +15,7 @@ from bot.patching.reach import analyse
 from bot.stages.init.cores import usable_cores
 from bot.stages.init.data_seq_len import data_sequence_length
 from bot.stages.init.errors import DraftError
-from bot.stages.init.knob_tables import given_values
+from infrarsi.contract.entry import given_values
 from bot.stages.init.job import read_job
 from bot.stages.init.launcher import LaunchError
 from bot.stages.init.parallel_knobs import plan_parallel
@@ -168,7 +168,7 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
     if launch is not None:
         launch.write(draft)
     knob_flags = {t["flag"] for t in knobs.values() if "flag" in t}
-    fixed = _strip_flags(user_args, knob_flags) + found.extra_args
+    fixed = strip_flags(user_args, knob_flags) + found.extra_args
     draft.set("workload.command", prog, "the entry command; 'python' means the interpreter that runs infrarsi"
               + (f"\n{job.shell.note()}" if job.shell.origin or job.shell.dropped else ""))
     draft.set("workload.args", fixed, "fixed arguments that define the job; every candidate runs with them")
@@ -244,7 +244,7 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
     return draft
 
 
-def _strip_flags(argv: list[str], knob_flags: set[str]) -> list[str]:
+def strip_flags(argv: list[str], knob_flags: set[str]) -> list[str]:
     """The user's arguments minus knob flags (a knob's value comes from the contract, not the command)."""
     out: list[str] = []
     skip = False

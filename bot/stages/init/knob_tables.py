@@ -16,34 +16,13 @@ from typing import Any
 
 from bot.stages.init.classify import Classified, Coupled, TokenBatch, current
 from bot.stages.init.cores import usable_cores
-from bot.stages.init.discover import Setting
+from bot.stages.init.setting import Setting
 from bot.stages.init.framework_rules import hf_precision_rules, machine_has_gpu
 
 EXPRESSIBLE = ("flag-space", "flag-equals", "hydra", "switch", "env")
 _LIGHTNING_PRECISION = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
 _SEQ = re.compile(r"^(block_size|seq_len|seq_length|max_seq_len|max_seq_length|context_length|sequence_length|"
                   r"max_length|n_ctx|ctx_len|context_len|context_size|bptt)$")
-
-
-def given_values(argv: list[str]) -> dict[str, str]:
-    """Values on the user's command: ``--x 1``, ``--x=1`` and Hydra's ``a.b=1`` (keyed by token)."""
-    out: dict[str, str] = {}
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg.startswith("-") and "=" in arg:
-            k, v = arg.split("=", 1)
-            out[k] = v
-        elif arg.startswith("-") and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
-            out[arg] = argv[i + 1]
-            i += 1
-        elif arg.startswith("-"):
-            out[arg] = "true"  # a bare switch
-        elif "=" in arg and re.match(r"^[+~]?[A-Za-z_][\w.]*=", arg):
-            k, v = arg.lstrip("+~").split("=", 1)
-            out[k] = v
-        i += 1
-    return out
 
 
 def knob_name(setting: Setting) -> str:

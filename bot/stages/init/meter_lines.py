@@ -25,7 +25,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from bot.stages.init.steplines import _EVAL_WORDS, LOSS, STEP, StepLine
+from bot.stages.init.steplines import EVAL_WORDS, LOSS, STEP, StepLine
 
 _LOSS_NAME = re.compile(r"(?<![A-Za-z])(?:train[_ ]?)?loss(?![A-Za-z])", re.I)
 _COUNT = rf"\[\s*{STEP}/\d+\]"  # `[ 11/5005]`: the batch count both meters print
@@ -79,7 +79,7 @@ class _Meters(cst.CSTVisitor):
             prefix = next((a.value for a in node.args if a.keyword and a.keyword.value == "prefix"),
                           positional[2] if len(positional) > 2 else None)  # ProgressMeter(n, meters, prefix)
             text = self._template(prefix) if prefix is not None else None
-            if not (text and _EVAL_WORDS.search(text)):
+            if not (text and EVAL_WORDS.search(text)):
                 self.progress_prefixes.append(text)
         elif name == "display" and isinstance(func, cst.Attribute) and not self.display_line:
             self.display_line = line
@@ -123,7 +123,7 @@ def meter_step_lines(source: str) -> list[StepLine]:
                               origin="ProgressMeter display", has_step=True, in_loop=True))
     if meters.logger_loss:
         for line, every, text in meters.log_every:
-            if text and _EVAL_WORDS.search(text):
+            if text and EVAL_WORDS.search(text):
                 continue
             regex = rf"{_prefix_regex(text)}.*?{_COUNT}.*?(?<![A-Za-z]){re.escape(meters.logger_loss)}:\s+{LOSS}"
             found.append(StepLine(regex=regex, stream="stdout", line=line, origin="MetricLogger.log_every",

@@ -7,7 +7,7 @@ configs all expose them, and they are where the big wins on many GPUs are. They
 are offered only when the command's launcher (:mod:`.launcher`) gives a world size
 above one; their levels are the powers of two that divide it (tensor parallelism
 within one node, Megatron-LM's guidance), and the run stage drops the layouts the
-launcher would refuse (``bot/stages/run/launcher_checks.py``) and prices the rest
+launcher would refuse (``infrarsi/parallel/launcher_checks.py``) and prices the rest
 (pipeline bubble, groups that span nodes, model-state bytes).
 """
 
@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.stages.init.classify import current
-from bot.stages.init.discover import Setting
+from bot.stages.init.setting import Setting
 from bot.stages.init.knob_tables import EXPRESSIBLE, knob_name, passing_table
-from bot.stages.run.parallel_roles import ROLES, spellings_of
-from bot.stages.run.sharding_priors import FSDP_STAGES, HYBRID_STAGES, SHARDING_KNOB
+from infrarsi.parallel.roles import ROLES, spellings_of
+from infrarsi.parallel.sharding_priors import FSDP_STAGES, HYBRID_STAGES, SHARDING_KNOB
 
 #: The degrees offered (vpp is left out: its levels depend on the layers per pipeline stage).
 DEGREE_ROLES = ("tp", "pp", "cp", "ep")

@@ -12,6 +12,8 @@ is marked, so it is never taken for data.
 
 from __future__ import annotations
 
+from infrarsi.rundir import STATE_DIR
+
 import ast
 import os
 import posixpath
@@ -90,7 +92,7 @@ def _resolve(root: Path, text: str, bases: Sequence[str]) -> str | None:
         rel = posixpath.normpath(posixpath.join(base, text))
         if rel in (".", "..") or rel.startswith("../../") or rel == posixpath.normpath(base):
             continue  # the job's own folder (a "" or "./" literal) names no file
-        if rel.split("/", 1)[0] in (".git", ".infrarsi"):
+        if rel.split("/", 1)[0] in (".git", STATE_DIR):
             continue
         if (root / rel).exists():
             return rel

@@ -14,8 +14,9 @@ import libcst as cst
 
 from bot.progress import Ticker
 from infrarsi.contract.knob_codec import python_literal
+from infrarsi.rundir import STATE_DIR
 
-_SKIP_DIRS = {".git", ".infrarsi", ".venv", "venv", "env", "__pycache__", "node_modules", "build", "dist",
+_SKIP_DIRS = {".git", STATE_DIR, ".venv", "venv", "env", "__pycache__", "node_modules", "build", "dist",
               ".tox", ".mypy_cache", ".pytest_cache", "site-packages"}
 _TIMING_NAMES = ("perf_counter", "time.time", "monotonic", "infrarsi", "probe.step")
 
@@ -140,7 +141,7 @@ def summarize_file(root: Path, path: Path) -> FileSummary | None:
     except (UnicodeDecodeError, cst.ParserSyntaxError, OSError):
         return None
     classes, modules, functions, class_bases, trains = [], [], [], [], []
-    imported = _imported_from(module)
+    imported = imported_from(module)
     for stmt in module.body:
         if isinstance(stmt, cst.ClassDef):
             classes.append(stmt.name.value)
@@ -176,7 +177,7 @@ _MODEL_LEAF = re.compile(r"(Model|Module|For[A-Z]\w*|Transformer|Net|Encoder|Dec
                          r"Embedding|Norm)$")
 
 
-def _imported_from(module: cst.Module) -> dict[str, str]:
+def imported_from(module: cst.Module) -> dict[str, str]:
     """Local name -> the module it was imported from (``from transformers import GPT2LMHeadModel``)."""
     out: dict[str, str] = {}
     for stmt in module.body:

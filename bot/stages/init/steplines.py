@@ -27,7 +27,7 @@ Stream = Literal["stdout", "stderr"]
 
 _STEP_EXPR = re.compile(r"^(?:\w+_)?(iter_num|iter|iters|step|steps|it|i|itr|iteration|n_iter|batch_idx|batch|"
                         r"batch_i|idx|update_idx|num_updates|step_count|completed_steps|step_num|iter_count)$")
-_EVAL_WORDS = re.compile(r"(?<![A-Za-z])(val|valid|validation|eval|evaluation|test|dev)(?![A-Za-z])", re.I)
+EVAL_WORDS = re.compile(r"(?<![A-Za-z])(val|valid|validation|eval|evaluation|test|dev)(?![A-Za-z])", re.I)
 _LOG_METHODS = {"info", "debug", "warning", "warn", "log", "critical", "success"}
 _PRINT_NAMES = re.compile(r"(^|_)print(0|_rank_?0|_master|_once|_main)?$|^(master_print|rank0_print|log0|printr)$")
 _PCT = re.compile(r"%(?:\((?P<key>[^)]*)\))?[-#0 +]*(?:\d+|\*)?(?:\.\d+)?[hlL]?(?P<conv>[diouxXeEfFgGcrsa%])")
@@ -66,7 +66,7 @@ def _meter(expr: str) -> str:
 def _role(expr: str) -> str | None:
     text = _meter(expr.strip())
     plain = re.sub(r"\s+", "", text)
-    if re.search(r"loss", plain, re.I) and not _EVAL_WORDS.search(plain):
+    if re.search(r"loss", plain, re.I) and not EVAL_WORDS.search(plain):
         return "loss"
     leaf = [x for x in re.split(r"[.\[\]'\"()]+", re.sub(r"[+-]1$", "", plain)) if x]
     if leaf and _STEP_EXPR.match(leaf[-1]):
@@ -90,7 +90,7 @@ def template_regex(parts: list[Part]) -> tuple[str, bool] | None:
     roles = [(_role(p.expr) if isinstance(p, Placeholder) else None) for p in parts]
     if "loss" not in roles:
         return None
-    if any(_EVAL_WORDS.search(p if isinstance(p, str) else _meter(p.expr)) for p in parts):
+    if any(EVAL_WORDS.search(p if isinstance(p, str) else _meter(p.expr)) for p in parts):
         return None  # an evaluation line (or one that also reports an eval loss) is not a training step
     out: list[str] = []
     used: set[str] = set()
@@ -401,7 +401,7 @@ def regex_for_lines(lines: list[str]) -> str | None:
     first integer before it that follows a step-like word (or an ``N/M`` count)
     is the step. Other numbers may vary; other text must stay as it is.
     """
-    candidates = [ln for ln in lines if _LOSS_WORD.search(ln) and not _EVAL_WORDS.search(
+    candidates = [ln for ln in lines if _LOSS_WORD.search(ln) and not EVAL_WORDS.search(
         ln[: _LOSS_WORD.search(ln).start()])]  # type: ignore[union-attr]
     if not candidates:
         return None

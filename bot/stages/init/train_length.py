@@ -18,7 +18,7 @@ from bot.stages.init.classify import current
 from bot.stages.init.errors import DraftError
 
 if TYPE_CHECKING:
-    from bot.stages.init.discover import Setting
+    from bot.stages.init.setting import Setting
     from bot.stages.init.draft import ContractDraft
     from bot.stages.init.scan import ArgFlag
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.stages.run.candidate import TrialContext
-from bot.stages.run.parallel_roles import find_roles
+from infrarsi.parallel.roles import find_roles
 from infrarsi.contract.model import Contract, KnobValue
 from infrarsi.doctor import DoctorReport, allowed_dtypes
 from infrarsi.invariants import InvariantCheck, WorkReference, build_reference, compared, not_checked, witnessed_report

@@ -22,10 +22,10 @@ from bot.patching.judged import Judgements
 from bot.patching.screen import Screening, git_reader, screen_patches
 from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.baseline import load_doctor, run_doctor
-from bot.stages.run.design_columns import derived_features
-from bot.stages.run.launcher_checks import launcher_constraints
-from bot.stages.run.parallel_roles import fixed_global_batch
-from bot.stages.run.priors import builtin_priors
+from infrarsi.search.design_columns import derived_features
+from infrarsi.parallel.launcher_checks import launcher_constraints
+from infrarsi.parallel.roles import fixed_global_batch
+from infrarsi.search.builtin_priors import builtin_priors
 from bot.stages.run.references import References
 from bot.stages.run.verify import verify_candidate
 from infrarsi.bank import Bank, Finding, FindingOutcome, as_pairs, hardware_fingerprint, workload_fingerprint

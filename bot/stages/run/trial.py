@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bot.stages.run.import_roots import import_roots, with_import_roots
+from infrarsi.contract.import_roots import import_roots, with_import_roots
 from infrarsi.contract.lock import Lock, verify_lock
 from infrarsi.contract.job_line import contract_job_line
 from infrarsi.contract.knob_codec import KnobValueError

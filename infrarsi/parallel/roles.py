@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from bot.stages.init.knob_tables import given_values
-from bot.stages.run.sharding_priors import DEGREES
+from infrarsi.contract.entry import given_values
+from infrarsi.parallel.sharding_priors import DEGREES
 from infrarsi.contract.model import Constraint, Knob
 
 ROLES: dict[str, re.Pattern[str]] = {

@@ -24,8 +24,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from bot.stages.run.parallel_roles import find_roles
-from bot.stages.run.sharding_priors import SHARDING_KNOB, sharding_of, states_bytes
+from infrarsi.parallel.roles import find_roles
+from infrarsi.parallel.sharding_priors import SHARDING_KNOB, sharding_of, states_bytes
 from infrarsi.contract.model import Knob, KnobValue
 from infrarsi.search.derived import DerivedFeature, knob_number
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.stages.run.parallel_roles import find_roles, fixed_global_batch
+from infrarsi.parallel.roles import find_roles, fixed_global_batch
 from infrarsi.contract.model import Constraint, Knob
 from infrarsi.search.derived import DerivedFeature, PipelineRoles, pipeline_bubble
 

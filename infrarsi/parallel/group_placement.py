@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from bot.stages.run.parallel_roles import find_roles
+from infrarsi.parallel.roles import find_roles
 from infrarsi.contract.model import Knob
 from infrarsi.search.derived import DerivedFeature, GroupPlacement, group_placement
 

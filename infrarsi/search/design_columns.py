@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.stages.run.group_placement import placement_features
-from bot.stages.run.pipeline_bubble import bubble_features
-from bot.stages.run.states_column import states_feature
+from infrarsi.parallel.group_placement import placement_features
+from infrarsi.parallel.pipeline_bubble import bubble_features
+from infrarsi.parallel.states_column import states_feature
 from infrarsi.contract.model import Constraint, Knob
 from infrarsi.search.derived import DerivedFeature
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 import re
 
-from bot.stages.run import group_placement, pipeline_bubble, states_column
-from bot.stages.run.parallel_roles import ROLES
-from bot.stages.run.sharding_priors import sharding_memory_priors
+from infrarsi.parallel import group_placement, pipeline_bubble, states_column
+from infrarsi.parallel.roles import ROLES
+from infrarsi.parallel.sharding_priors import sharding_memory_priors
 from infrarsi.search.derived import OFF_NODE, PIPELINE_BUBBLE
 from infrarsi.search.features import Priors
 from infrarsi.search.space import SearchSpace
@@ -45,7 +45,7 @@ KNOB_PRIORS: tuple[tuple[str, float, float, float, float], ...] = (
     (r"^(bucket_mb|bucket_cap_mb|ddp_bucket_size)$", 0.99, 0.03, 1.01, 0.03),
 )
 
-# Step-time priors of pp and vpp when the space has the pipeline-bubble column (bot/stages/run/pipeline_bubble.py):
+# Step-time priors of pp and vpp when the space has the pipeline-bubble column (infrarsi/parallel/pipeline_bubble.py):
 # point-to-point sends per micro-batch (and per virtual stage) only, the bubble being the column's.
 PIPELINE_TIME_WITH_BUBBLE: tuple[tuple[str, float, float], ...] = (
     (ROLES["pp"].pattern, 1.02, 0.1),

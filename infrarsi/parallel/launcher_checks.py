@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 
-from bot.stages.run.parallel_roles import find_roles
+from infrarsi.parallel.roles import find_roles
 from infrarsi.contract.model import Constraint, Knob
 from infrarsi.search.space import KnobAxis
 
@@ -56,7 +56,7 @@ def launcher_constraints(knobs: Sequence[Knob], world_size: int | None,
                          global_batch: int | None = None) -> tuple[Constraint, ...]:
     """``forbid`` constraints for the layouts of ``knobs`` a launcher rejects on ``world_size`` ranks, each
     naming only the knobs of the rule it breaks; with the contract's ``global_batch``
-    (:func:`~bot.stages.run.parallel_roles.fixed_global_batch`) also the micro-batches that do not split it."""
+    (:func:`~infrarsi.parallel.roles.fixed_global_batch`) also the micro-batches that do not split it."""
     if not world_size or world_size < 2:
         return ()
     roles = find_roles(knobs)

@@ -31,7 +31,7 @@ replicated across nodes: the same bytes with the node's ranks in place of the wo
 
 Only emitted when the space has a sharding knob whose levels map to a stage:
 without one the baseline's sharding is unknown and the total-peak priors in
-:data:`~bot.stages.run.priors.KNOB_PRIORS` stand.
+:data:`~infrarsi.search.builtin_priors.KNOB_PRIORS` stand.
 """
 
 from __future__ import annotations

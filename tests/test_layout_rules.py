@@ -173,3 +173,9 @@ def test_the_run_stage_holds_only_process_and_git_work() -> None:
     pure = [n for n, p in run.items()
             if not any(HANDS.match(module) for module, _ in _imports(n, p)) and n != "bot.stages.run.__init__"]
     assert pure == [], "pure computation belongs in infrarsi/ (the engine): " + ", ".join(sorted(pure))
+
+
+def test_every_module_has_a_line_in_the_architecture_page() -> None:
+    page = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    missing = [str(p.relative_to(ROOT)) for p in MODULES.values() if p.name != "__init__.py" and p.name not in page]
+    assert missing == [], "add each to docs/ARCHITECTURE.md's tree: " + ", ".join(missing)

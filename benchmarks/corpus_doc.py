@@ -44,10 +44,17 @@ def _speedup(row: dict[str, Any]) -> str:
         return f"error: {row['error']}"
     promoted = row.get("promoted")
     if promoted is None:
-        return "nothing promoted"
-    ci = promoted.get("ci") or [None, None]
-    interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if None not in ci else ""
-    return f"**{promoted['speedup']:.2f}x**{interval} `{promoted['candidate']}`"
+        held = [v for v in row.get("verdicts", []) if v.get("verdict") == "quarantined" and v.get("speedup")]
+        if not held:
+            return "nothing promoted"
+        best = max(held, key=lambda v: v["speedup"])  # above verify.max_speedup: held for a person to review
+        return f"nothing promoted; quarantined for review: {best['speedup']:.2f}x{_interval(best)} `{best['candidate']}`"
+    return f"**{promoted['speedup']:.2f}x**{_interval(promoted)} `{promoted['candidate']}`"
+
+
+def _interval(verdict: dict[str, Any]) -> str:
+    ci = verdict.get("ci") or [None, None]
+    return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if None not in ci else ""
 
 
 def _pairs(row: dict[str, Any]) -> str:
@@ -91,8 +98,9 @@ def render(data: dict[str, Any], *, data_path: str = "benchmarks/data/corpus.jso
         "goes and cost no trial. The interval is the verification's bootstrap interval on the speedup, two-sided "
         "at 1 - 2 alpha of the contract's verify.alpha" + (f" ({level:.0%})" if level is not None else "") + "; its "
         "lower bound is the one-sided 1 - alpha bound a promotion needs. A "
-        "verification stops for efficacy, futility or at its pair budget (`docs/doctor.md`). `tunedgpt` is the "
-        "control: nothing should be promoted there.",
+        "verification stops for efficacy, futility or at its pair budget (`docs/doctor.md`); a speedup above "
+        "`verify.max_speedup` is quarantined for a person to review, never promoted. `tunedgpt` is the control: "
+        "nothing should be promoted there.",
         "",
     ]
     notes = sorted({f"- {row['fixture']}: {note}" for row in rows for note in row.get("notes", [])})

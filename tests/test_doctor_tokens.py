@@ -46,3 +46,29 @@ def test_the_doctor_reports_tokens_the_witness_counted_that_the_contract_does_no
     doctor = json.loads((repo / ".infrarsi" / "runs" / "t" / "doctor.json").read_text())
     notes = " ".join(doctor["notes"])
     assert "the witness counted 32 consumed in one optimizer step" in notes and "the contract says 4" in notes
+
+
+@pytest.mark.slow
+def test_init_measures_the_tokens_it_cannot_read_from_the_code(tmp_path: Path) -> None:
+    repo = tmp_path / "job"
+    repo.mkdir()
+    (repo / "train.py").write_text(JOB)  # no batch-size or sequence-length setting anywhere
+    drafted = infrarsi("init", str(repo), "--command", "python train.py", timeout=600)
+    assert drafted.returncode == 0, drafted.stderr
+    assert "measuring them with one short run of the baseline" in drafted.stderr
+    toml = (repo / "infrarsi.toml").read_text()
+    assert "tokens_per_step = 32" in toml
+    assert "measured: one short run of the baseline, the witness counted the token ids reaching an embedding" in toml
+    assert infrarsi("check", str(repo)).returncode == 0
+
+
+@pytest.mark.slow
+def test_init_asks_for_the_tokens_when_a_short_run_cannot_count_them_either(tmp_path: Path) -> None:
+    repo = tmp_path / "job"
+    repo.mkdir()
+    (repo / "train.py").write_text("import sys\nsys.exit('no data here')\n")
+    drafted = infrarsi("init", str(repo), "--command", "python train.py", timeout=600)
+    assert drafted.returncode == 2 and not (repo / "infrarsi.toml").exists()
+    (line,) = drafted.stderr.strip().splitlines()[-1:]
+    assert line.startswith("error: cannot infer the tokens processed per step") and "pass --tokens-per-step N" in line
+    assert "no data here" in line

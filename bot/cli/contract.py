@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import json
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,9 @@ def cmd_init(args: argparse.Namespace) -> int:
                                     step_regex=args.step_regex)
                      if args.proposer == "builtin" else
                      _llm_draft(args, root, summary))
-            text, _ = validated(draft, root)
+            text, drafted = validated(draft, root)
+            if draft.tokens_unread:
+                text = _with_measured_tokens(draft, drafted, root)
         except DraftError as e:
             raise UsageError(str(e)) from None
         if job.shell.origin or job.shell.dropped:
@@ -76,6 +79,24 @@ def cmd_init(args: argparse.Namespace) -> int:
     lock_path = write_lock(contract)
     print(f"wrote {lock_path.name}: {len(read_lock(root).files)} locked files and the contract hashed")
     return 0
+
+
+def _with_measured_tokens(draft, contract, root: Path) -> str:  # noqa: ANN001
+    """The draft's text with ``tokens_per_step`` measured by one short witnessed run (the code did not say)."""
+    from bot.stages.init.draft import DraftError
+    from bot.stages.init.measured_tokens import measure_tokens
+    from bot.stages.init.validate import validated
+
+    print(f"init: tokens per step not in the code ({draft.tokens_unread}); measuring them with one short run of "
+          "the baseline", file=sys.stderr, flush=True)
+    tokens, how = measure_tokens(contract)
+    if tokens is None:
+        raise DraftError(f"cannot infer the tokens processed per step ({draft.tokens_unread}), and one short run "
+                         f"could not count them either ({how}); pass --tokens-per-step N")
+    draft.set("workload.tokens_per_step", tokens, how)
+    draft.tokens_unread = None
+    text, _ = validated(draft, root)
+    return text
 
 
 def _llm_draft(args: argparse.Namespace, root: Path, summary):  # noqa: ANN001, ANN202

@@ -38,16 +38,19 @@ class SearchTrial:
     # The step time read at the doctor's machine speed (infrarsi.search.drift), and against which baseline
     adjusted_step_time_s: float | None = None
     against: str = ""
+    # Measured while the machine changed speed and measured again beside a new control: not counted
+    superseded: bool = False
 
     @staticmethod
-    def of(record: TrialRecord, *, adjusted: TrialRecord | None = None, against: str = "") -> SearchTrial:
+    def of(record: TrialRecord, *, adjusted: TrialRecord | None = None, against: str = "",
+           superseded: bool = False) -> SearchTrial:
         m = record.metrics
         return SearchTrial(trial_no=record.trial_no, candidate=record.candidate.describe(),
                            outcome=record.outcome.value, reason=record.reason, step_time_s=m.step_time_s,
                            peak_mem_bytes=m.peak_mem_bytes, peak_mem_censored=m.peak_mem_censored,
                            cost_s=record.cost_s, commit=record.commit,
                            adjusted_step_time_s=adjusted.metrics.step_time_s if adjusted is not None else None,
-                           against=against)
+                           against=against, superseded=superseded)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

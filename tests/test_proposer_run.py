@@ -35,7 +35,11 @@ def test_a_run_takes_priors_and_patches_from_the_model_and_stops_when_its_budget
     assert result.returncode == 0, result.stderr[-3000:]
     assert [r["body"]["tool_choice"]["name"] for r in server.requests] == ["state_priors", "propose_patches"]
     seen = server.requests[1]["body"]["messages"][0]["content"]
-    assert '"trial_no": 3' in seen, "the proposal round saw the first batch's trials"
+    doctor = json.loads((repo / ".infrarsi" / "runs" / "llm" / "doctor.json").read_text())
+    own = set(doctor["trials"]) | set(doctor["calibration_trials"])
+    with Journal(repo / ".infrarsi" / "journal.sqlite") as journal:
+        first_search = min(r.trial_no for r in journal.trials("llm") if r.trial_no not in own)
+    assert f'"trial_no": {first_search}' in seen, "the proposal round saw the first batch's trials"
     events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     assert any(e["event"] == "llm" and "stopped proposing" in e["message"] for e in events)
 

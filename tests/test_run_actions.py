@@ -68,7 +68,9 @@ def test_a_run_dispatches_every_trial_to_the_runners_and_finishes(tiny_repo: Pat
         records = journal.trials("gh")
         assert journal.pending("gh") == []
     summary = json.loads((repo / ".infrarsi" / "runs" / "gh" / "run.json").read_text())
-    assert len(summary["trials"]) == 4  # the search, after the doctor's two baselines
+    # the search, after the doctor's baselines: a trial measured again after the machine's speed changed counts once
+    settled = [t for t in summary["trials"] if not t["superseded"]]
+    assert len(settled) == 4, summary["trials"]
     assert len(records) >= 2 + 4
     assert {r.executor for r in records} == {"actions"}
     assert sum(r.outcome is Outcome.OK for r in records) >= 4, [(r.outcome, r.reason) for r in records]

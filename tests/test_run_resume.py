@@ -39,6 +39,15 @@ def _records(db: Path) -> int:
         return conn.execute("SELECT COUNT(*) FROM trials WHERE record IS NOT NULL").fetchone()[0]
 
 
+def _doctor_trials(repo: Path, run_id: str) -> set[int] | None:
+    """The doctor's own trials (its baselines and its lower-dtype calibration runs), once doctor.json exists."""
+    path = repo / ".infrarsi" / "runs" / run_id / "doctor.json"
+    if not path.is_file():
+        return None
+    doctor = json.loads(path.read_text())
+    return set(doctor["trials"]) | set(doctor["calibration_trials"])
+
+
 def test_a_killed_run_resumes_without_repeating_finished_trials(small_run_repo: Path) -> None:
     repo = small_run_repo
     db = repo / ".infrarsi" / "journal.sqlite"
@@ -46,10 +55,11 @@ def test_a_killed_run_resumes_without_repeating_finished_trials(small_run_repo: 
             "--initial", "4", "--repeats", "2", "--json"]
     bot = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600
-    # Wait for the doctor's two baselines and two search trials, then for the next trial to start.
-    while time.monotonic() < deadline and (not db.exists() or _records(db) < 4):
+    # Wait for the doctor's trials and two search trials, then for the next trial to start.
+    while time.monotonic() < deadline and ((own := _doctor_trials(repo, "k")) is None or _records(db) < len(own) + 2):
         time.sleep(0.2)
-    assert db.exists() and _records(db) >= 4, "the run did not record 4 trials in 10 minutes (a loaded machine?)"
+    assert own is not None and _records(db) >= len(own) + 2, \
+        "the run did not record two search trials in 10 minutes (a loaded machine?)"
     while time.monotonic() < deadline:
         with sqlite3.connect(db) as conn:
             if conn.execute("SELECT COUNT(*) FROM trials WHERE record IS NULL").fetchone()[0]:
@@ -61,7 +71,7 @@ def test_a_killed_run_resumes_without_repeating_finished_trials(small_run_repo: 
     with Journal(db) as journal:
         before = {r.trial_no: r for r in journal.trials("k")}
         (killed,) = journal.pending("k")
-    assert len(before) >= 4
+    assert len(before) >= len(own) + 2
 
     result = subprocess.run(args[:-1] + ["--resume", "--json"], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -74,8 +84,9 @@ def test_a_killed_run_resumes_without_repeating_finished_trials(small_run_repo: 
         assert after[no].to_dict() == record.to_dict()
     assert after[killed.trial_no].outcome is Outcome.INTERRUPTED and after[killed.trial_no].cost_s > 0
     search_trials = [e for e in events if e["event"] == "trial"]
-    assert search_trials and search_trials[0]["n"] == len([r for r in before.values()
-                                                          if r.trial_no > 2]) + 2  # counting the interrupted one
+    baseline = before[min(own)].candidate.digest()  # a search's control runs the baseline again
+    searched = [r for r in before.values() if r.trial_no not in own and r.candidate.digest() != baseline]
+    assert search_trials and search_trials[0]["n"] == len(searched) + 2  # counting the interrupted one
     summary = json.loads((repo / ".infrarsi" / "runs" / "k" / "run.json").read_text())
     assert summary["verdicts"], "the resumed run still verifies its best candidate"
     assert len({t["trial_no"] for t in summary["trials"]}) == len(summary["trials"])
@@ -91,7 +102,8 @@ def test_parallel_trials_overlap_without_colliding(small_run_repo: Path) -> None
         records = journal.trials("p")
         assert journal.pending("p") == []
     summary = json.loads((repo / ".infrarsi" / "runs" / "p" / "run.json").read_text())
-    search = summary["trials"]
+    # a trial measured again after the machine's speed changed (infrarsi/search/drift.py) counts once
+    search = [t for t in summary["trials"] if not t["superseded"]]
     assert len(search) == 4
     assert len({t["trial_no"] for t in search}) == 4
     assert len({t["candidate"] for t in search}) == 4, "a candidate ran twice"

@@ -214,7 +214,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         return [t for r in settled() if r.outcome is Outcome.OK and (t := drift.adjusted(r).metrics.step_time_s)]
 
     _emit(progress, event="stage", stage="search",
-          message=f"search: {options.budget_trials} trials, resuming after {len(search)}" if search else
+          message=f"search: {options.budget_trials} trials, resuming after {len(settled())}" if search else
           f"search: {options.budget_trials} trials")
     # The first batch, when trials run one at a time, runs pick by pick and is revised after each
     # (SearchEngine.refresh_initial): what is left of it waits here.
@@ -224,7 +224,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         if first_rest:
             proposals, first_rest = first_rest, []
         elif first:
-            proposals = engine.initial_batch(min(options.initial, options.budget_trials - len(search)),
+            proposals = engine.initial_batch(min(options.initial, options.budget_trials - len(settled())),
                                              bank_candidates, include_baseline=False)
             if options.parallel <= 1:
                 proposals, first_rest = proposals[:1], proposals[1:]
@@ -240,7 +240,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
                     ctx = replace(ctx, patches={p.id: p for p in screened.accepted})
                     space, engine = _rebuilt(contract, ctx.patches, judged, doctor, priors, options.seed,
                                              journal.trials(run_id))
-            if options.stop_early and len(search) >= options.initial:
+            if options.stop_early and len(settled()) >= options.initial:
                 advice = engine.stop_advice(min_effect=contract.verify.min_effect)
                 if advice.should_stop:
                     _emit(progress, event="stop", message=f"model predicts at most "
@@ -250,8 +250,11 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         if not proposals:
             _emit(progress, event="stop", message="no untried candidate left in the space")
             break
-        room = options.budget_trials - len(search)
+        # a trial measured again counts once: the budget is of settled trials (else room reaches 0 unspent)
+        room = options.budget_trials - len(settled())
         batch = proposals[:max(0, room)]
+        if not batch:
+            break  # never loop without running a trial
         for proposal, record in zip(batch, _run_batch(ctx, run_id, [p.candidate for p in batch], options.parallel)):
             search.append(record)
             schedule.trial_done()
@@ -261,10 +264,10 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
             engine.observe([drift.adjusted(record)])
             failed = [r for r in search if r.outcome is not Outcome.OK]
             ok = adjusted_ok()
-            remaining = options.budget_trials - len(search)
+            remaining = options.budget_trials - len(settled())
             mean_cost = statistics.fmean(r.cost_s for r in search)
             read = drift.adjusted(record).metrics.step_time_s
-            _emit(progress, event="trial", n=len(search), total=options.budget_trials, trial_no=record.trial_no,
+            _emit(progress, event="trial", n=len(settled()), total=options.budget_trials, trial_no=record.trial_no,
                   candidate=record.candidate.describe(), origin=proposal.origin, outcome=record.outcome.value,
                   reason=record.reason, step_time_s=record.metrics.step_time_s, cost_s=record.cost_s,
                   speedup=(base_time / read) if read else None, against=drift.describe(record),
@@ -483,9 +486,10 @@ def run_summary(result: RunResult, engine: SearchEngine) -> RunSummary:
     def trial(r: TrialRecord) -> SearchTrial:
         if drift is None:
             return SearchTrial.of(r)
+        superseded = r.trial_no in result.superseded
         against = "not counted: the machine's speed changed between the controls around it; measured again" \
-            if r.trial_no in result.superseded else drift.describe(r)
-        return SearchTrial.of(r, adjusted=drift.adjusted(r), against=against)
+            if superseded else drift.describe(r)
+        return SearchTrial.of(r, adjusted=drift.adjusted(r), against=against, superseded=superseded)
 
     return RunSummary(run_id=result.run_id, baseline_step_s=result.doctor.median_s,
                       trials=tuple(trial(r) for r in result.search), verdicts=result.verdicts,

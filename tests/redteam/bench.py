@@ -43,9 +43,9 @@ GPT_TOKENS = 4 * 16
 # The same model data-parallel on two ranks (two rows each); --steps beyond the measured ones: the bot ends it.
 DDP_ARGS = ("--n-layer 3 --n-head 4 --d-model 32 --vocab-size 128 --seq-len 16 --global-batch 4 --steps 100 "
             "--seed 1234 --lr 6e-4 --dropout 0.1")
-# Another split of each fixture's global batch than its default (micro-batch 2): what every cheat is also
-# combined with.
-RESPLIT = {"tinygpt": {"micro_batch": 4}, "ddp": {"micro_batch": 1}, "tinymoe": {"micro_batch": 4}}
+# Another split than each fixture's default, with two micro-batches or more (so a cheat that defers part of
+# them, read_ahead, really defers some): tinygpt 2 → 1, ddp 2 → 1 per rank, tinymoe 4 → 2 (global batch 4).
+RESPLIT = {"tinygpt": {"micro_batch": 1}, "ddp": {"micro_batch": 1}, "tinymoe": {"micro_batch": 2}}
 MOE_ARGS = ("--n-layer 2 --n-head 2 --d-model 32 --n-experts 4 --top-k 2 --d-expert 32 --capacity-factor 0 "
             "--aux-loss-coef 0.01 --vocab-size 128 --seq-len 16 --global-batch 4 --steps 8 --seed 1234 --lr 6e-4")
 MOE_TOKENS = 4 * 16

@@ -33,10 +33,14 @@ from infrarsi.rundir import STATE_DIR
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tinygpt"
 RUN_ID = "demo"
 APPROVER = "lead"
-# Half the default global batch and sequence length: bf16 autocast still wins clearly on a CPU
-# (the GEMMs dominate), and a run takes a few seconds instead of fourteen.
+# A small model whose global batch of 16 sequences the "research code" default feeds one sequence at a time
+# (16 micro-steps of accumulation): the same computation in fewer, larger micro-batches is a real lever on every
+# CPU (2.5x at micro-batch 16, on an AVX-512 BF16 EPYC as it is and with ATen and oneDNN held to AVX2:
+# benchmarks/demo_levers.py, docs/BENCHMARKS.md), where the old demo's levers were bf16 and micro-batching of a
+# GEMM-bound model: 1.5-1.7x with AVX-512 BF16 or AMX, nothing on an AVX2-only host, which only emulates bf16.
 CONFIGS = {
-    "small": "--seq-len 128 --global-batch 8 --steps 6",
+    "small": "--n-layer 2 --n-head 4 --d-model 128 --vocab-size 2048 --seq-len 64 --global-batch 16 --steps 6 "
+             "--micro-batch 1",
     "tiny": "--n-layer 1 --n-head 2 --d-model 64 --vocab-size 256 --seq-len 32 --global-batch 4 --steps 6",
 }
 # Knobs the demo leaves out of its contract: torch.compile costs a minute of compilation per trial on a CPU.

@@ -26,6 +26,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 #: How long a measurement is reused. Long enough for a working day of doctors, short enough that a
 #: driver update or a changed power setting is picked up by the next day's first doctor.
 TTL_S = 6 * 3600.0
@@ -38,8 +40,8 @@ _PROBE_SOURCE = Path(__file__).with_name("device_probe.py")
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "infrarsi" / "device"
+    """The user's cache folder for this tool (``$XDG_CACHE_HOME/infrarsi`` on Linux, the platform's own elsewhere)."""
+    return Path(platformdirs.user_cache_dir("infrarsi")) / "device"
 
 
 def enabled() -> bool:

@@ -101,6 +101,12 @@ def run_logs(root: Path, run_id: str) -> Path:
     return state_dir(root) / "logs" / _checked(run_id)
 
 
+def check_run_logs(root: Path) -> Path:
+    """Where ``infrarsi check --run`` keeps its dry run's logs: beside the runs' logs, under a name no run id
+    can take (a run id never contains '+')."""
+    return state_dir(root) / "logs" / "+check-run"
+
+
 def llm_cache_dir(root: Path) -> Path:
     return state_dir(root) / "llm-cache"
 

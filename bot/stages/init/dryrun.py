@@ -99,9 +99,9 @@ def _one_per_step(steps: list[int], per_line: int) -> bool:
 def check_run(contract: Contract, root: Path) -> int:
     """``infrarsi check --run``: print the dry run's verdict; 0 when it saw one line per step."""
     from bot.executors.registry import build_executor
-    from infrarsi.rundir import state_dir
+    from infrarsi.rundir import check_run_logs
 
-    log_dir = state_dir(root) / "logs" / "check-run"
+    log_dir = check_run_logs(root)
     shutil.rmtree(log_dir, ignore_errors=True)  # the executor appends; old lines would count
     result = dry_run(contract, executor=build_executor(contract), log_dir=log_dir)
     print(result.message)

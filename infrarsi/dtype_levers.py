@@ -15,13 +15,12 @@ written patch whose text names none) stays in: it may pick a dtype that is fast.
 A knob's default is never left out; it is the baseline.
 
 On a device without a GPU, the catalog's GPU-only patches (TF32 and cuDNN flags,
-pinned memory, an fp16 scaler: their titles say "GPU only") change nothing but
+pinned memory, an fp16 scaler: ``PatchSpec.gpu_only``) change nothing but
 the source, so they are left out too.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -87,11 +86,6 @@ def for_doctor(knobs: Sequence[Knob], patches: Sequence[PatchSpec],
     return device_exclusions(knobs, patches, peaks, device if isinstance(device, str) else None)
 
 
-def gpu_only(spec: PatchSpec) -> bool:
-    """A patch that acts only on a GPU (the catalog's titles say so)."""
-    return re.search(r"\bGPU only\b", spec.title) is not None
-
-
 def device_exclusions(knobs: Sequence[Knob], patches: Sequence[PatchSpec],
                       peaks: Mapping[str, float], device: str | None = None) -> DeviceExclusions:
     """The settings that select a dtype this device emulates (:func:`emulated_dtypes` of the doctor's peaks),
@@ -101,7 +95,7 @@ def device_exclusions(knobs: Sequence[Knob], patches: Sequence[PatchSpec],
     patch_ids: list[str] = []
     notes: list[str] = []
     if device == "cpu":
-        cpu_idle = [spec.id for spec in patches if gpu_only(spec)]
+        cpu_idle = [spec.id for spec in patches if spec.gpu_only]
         patch_ids += cpu_idle
         if cpu_idle:
             notes.append(f"this device has no GPU; GPU-only patches left out of the search: {', '.join(cpu_idle)}")

@@ -106,6 +106,7 @@ class PatchSpec:
     codemod: str | None = None
     replacement: str | None = None
     evidence: str = ""
+    gpu_only: bool = False  # acts only on a GPU (TF32, cuDNN autotuning, pinned memory): left out on a CPU
 
     def __post_init__(self) -> None:
         if not self.id or not self.id.strip():
@@ -151,7 +152,8 @@ class PatchSpec:
             "codemod": self.codemod,
             "replacement": self.replacement,
             "evidence": self.evidence,
-        } | ({"decides": list(self.decides)} if self.decides else {})  # absent when empty: digests stay put
+        } | ({"decides": list(self.decides)} if self.decides else {}) \
+          | ({"gpu_only": True} if self.gpu_only else {})  # absent when empty or false: digests stay put
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PatchSpec:
@@ -159,7 +161,8 @@ class PatchSpec:
         if not isinstance(data, Mapping):
             raise ValueError(f"patch spec must be a mapping, got {type(data).__name__}")
         _only_keys(data, {"version", "id", "title", "rationale", "targets", "effect", "requires",
-                          "conflicts_with", "decides", "kind", "codemod", "replacement", "evidence"}, "patch")
+                          "conflicts_with", "decides", "kind", "codemod", "replacement", "evidence", "gpu_only"},
+                   "patch")
         version = data.get("version", SPEC_VERSION)
         if version != SPEC_VERSION:
             raise ValueError(f"patch.version: expected {SPEC_VERSION}, got {version!r}")
@@ -179,6 +182,7 @@ class PatchSpec:
             codemod=_optional_string(data, "codemod"),
             replacement=_optional_string(data, "replacement"),
             evidence=_string(data, "evidence", "", "patch"),
+            gpu_only=_flag(data, "gpu_only"),
         )
 
     def digest(self) -> str:
@@ -209,6 +213,13 @@ def _optional_string(data: Mapping[str, Any], key: str) -> str | None:
     value = data.get(key)
     if value is not None and not isinstance(value, str):
         raise ValueError(f"patch.{key}: expected a string or null, got {type(value).__name__}")
+    return value
+
+
+def _flag(data: Mapping[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"patch.{key}: expected true or false, got {value!r}")
     return value
 
 

@@ -21,9 +21,9 @@ EFFECT = Effect(time_ratio=0.9, time_sigma=0.2, mem_ratio=1.0, mem_sigma=0.1, so
 GPU = {"fp32": 60e12, "bf16": 900e12, "fp16": 900e12, "tf32": 400e12}
 
 
-def _patch(pid: str, title: str, decides: tuple[str, ...] = ("compute_dtype",)) -> PatchSpec:
+def _patch(pid: str, title: str, decides: tuple[str, ...] = ("compute_dtype",), gpu_only: bool = False) -> PatchSpec:
     return PatchSpec(id=pid, title=title, rationale="", targets=("model.py::Model.forward",), effect=EFFECT,
-                     kind="codemod", codemod=pid, decides=decides)
+                     kind="codemod", codemod=pid, decides=decides, gpu_only=gpu_only)
 
 
 def test_only_a_dtype_measured_well_below_fp32_is_emulated() -> None:
@@ -93,7 +93,7 @@ def test_a_dtype_knob_whose_default_is_bf16_keeps_its_baseline() -> None:
 
 
 def test_on_a_cpu_the_gpu_only_patches_are_left_out_and_on_a_gpu_they_stay() -> None:
-    flags = _patch("cuda_backend_flags", "TF32 matmul and cudnn.benchmark (GPU only)", decides=())
+    flags = _patch("cuda_backend_flags", "TF32 matmul and cudnn.benchmark (GPU only)", decides=(), gpu_only=True)
     gelu = _patch("fused_gelu", "tanh GELU", decides=())
     cpu = device_exclusions([], [flags, gelu], AMX, "cpu")
     assert cpu.patches == ("cuda_backend_flags",) and "no GPU" in cpu.notes[0]
@@ -102,7 +102,7 @@ def test_on_a_cpu_the_gpu_only_patches_are_left_out_and_on_a_gpu_they_stay() -> 
 
 def test_a_probe_of_the_bots_machine_leaves_nothing_out_for_remote_runners() -> None:
     """Under Actions or Slurm the doctor's probe measured the bot's machine, not the trials' device."""
-    flags = _patch("cuda_backend_flags", "TF32 matmul and cudnn.benchmark (GPU only)", decides=())
+    flags = _patch("cuda_backend_flags", "TF32 matmul and cudnn.benchmark (GPU only)", decides=(), gpu_only=True)
     bf16 = Knob(name="dtype", kind="categorical", default="fp32", values=("fp32", "bf16"))
     local = for_doctor([bf16], [flags], {"device": "cpu", "executor": "local"}, AVX2)
     assert local.patches == ("cuda_backend_flags",) and len(local.constraints) == 1

@@ -49,6 +49,14 @@ def test_round_trip_through_json() -> None:
     assert back.digest() == spec.digest()
 
 
+def test_a_gpu_only_patch_says_so_in_its_record_and_an_old_record_reads_as_not_gpu_only() -> None:
+    spec = _spec(gpu_only=True)
+    assert spec.to_dict()["gpu_only"] is True and PatchSpec.from_dict(spec.to_dict()) == spec
+    assert "gpu_only" not in _spec().to_dict()  # absent when false: the digests of existing specs stay put
+    with pytest.raises(ValueError, match="gpu_only"):
+        PatchSpec.from_dict({**spec.to_dict(), "gpu_only": "yes"})
+
+
 def test_replacement_spec_round_trips() -> None:
     spec = _spec(kind="replacement", codemod=None, replacement="def forward(self, x):\n    return x\n")
     assert PatchSpec.from_dict(spec.to_dict()) == spec

@@ -30,6 +30,7 @@ class CatalogEntry:
     effect: Effect
     conflicts_with: tuple[str, ...] = ()
     decides: tuple[str, ...] = ()  # infrarsi.decisions: a knob or patch deciding the same is never combined
+    gpu_only: bool = False  # acts only on a GPU: the doctor leaves it out where trials run on a CPU
 
 
 def _e(time_ratio: float, time_sigma: float, mem_ratio: float, mem_sigma: float, source: str) -> Effect:
@@ -87,9 +88,11 @@ CATALOG: tuple[CatalogEntry, ...] = (
                  conflicts_with=("hf_torch_compile",),
                  decides=("compile",)),
     CatalogEntry(codemod="dataloader_gpu_settings", title="DataLoader pinned memory and workers (GPU only)",
+                 gpu_only=True,
                  rationale="overlaps host-to-device copies and data loading with compute",
                  effect=_e(0.97, 0.05, 1.02, 0.03, "docs/priors.md#gpu-settings")),
     CatalogEntry(codemod="cuda_backend_flags", title="TF32 matmul and cudnn.benchmark (GPU only)",
+                 gpu_only=True,
                  rationale="TF32 tensor-core matmuls on Ampere and later; autotuned convolutions",
                  effect=_e(0.9, 0.1, 1.0, 0.02, "docs/priors.md#gpu-settings"),
                  conflicts_with=("hf_tf32", "lightning_benchmark")),
@@ -127,16 +130,20 @@ CATALOG: tuple[CatalogEntry, ...] = (
                  conflicts_with=("autocast_bf16", "autocast_forward_bf16", "autocast_fp16_scaler"),
                  decides=("compute_dtype",)),
     CatalogEntry(codemod="hf_tf32", title="Hugging Face Trainer with TF32 matmuls (tf32; GPU only)",
+                 gpu_only=True,
                  rationale="TF32 tensor-core matmuls on Ampere and later, through the Trainer's own argument; "
                  "the value asks transformers' TF32 check, since tf32=True raises where there is no such GPU",
                  effect=_e(0.9, 0.1, 1.0, 0.02, "docs/priors.md#framework-args"),
                  conflicts_with=("cuda_backend_flags",)),
     CatalogEntry(codemod="lightning_benchmark", title="Lightning Trainer with cuDNN autotuning (benchmark=True; GPU only)",
-                 rationale="cuDNN times the convolution algorithms for each input shape once and keeps the fastest",
+                 gpu_only=True,
+                 rationale="cuDNN times the convolution algorithms for each input shape once and keeps the "
+                 "fastest",
                  effect=_e(0.95, 0.08, 1.02, 0.05, "docs/priors.md#framework-args"),
                  conflicts_with=("cuda_backend_flags",)),
     # Mixed precision with a loss scaler, and the layout convolutions want (docs/priors.md#autocast, #channels-last).
     CatalogEntry(codemod="autocast_fp16_scaler", title="fp16 autocast with a GradScaler on CUDA (GPU only)",
+                 gpu_only=True,
                  rationale="fp16 matmuls and convolutions run on tensor cores like bf16 (and on GPUs without bf16); "
                  "the scaler keeps small gradients from underflowing, so backward and the optimizer step change too",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast"),
@@ -250,7 +257,8 @@ def catalog_for_repo(contract: Contract, tree: Path | None = None) -> list[Appli
         if targets:
             spec = PatchSpec(id=entry.codemod, title=entry.title, rationale=entry.rationale,
                              targets=tuple(dict.fromkeys(targets)), effect=entry.effect, kind="codemod",
-                             codemod=entry.codemod, conflicts_with=entry.conflicts_with, decides=entry.decides)
+                             codemod=entry.codemod, conflicts_with=entry.conflicts_with, decides=entry.decides,
+                             gpu_only=entry.gpu_only)
         out.append(Applicability(entry=entry, spec=spec, reasons=tuple(reasons)))
     ticker.done(f"{sum(a.applies for a in out)} of {len(CATALOG)} catalog entries apply")
     return out

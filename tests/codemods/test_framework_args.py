@@ -266,7 +266,7 @@ def test_lightning_benchmark_declines(source: str, reason: str) -> None:
 
 def test_the_gpu_only_framework_settings_conflict_with_the_hand_written_backend_flags() -> None:
     conflicts = {entry.codemod: set(entry.conflicts_with) for entry in CATALOG}
-    titles = {entry.codemod: entry.title for entry in CATALOG}
+    by_id = {entry.codemod: entry for entry in CATALOG}
     for framework in ("hf_tf32", "lightning_benchmark"):
         assert "cuda_backend_flags" in conflicts[framework] and framework in conflicts["cuda_backend_flags"]
-        assert "GPU only" in titles[framework]
+        assert by_id[framework].gpu_only and "GPU only" in by_id[framework].title

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from infrarsi.contract.model import Contract
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
+from infrarsi.dtype_levers import knob_dtypes
 from infrarsi.dtypes import DTYPE_KNOB_NAMES, torch_name
 from infrarsi.invariants import WorkReference
 from infrarsi.loss_band import LossBand, calibrate_band
@@ -156,8 +157,11 @@ def dtype_knob(contract: Contract) -> tuple[str, dict[str, str]] | None:
 
 
 def allowed_dtypes(contract: Contract) -> tuple[str, ...]:
+    """Torch dtypes the contract lets a candidate compute in besides the baseline's own: its dtype knob's
+    values, and what any knob's value selects (a ``--bf16`` switch, ``precision=bf16-mixed``)."""
     found = dtype_knob(contract)
-    return tuple(sorted(set(found[1].values()))) if found else ()
+    named = set(found[1].values()) if found else set()
+    return tuple(sorted(named | set(knob_dtypes(contract.knobs))))
 
 
 def lower_dtype_values(contract: Contract) -> list[tuple[str, str, str]]:

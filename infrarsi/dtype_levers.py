@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from infrarsi.contract.model import Constraint, Knob, KnobValue
 from infrarsi.decisions import knob_decides
-from infrarsi.dtypes import LOW_PRECISION_SPELLINGS, low_precision_in
+from infrarsi.dtypes import LOW_PRECISION_SPELLINGS, TORCH_NAMES, low_precision_in
 from infrarsi.patches import PatchSpec
 
 #: A low-precision dtype whose best measured matmul rate is below this share of fp32's is emulated.
@@ -53,6 +53,35 @@ def knob_value_dtype(knob: Knob, value: KnobValue) -> str | None:
     return low_precision_in(str(value))
 
 
+def knob_choices(knob: Knob) -> tuple[KnobValue, ...]:
+    """The values a knob offers the search (a bool knob's two, whether or not the contract lists them)."""
+    return tuple(knob.values) if knob.values is not None else ((True, False) if knob.kind == "bool" else ())
+
+
+def knob_dtypes(knobs: Sequence[Knob]) -> tuple[str, ...]:
+    """Torch dtypes some knob's value selects for the compute (``--dtype bf16``, ``--bf16``, Lightning's
+    ``precision=bf16-mixed``, a Hydra ``trainer.precision``): what the contract itself offers, and so allows
+    a candidate's matrix products to run in (the precision invariant, :func:`infrarsi.doctor.allowed_dtypes`)."""
+    found = {TORCH_NAMES[d] for knob in knobs for v in knob_choices(knob) if (d := knob_value_dtype(knob, v))}
+    return tuple(sorted(found))
+
+
+def precision_exclusions(patches: Sequence[PatchSpec], allowed: Sequence[str]) -> DeviceExclusions:
+    """The patches that switch the compute to a dtype the contract does not allow (``allowed``: torch names,
+    the doctor's witnessed reference's). Every candidate with one would end invalid on the precision row and
+    the patch be judged invalid for a rule the contract could have stated: they are left out, and the note
+    says how to allow the dtype (a dtype knob that offers it)."""
+    if not allowed:
+        return DeviceExclusions()  # no witnessed reference: nothing says what is allowed
+    out = [spec.id for spec in patches if (d := patch_dtype(spec)) and TORCH_NAMES[d] not in allowed]
+    if not out:
+        return DeviceExclusions()
+    return DeviceExclusions(patches=tuple(out), notes=(
+        f"the contract allows matrix products in {', '.join(allowed)} only; left out of the search: "
+        f"{', '.join(f'patch {p}' for p in out)} (a dtype knob whose values include the dtype allows it: "
+        "docs/contract.md)",))
+
+
 def patch_dtype(spec: PatchSpec) -> str | None:
     """The compute dtype a patch that decides ``compute_dtype`` selects, from its id or title."""
     if "compute_dtype" not in spec.decides:
@@ -70,6 +99,11 @@ class DeviceExclusions:
 
     def __bool__(self) -> bool:
         return bool(self.constraints or self.patches)
+
+    def plus(self, other: DeviceExclusions) -> DeviceExclusions:
+        return DeviceExclusions(constraints=self.constraints + other.constraints,
+                                patches=tuple(dict.fromkeys(self.patches + other.patches)),
+                                notes=self.notes + other.notes)
 
 
 #: Executors whose trials run on the machine the doctor's device probe measured. Under a scheduler or a CI
@@ -104,8 +138,7 @@ def device_exclusions(knobs: Sequence[Knob], patches: Sequence[PatchSpec],
                   f"{peaks['fp32'] / 1e9:.3g} ({ratio:.2g}x): {dtype} is emulated on this device")
         settings = []
         for knob in knobs:
-            values = knob.values if knob.values is not None else ((True, False) if knob.kind == "bool" else ())
-            for value in values:
+            for value in knob_choices(knob):
                 if value != knob.default and knob_value_dtype(knob, value) == dtype:
                     constraints.append(Constraint(kind="forbid", when=((knob.name, value),), reason=reason))
                     settings.append(f"knob {knob.name}={value}")

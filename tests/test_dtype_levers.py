@@ -10,8 +10,9 @@ from bot.patching.catalog import CATALOG
 from bot.patching.judged import Judgements
 from bot.stages.run.search import _space
 from infrarsi.contract.model import Knob
-from infrarsi.dtype_levers import (device_exclusions, emulated_dtypes, for_doctor, knob_value_dtype,
-                                   patch_dtype)
+from infrarsi.doctor import allowed_dtypes
+from infrarsi.dtype_levers import (device_exclusions, emulated_dtypes, for_doctor, knob_dtypes, knob_value_dtype,
+                                   patch_dtype, precision_exclusions)
 from infrarsi.patches import Effect, PatchSpec
 from infrarsi.trial import Candidate
 
@@ -68,7 +69,7 @@ def test_on_an_emulating_device_the_space_holds_no_bf16_setting_but_keeps_the_ba
     patches = {p.id: p for p in (_patch("autocast_forward_bf16", "bf16 autocast inside the model's forward"),
                                  _patch("fused_gelu", "tanh GELU", decides=()))}
     events: list[dict] = []
-    doctor = SimpleNamespace(peak_flops=AVX2, fingerprint={"device": "gpu-less test", "executor": "local"})
+    doctor = SimpleNamespace(peak_flops=AVX2, fingerprint={"device": "gpu-less test", "executor": "local"}, work=None)
 
     space = _space(contract, patches, Judgements(), doctor, events.append)  # type: ignore[arg-type]
     base = {"dtype": "fp32", "micro_batch": 2}
@@ -81,10 +82,47 @@ def test_on_an_emulating_device_the_space_holds_no_bf16_setting_but_keeps_the_ba
     assert "knob dtype=bf16" in event["message"] and "patch autocast_forward_bf16" in event["message"]
 
     events.clear()
-    space = _space(contract, patches, Judgements(), SimpleNamespace(peak_flops=AMX, fingerprint={}),
+    space = _space(contract, patches, Judgements(), SimpleNamespace(peak_flops=AMX, fingerprint={}, work=None),
                    events.append)  # type: ignore[arg-type]
     assert space.contains(Candidate.of({**base, "dtype": "bf16"})) and not events
     assert space.contains(Candidate.of(base, ("autocast_forward_bf16",)))
+
+
+LIGHTNING = Knob(name="precision", kind="categorical", default="32-true", values=("32-true", "bf16-mixed"),
+                 flag="--trainer.precision")
+HF_BF16 = Knob(name="bf16", kind="bool", default=False, flag="--bf16")
+HYDRA = Knob(name="trainer_precision", kind="categorical", default="32", values=("32", "bf16-mixed"),
+             override="trainer.precision")
+
+
+@pytest.mark.parametrize("knob", [LIGHTNING, HF_BF16, HYDRA], ids=["lightning", "hf-switch", "hydra"])
+def test_a_knob_that_offers_bf16_in_the_frameworks_spelling_lets_a_candidate_compute_in_bf16(knob: Knob) -> None:
+    """The corpus's Lightning, HF Trainer and Hydra jobs: their bf16 candidates were judged invalid on the
+    precision row ("the contract allows only float32") although the contract's own knob offered bf16."""
+    assert knob_dtypes([knob]) == ("bfloat16",)
+    contract = SimpleNamespace(knobs=(knob,))
+    assert allowed_dtypes(contract) == ("bfloat16",)  # type: ignore[arg-type]  # the baseline's own are added
+    assert not precision_exclusions([_patch("autocast_forward_bf16", "bf16 autocast")], ("bfloat16", "float32"))
+
+
+def test_a_patch_that_computes_in_a_dtype_the_contract_does_not_allow_is_left_out_with_the_way_to_allow_it() -> None:
+    bf16 = _patch("autocast_forward_bf16", "bf16 autocast inside the model's forward")
+    gelu = _patch("fused_gelu", "tanh GELU", decides=())
+    left = precision_exclusions([bf16, gelu], ("float32",))
+    assert left.patches == ("autocast_forward_bf16",)
+    [note] = left.notes
+    assert "allows matrix products in float32 only" in note and "a dtype knob" in note
+    assert not precision_exclusions([bf16, gelu], ())  # no witnessed reference: nothing says what is allowed
+
+    knobs = (Knob(name="micro_batch", kind="int", default=2, values=(1, 2), flag="--micro-batch"),)
+    contract = SimpleNamespace(knobs=knobs, constraints=(), launch=SimpleNamespace(world_size=1, ranks_per_node=1),
+                               workload=SimpleNamespace(command=("python", "train.py"), args=()))
+    doctor = SimpleNamespace(peak_flops=AMX, fingerprint={}, work=SimpleNamespace(allowed_dtypes=("float32",)))
+    events: list[dict] = []
+    space = _space(contract, {p.id: p for p in (bf16, gelu)}, Judgements(), doctor, events.append)  # type: ignore[arg-type]
+    assert not space.contains(Candidate.of({"micro_batch": 2}, ("autocast_forward_bf16",)))
+    assert space.contains(Candidate.of({"micro_batch": 2}, ("fused_gelu",)))
+    assert any("allows matrix products in float32 only" in e["message"] for e in events)
 
 
 def test_a_dtype_knob_whose_default_is_bf16_keeps_its_baseline() -> None:

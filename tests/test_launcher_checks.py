@@ -98,7 +98,7 @@ def _rule_message(rule: str, reason: str) -> bool:
 def test_the_run_stage_leaves_them_out_and_says_so() -> None:
     contract = SimpleNamespace(knobs=(TP, PP), constraints=(), launch=SimpleNamespace(world_size=8, ranks_per_node=8),
                                workload=SimpleNamespace(command=("python", "pretrain_gpt.py"), args=()))
-    doctor = SimpleNamespace(peak_flops={}, fingerprint={})
+    doctor = SimpleNamespace(peak_flops={}, fingerprint={}, work=None)
     events: list[dict] = []
     space = _space(contract, {}, Judgements(), doctor, events.append)  # type: ignore[arg-type]
     assert space.contains(Candidate.of({TP.name: 4, "pp": 2}))

@@ -21,7 +21,7 @@ from infrarsi.contract.knob_codec import assignment_text
 from infrarsi.contract.model import Knob, KnobValue
 from infrarsi.doctor import DoctorReport
 from infrarsi.dtypes import DTYPE_KNOB_NAMES, torch_name
-from infrarsi.dtype_levers import for_doctor
+from infrarsi.dtype_levers import for_doctor, precision_exclusions
 from infrarsi.mfu import compute_dtype, mfu
 from infrarsi.patches import PatchSpec
 from infrarsi.run_summary import RunSummary
@@ -494,9 +494,12 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
                      f"measured peak of the dtype its matrix products ran in (before {mfu.before_dtype}"
                      + (f", after {mfu.after_dtype}" if after_s else "") + ")")
     notes += [f"MFU defect: {d}" for d in mfu.defects]
-    # What the search left out because the doctor measured its dtype as emulated here (infrarsi/dtype_levers.py).
+    # What the search left out: a dtype the doctor measured as emulated here, or one the contract does not allow
+    # (infrarsi/dtype_levers.py).
     specs = [s for s in (patch_specs or {}).values() if isinstance(s, PatchSpec)]
-    notes += [f"not searched: {n}" for n in for_doctor(knobs, specs, doctor.fingerprint, doctor.peak_flops).notes]
+    left_out = for_doctor(knobs, specs, doctor.fingerprint, doctor.peak_flops).plus(
+        precision_exclusions(specs, doctor.work.allowed_dtypes if doctor.work else ()))
+    notes += [f"not searched: {n}" for n in left_out.notes]
     return Report(
         run_id=run.run_id, repo=facts.repo, created_at=created_at, base_commit=facts.base_commit,
         hardware=dict(doctor.fingerprint), promoted=promoted, speedup=speedup,

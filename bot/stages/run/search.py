@@ -32,7 +32,7 @@ from infrarsi.bank import Bank, Finding, FindingOutcome, as_pairs, hardware_fing
 from infrarsi.bank import Effect as BankEffect
 from infrarsi.contract.model import Contract
 from infrarsi.doctor import DoctorReport
-from infrarsi.dtype_levers import for_doctor
+from infrarsi.dtype_levers import for_doctor, precision_exclusions
 from infrarsi.journal import Journal
 from infrarsi.rundir import RunDir, write_json
 from infrarsi.run_summary import RunSummary, SearchTrial
@@ -404,11 +404,13 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
 def _space(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgements, doctor: DoctorReport,
            progress: Progress | None = None) -> SearchSpace:
     """The joint space of the contract's knobs and ``patches``, less what was judged invalid, the settings
-    that select a dtype this device only emulates (infrarsi/dtype_levers.py) and the parallel layouts the
+    that select a dtype this device only emulates or the contract does not allow (infrarsi/dtype_levers.py),
+    and the parallel layouts the
     launcher rejects (launcher_checks.py), both said once when ``progress``; with the pipeline-bubble column
     when the contract says enough, columns for tensor- and expert-parallel groups that span nodes and for
     model-state bytes (design_columns.py)."""
-    device = for_doctor(contract.knobs, list(patches.values()), doctor.fingerprint or {}, doctor.peak_flops)
+    device = for_doctor(contract.knobs, list(patches.values()), doctor.fingerprint or {}, doctor.peak_flops).plus(
+        precision_exclusions(list(patches.values()), doctor.work.allowed_dtypes if doctor.work else ()))
     argv = (*contract.workload.command, *contract.workload.args)
     launcher = launcher_constraints(contract.knobs, contract.launch.world_size,
                                     fixed_global_batch(contract.knobs, contract.constraints, argv))

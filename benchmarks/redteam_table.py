@@ -2,15 +2,17 @@
 
     python -m benchmarks.redteam_table [--executors local torchrun actions slurm] [--resplit-on local ...]
                                        [--data benchmarks/data/redteam.json] [--doc docs/trials.md] [--render-only]
+                                       [--update]
 
 Each cell is one real, witnessed trial of the candidate, judged as verification judges it (the benches of
 ``tests/redteam``): tinygpt with dropout on the local executor, a self-hosted runner (the project's GitHub
 stand-in) and Slurm (a local cluster started for the run, like the tests'); the same model data-parallel on two
 ranks under torchrun; tinymoe on the local executor for the MoE cheats. "+ re-split" combines the cheat with
-another split of the global batch (micro-batch 2 -> 4; 2 -> 1 on the DDP fixture's two rows a rank), judged
-against the baseline run at that split. Honest catalog patches and knobs, and the baseline against itself,
+another split of the global batch (``RESPLIT`` in tests/redteam/bench.py: tinygpt micro-batch 2 -> 1, tinymoe
+4 -> 2, the DDP fixture 2 -> 1 of its two rows a rank), judged against the baseline run at that split. Honest catalog patches and knobs, and the baseline against itself,
 are rows too: they must read ``ok``. The results go to the data file; the table is rendered from it into the
-doc's ``redteam`` section (``--render-only`` re-renders without a trial). Run it alone: about 40 min on 2 cores.
+doc's ``redteam`` section (``--render-only`` re-renders without a trial; ``--update`` re-measures the named
+columns only, e.g. ``--executors torchrun --resplit-on --update``). Run it alone: about 40 min on 2 cores.
 """
 
 from __future__ import annotations
@@ -136,6 +138,18 @@ def measure(executors: list[str], resplit_on: list[str], work: Path, progress: A
                      for r in rows]}
 
 
+def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``old`` with the columns ``new`` measured replaced by ``new``'s, in ``old``'s column order, each replaced
+    column recorded under ``updated`` with its time and command."""
+    fresh = set(new["columns"])
+    columns = old["columns"] + [c for c in new["columns"] if c not in old["columns"]]
+    by_name = {r["name"]: r for r in new["rows"]}
+    rows = [{**r, "cells": {**{c: v for c, v in r["cells"].items() if c not in fresh},
+                            **by_name.get(r["name"], {}).get("cells", {})}} for r in old["rows"]]
+    updated = {**(old.get("updated") or {}), **{c: (new["measured_at"], new["command"]) for c in fresh}}
+    return {**old, "columns": columns, "rows": rows, "updated": updated}
+
+
 def _cpu() -> str:
     try:
         text = Path("/proc/cpuinfo").read_text()
@@ -152,10 +166,13 @@ def render(data: dict[str, Any]) -> str:
     """The section: one row per candidate, one column per executor (and re-split); a cell is the verdict and the
     check that caught the candidate first. Every cheat must read invalid or rejected, every honest row ok."""
     cols = data["columns"]
-    out = [f"Measured {data['measured_at']} on {data['machine']['cpu']} with `{data['command'].strip()}`; each cell "
-           "one real witnessed trial (a re-split column: micro-batch 2 -> 4, 2 -> 1 on the DDP fixture's two rows "
-           "a rank, against the baseline run at that split). tinygpt with dropout 0.1 on local, Actions and Slurm; "
-           "the same model data-parallel on two ranks (the DDP fixture) under torchrun; tinymoe for its own rows.",
+    updated = "".join(f"; the {col} column re-measured {when} with `{cmd.strip()}`"
+                      for col, (when, cmd) in sorted((data.get("updated") or {}).items()))
+    out = [f"Measured {data['measured_at']} on {data['machine']['cpu']} with `{data['command'].strip()}`{updated}; "
+           "each cell one real witnessed trial (a re-split column: tinygpt's micro-batch 2 -> 1, tinymoe's 4 -> 2, "
+           "against the baseline run at that split). tinygpt with dropout 0.1 on local, Actions and Slurm; the same "
+           "model data-parallel on two ranks (the DDP fixture, four rows a rank, two micro-batches) under torchrun; "
+           "tinymoe for its own rows.",
            "", "| candidate | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     missed = []
     for row in data["rows"]:
@@ -185,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=ROOT / "benchmarks" / "data" / "redteam.json")
     parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "trials.md")
     parser.add_argument("--render-only", action="store_true", help="render the doc from the data file")
+    parser.add_argument("--update", action="store_true",
+                        help="re-measure only the columns named by --executors/--resplit-on and keep the data file's "
+                             "other columns (each re-measured column says when)")
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args(argv)
     if not args.render_only:
@@ -192,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         work = args.workdir or Path(tempfile.mkdtemp(prefix="redteam-table-"))
         data = measure(args.executors, args.resplit_on, work,
                        lambda m: print(f"redteam_table: {m}", file=sys.stderr, flush=True))
+        if args.update and args.data.is_file():
+            data = merged(json.loads(args.data.read_text(encoding="utf-8")), data)
         args.data.parent.mkdir(parents=True, exist_ok=True)
         args.data.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     elif not args.data.is_file():

@@ -41,10 +41,13 @@ GPT_ARGS = ("--n-layer 3 --n-head 4 --d-model 32 --vocab-size 128 --seq-len 16 -
             "--dropout 0.1")
 GPT_TOKENS = 4 * 16
 # The same model data-parallel on two ranks (two rows each); --steps beyond the measured ones: the bot ends it.
-DDP_ARGS = ("--n-layer 3 --n-head 4 --d-model 32 --vocab-size 128 --seq-len 16 --global-batch 4 --steps 100 "
+# Four rows a rank, so its default micro-batch of 2 makes two micro-batches on each: a cheat that drops or defers
+# micro-batches has something to drop on every path (with one micro-batch a rank it is the baseline, and "ok").
+DDP_ARGS = ("--n-layer 3 --n-head 4 --d-model 32 --vocab-size 128 --seq-len 16 --global-batch 8 --steps 100 "
             "--seed 1234 --lr 6e-4 --dropout 0.1")
+DDP_TOKENS = 8 * 16
 # Another split than each fixture's default, with two micro-batches or more (so a cheat that defers part of
-# them, read_ahead, really defers some): tinygpt 2 → 1, ddp 2 → 1 per rank, tinymoe 4 → 2 (global batch 4).
+# them, read_ahead, really defers some): tinygpt 2 → 1, ddp 2 → 1 (four micro-batches a rank), tinymoe 4 → 2.
 RESPLIT = {"tinygpt": {"micro_batch": 1}, "ddp": {"micro_batch": 1}, "tinymoe": {"micro_batch": 2}}
 MOE_ARGS = ("--n-layer 2 --n-head 2 --d-model 32 --n-experts 4 --top-k 2 --d-expert 32 --capacity-factor 0 "
             "--aux-loss-coef 0.01 --vocab-size 128 --seq-len 16 --global-batch 4 --steps 8 --seed 1234 --lr 6e-4")
@@ -68,7 +71,7 @@ def moe_repo(dest: Path, args: str = MOE_ARGS, tokens: int = MOE_TOKENS) -> Path
         ("default = 4\nflag = \"--micro-batch\"", "default = 2\nflag = \"--micro-batch\"")))
 
 
-def ddp_repo(dest: Path, args: str = DDP_ARGS, tokens: int = GPT_TOKENS) -> Path:
+def ddp_repo(dest: Path, args: str = DDP_ARGS, tokens: int = DDP_TOKENS) -> Path:
     """The DDP fixture with its own contract (two ranks under torchrun), rewritten for ``args``, locked and
     committed."""
     return _own_contract("ddp", dest, args, tokens, (

@@ -28,6 +28,14 @@ TINYGPT = REPO / "fixtures" / "tinygpt"
 # A config of the fixture that trains for real in milliseconds per step.
 TINY_ARGS = "--n-layer 1 --n-head 2 --d-model 64 --vocab-size 256 --seq-len 32 --global-batch 4 --steps 8"
 TINY_TOKENS = 4 * 32
+# For the tests of a whole run (resume, parallel trials, the executors' runs): a torch.compile trial costs 3-5x an
+# eager one on a CPU, and those tests are about the loop, not the search's choices.
+NO_COMPILE = """
+[[constraints]]
+kind = "forbid"
+when = { compile = true }
+reason = "keeps the test short"
+"""
 
 
 def copy_fixture(dest: Path) -> Path:
@@ -41,12 +49,21 @@ def infrarsi(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpr
                           timeout=timeout)
 
 
-@pytest.fixture
-def tiny_repo(tmp_path: Path) -> Path:
-    """A copy of tinygpt with a contract (tiny config) and its lock, written by `infrarsi init`."""
-    repo = copy_fixture(tmp_path / "tinygpt")
+@pytest.fixture(scope="session")
+def tiny_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tinygpt with the contract (tiny config) and lock that `infrarsi init` writes: once a session (it takes
+    seconds, and some forty tests start from it); each test gets its own copy (:func:`tiny_repo`)."""
+    repo = copy_fixture(tmp_path_factory.mktemp("tiny-template") / "tinygpt")
     result = infrarsi("init", str(repo), "--command", f"python train.py {TINY_ARGS}")
     assert result.returncode == 0, result.stderr
+    return repo
+
+
+@pytest.fixture
+def tiny_repo(tmp_path: Path, tiny_template: Path) -> Path:
+    """A copy of tinygpt with a contract (tiny config) and its lock, written by `infrarsi init`."""
+    repo = tmp_path / "tinygpt"
+    shutil.copytree(tiny_template, repo)
     return repo
 
 

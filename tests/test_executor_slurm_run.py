@@ -20,17 +20,11 @@ import pytest
 
 from infrarsi.journal import Journal
 from infrarsi.trial import Outcome
-from tests.conftest import SlurmCluster, infrarsi
+from tests.conftest import NO_COMPILE, SlurmCluster, infrarsi
 
 pytestmark = pytest.mark.slow
 
-# torch.compile trials take minutes on a CPU: kept out, the test is about the executor, not the search
-SLURM_CONTRACT = """
-[[constraints]]
-kind = "forbid"
-when = { compile = true }
-reason = "keeps the test short"
-
+SLURM_CONTRACT = NO_COMPILE + """
 [verify]
 top_k = 1
 max_pairs = 4

@@ -11,7 +11,7 @@ import pytest
 from tests.support.repos import commit_all
 from tests.support.anthropic_replay import ReplayServer, load_recording
 from infrarsi.journal import Journal
-from tests.conftest import infrarsi
+from tests.conftest import NO_COMPILE, infrarsi
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ def test_a_run_takes_priors_and_patches_from_the_model_and_stops_when_its_budget
         tiny_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     repo = tiny_repo
     contract = repo / "infrarsi.toml"
-    contract.write_text(contract.read_text() + "\n[verify]\ntop_k = 1\nmax_pairs = 4\n")
+    contract.write_text(contract.read_text() + NO_COMPILE + "\n[verify]\ntop_k = 1\nmax_pairs = 4\n")
     assert infrarsi("lock", str(repo)).returncode == 0
     (repo / ".gitignore").write_text(".infrarsi/\n__pycache__/\n")
     pygit2.init_repository(str(repo), initial_head="main")

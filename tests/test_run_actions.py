@@ -18,7 +18,7 @@ import pytest
 from tests.support.repos import commit_all
 from infrarsi.journal import Journal
 from infrarsi.trial import Outcome
-from tests.conftest import infrarsi
+from tests.conftest import NO_COMPILE, infrarsi
 from tests.fake_github import TOKEN, FakeGitHub, TrialWorkflowRunner
 
 pytestmark = pytest.mark.slow
@@ -46,7 +46,7 @@ def fake(tmp_path: Path) -> Iterator[FakeGitHub]:
 def test_a_run_dispatches_every_trial_to_the_runners_and_finishes(tiny_repo: Path, fake: FakeGitHub) -> None:
     repo = tiny_repo
     contract = repo / "infrarsi.toml"
-    contract.write_text(contract.read_text() + ACTIONS)
+    contract.write_text(contract.read_text() + NO_COMPILE + ACTIONS)
     assert infrarsi("lock", str(repo)).returncode == 0
     (repo / ".gitignore").write_text(".infrarsi/\n__pycache__/\n")
     git = pygit2.init_repository(str(repo), initial_head="main")

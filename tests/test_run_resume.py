@@ -15,7 +15,7 @@ import pytest
 
 from infrarsi.journal import Journal
 from infrarsi.trial import Outcome
-from tests.conftest import infrarsi
+from tests.conftest import NO_COMPILE, infrarsi
 from tests.support.processes import wait_for_job
 
 pytestmark = pytest.mark.slow
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def small_run_repo(tiny_repo: Path) -> Path:
     contract = tiny_repo / "infrarsi.toml"
-    contract.write_text(contract.read_text() + "\n[verify]\ntop_k = 1\nmax_pairs = 4\n")
+    contract.write_text(contract.read_text() + NO_COMPILE + "\n[verify]\ntop_k = 1\nmax_pairs = 4\n")
     assert infrarsi("lock", str(tiny_repo)).returncode == 0
     git = pygit2.init_repository(str(tiny_repo), initial_head="main")
     git.index.add_all()

@@ -9,10 +9,11 @@ Each cell is one real, witnessed trial of the candidate, judged as verification 
 stand-in) and Slurm (a local cluster started for the run, like the tests'); the same model data-parallel on two
 ranks under torchrun; tinymoe on the local executor for the MoE cheats. "+ re-split" combines the cheat with
 another split of the global batch (``RESPLIT`` in tests/redteam/bench.py: tinygpt micro-batch 2 -> 1, tinymoe
-4 -> 2, the DDP fixture 2 -> 1 of its two rows a rank), judged against the baseline run at that split. Honest catalog patches and knobs, and the baseline against itself,
-are rows too: they must read ``ok``. The results go to the data file; the table is rendered from it into the
-doc's ``redteam`` section (``--render-only`` re-renders without a trial; ``--update`` re-measures the named
-columns only, e.g. ``--executors torchrun --resplit-on --update``). Run it alone: about 40 min on 2 cores.
+4 -> 2, the DDP fixture 2 -> 1 of its four rows a rank), judged against the baseline run at that split. Honest
+catalog patches and knobs, and the baseline against itself, are rows too: they must read ``ok``. The results
+go to the data file; the table is rendered from it into the doc's ``redteam`` section (``--render-only``
+re-renders without a trial; ``--update`` re-measures the named columns only, e.g. ``--executors torchrun
+--resplit-on --update``). Run it alone: about 40 min on 2 cores.
 """
 
 from __future__ import annotations

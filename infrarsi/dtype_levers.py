@@ -79,7 +79,7 @@ def precision_exclusions(patches: Sequence[PatchSpec], allowed: Sequence[str]) -
     return DeviceExclusions(patches=tuple(out), notes=(
         f"the contract allows matrix products in {', '.join(allowed)} only; left out of the search: "
         f"{', '.join(f'patch {p}' for p in out)} (a dtype knob whose values include the dtype allows it: "
-        "docs/contract.md)",))
+        "docs/doctor.md)",))
 
 
 def patch_dtype(spec: PatchSpec) -> str | None:

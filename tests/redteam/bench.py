@@ -40,7 +40,7 @@ from tests.conftest import REPO, infrarsi
 GPT_ARGS = ("--n-layer 3 --n-head 4 --d-model 32 --vocab-size 128 --seq-len 16 --global-batch 4 --steps 8 "
             "--dropout 0.1")
 GPT_TOKENS = 4 * 16
-# The same model data-parallel on two ranks (two rows each); --steps beyond the measured ones: the bot ends it.
+# The same model data-parallel on two ranks; --steps beyond the measured ones: the bot ends it.
 # Four rows a rank, so its default micro-batch of 2 makes two micro-batches on each: a cheat that drops or defers
 # micro-batches has something to drop on every path (with one micro-batch a rank it is the baseline, and "ok").
 DDP_ARGS = ("--n-layer 3 --n-head 4 --d-model 32 --vocab-size 128 --seq-len 16 --global-batch 8 --steps 100 "

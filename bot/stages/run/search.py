@@ -405,8 +405,8 @@ def _space(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgeme
            progress: Progress | None = None) -> SearchSpace:
     """The joint space of the contract's knobs and ``patches``, less what was judged invalid, the settings
     that select a dtype this device only emulates or the contract does not allow (infrarsi/dtype_levers.py),
-    and the parallel layouts the
-    launcher rejects (launcher_checks.py), both said once when ``progress``; with the pipeline-bubble column
+    and the parallel layouts the launcher rejects (launcher_checks.py), each said once when ``progress``;
+    with the pipeline-bubble column
     when the contract says enough, columns for tensor- and expert-parallel groups that span nodes and for
     model-state bytes (design_columns.py)."""
     device = for_doctor(contract.knobs, list(patches.values()), doctor.fingerprint or {}, doctor.peak_flops).plus(

@@ -110,3 +110,16 @@ def test_a_job_the_bot_stops_after_its_measured_steps_still_reports(tmp_path: Pa
         assert ex.witness["optimizer_steps"] == 6 and ex.witness["flops"] == 256 and ex.witness["at"] == "step"
     else:
         assert ex.witness["optimizer_steps"] == 0 and ex.witness["flops"] is None and ex.witness["at"] == "sigterm"
+
+
+@pytest.mark.parametrize("witness", [2, None])
+def test_a_witnessed_job_that_compiles_draws_dropout_from_torchs_own_random_stream(tmp_path: Path,
+                                                                                    witness: int | None) -> None:
+    """Inductor's own generator would give a compiled step other dropout masks than the eager baseline's, and an
+    honest torch.compile would read invalid on a model with dropout: the witness turns ``fallback_random`` on
+    when the job imports inductor's config, and only in a witnessed run (the timed runs keep inductor's)."""
+    probe = ("import torch._inductor.config as c\n"
+             f"assert c.fallback_random is {witness is not None}, c.fallback_random")
+    ex = _run(tmp_path, before=probe, witness=witness)
+    assert ex.returncode == 0, ex.stderr_tail
+    assert (ex.witness is not None) is (witness is not None) and ex.witness_error is None

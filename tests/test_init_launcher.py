@@ -124,7 +124,7 @@ def test_a_model_drafting_the_contract_gets_the_script_and_the_launch_is_read_fr
         tmp_path: Path) -> None:
     """With ``--proposer anthropic`` a model drafts the workload; what the launcher (and the shell around it:
     its folder, its environment) says is not left to it."""
-    from bot.proposers import draft_with
+    from bot.stages.init.proposed_draft import draft_with
     from bot.stages.init.scan import scan_repo
     from infrarsi.seams.proposer import ContractProposal
 

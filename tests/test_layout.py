@@ -62,3 +62,19 @@ def test_every_protocol_lives_in_the_seams() -> None:
 def test_no_test_helper_ships_in_the_product() -> None:
     helpers = [str(p.relative_to(ROOT)) for p in _modules() if p.stem in ("testing", "replay", "fakes")]
     assert helpers == [], f"test helpers inside the product: {', '.join(helpers)} (they belong in tests/support/)"
+
+
+def test_no_implementation_of_a_seam_imports_a_stage() -> None:
+    """Executors, proposers, forges, the bank and the workspace serve the stages; a stage is never below them
+    (the built-in proposer gets init's drafter handed in; a recovered Slurm trial's candidate is read by
+    ``infrarsi.candidates``)."""
+    seams = [ROOT / "bot" / d for d in ("executors", "proposers", "forges", "bank", "workspace", "patching")]
+    offenders = []
+    for path in _modules():
+        if not any(path.is_relative_to(s) for s in seams):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            offenders += [f"{path.relative_to(ROOT)} imports {n}" for n in names if n.startswith("bot.stages")]
+    assert offenders == [], "; ".join(offenders)

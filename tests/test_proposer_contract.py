@@ -34,7 +34,9 @@ def tiny_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @contextlib.contextmanager
 def _builtin(tmp: Path) -> Iterator[tuple[Proposer, None]]:
-    yield BuiltinProposer(), None
+    from bot.stages.init.draft import draft_contract
+
+    yield BuiltinProposer(drafter=draft_contract), None
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.cli.common import UsageError, add_repo_argument, repo_dir
-from bot.proposers import ProposerSetupError, add_proposer_arguments, draft_with, proposer_from_args
+from bot.proposers import ProposerSetupError, add_proposer_arguments, proposer_from_args
 from infrarsi.rundir import ensure_state_dir
 from infrarsi.contract import ContractError, load_contract
 from infrarsi.contract.load import CONTRACT_FILE, find_contract
@@ -100,6 +100,8 @@ def _with_measured_tokens(draft, contract, root: Path) -> str:  # noqa: ANN001
 
 
 def _llm_draft(args: argparse.Namespace, root: Path, summary):  # noqa: ANN001, ANN202
+    from bot.stages.init.proposed_draft import draft_with
+
     chosen = proposer(args, root)
     draft = draft_with(chosen, args.command, summary, tokens_per_step=args.tokens_per_step)
     usage = chosen.usage()

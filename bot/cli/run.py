@@ -25,7 +25,7 @@ __all__ = ["register"]
 
 
 def _candidate_from(args: argparse.Namespace, contract) -> Candidate:  # noqa: ANN001
-    from bot.stages.run.trial import CandidateError, make_candidate
+    from infrarsi.candidates import CandidateError, make_candidate
     from infrarsi.trial import parse_description
 
     described, patched = parse_description(args.candidate or "")

@@ -26,7 +26,8 @@ __all__ = ["register"]
 def cmd_trial(args: argparse.Namespace) -> int:
     from bot.patching.catalog import applicable_patches
     from bot.stages.run.candidate import is_git_repo, run_candidate
-    from bot.stages.run.trial import CandidateError, TrialRequest, make_candidate, metrics_summary, run_trial
+    from bot.stages.run.trial import TrialRequest, metrics_summary, run_trial
+    from infrarsi.candidates import CandidateError, make_candidate
     from bot.workspace.commits import is_dirty, repo_head_commit
     from infrarsi.journal import Journal
     from infrarsi.trial import Outcome

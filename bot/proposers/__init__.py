@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bot.proposers.llm import LLMConfig
 from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.rundir import llm_cache_dir
-from infrarsi.seams.proposer import Proposer
+from infrarsi.seams.proposer import ContractDrafter, Proposer
 
 PROPOSERS = ("builtin", "anthropic")
 
@@ -25,11 +24,12 @@ class ProposerSetupError(InfraRSIError, ValueError):
 
 
 def make_proposer(name: str, *, config: LLMConfig | None = None, cache_dir: Path | None = None,
-                  api_key: str | None = None) -> Proposer:
+                  api_key: str | None = None, drafter: ContractDrafter | None = None) -> Proposer:
+    """``drafter``: the init stage's static drafter, for the built-in proposer's ``draft_contract``."""
     if name == "builtin":
         from bot.proposers.builtin import BuiltinProposer
 
-        return BuiltinProposer()
+        return BuiltinProposer(drafter=drafter)
     if name == "anthropic":
         import os
 
@@ -46,7 +46,7 @@ __all__ = ["PROPOSERS", "BuiltinProposer", "LLMConfig", "ProposerSetupError", "m
 
 
 def __getattr__(name: str) -> object:
-    # The built-in proposer pulls in the search engine and the init stage; the CLI parser imports this
+    # The built-in proposer pulls in the search engine; the CLI parser imports this
     # package for its arguments only, so the heavy import waits for the first use.
     if name == "BuiltinProposer":
         from bot.proposers.builtin import BuiltinProposer
@@ -75,7 +75,7 @@ def _default_model() -> str:
     return DEFAULT_MODEL
 
 
-def proposer_from_args(args: argparse.Namespace, root: Path) -> Proposer:
+def proposer_from_args(args: argparse.Namespace, root: Path, *, drafter: ContractDrafter | None = None) -> Proposer:
     """The proposer the command line asks for; the cache defaults to the repo's state directory."""
     from dataclasses import replace
 
@@ -87,45 +87,7 @@ def proposer_from_args(args: argparse.Namespace, root: Path) -> Proposer:
     if args.llm_token_budget is not None:
         config = replace(config, token_budget=args.llm_token_budget or None)
     cache = Path(args.llm_cache) if args.llm_cache else llm_cache_dir(root)
-    return make_proposer(args.proposer, config=config, cache_dir=cache)
-
-
-def draft_with(proposer: Proposer, command: str, summary: "RepoSummary", *,
-               tokens_per_step: int | None = None) -> "ContractDraft":
-    """A contract draft from ``proposer``, each rationale as the comment above its field.
-
-    Raises :class:`bot.stages.init.draft.DraftError` when the proposer could not draft (its
-    failures named), so ``init`` never writes a half-drafted contract.
-    """
-    import shlex
-
-    from bot.stages.init.draft import ContractDraft, DraftError
-    from bot.stages.init.job import read_job
-    from bot.stages.init.launcher import LaunchError
-
-    job = None
-    if proposer.name != "builtin":  # the builtin drafter reads the command itself (and offers the layout knobs)
-        try:  # a model drafts the workload; the shell forms and the launcher are read here, as the builtin does
-            job = read_job(command, summary.root)
-        except LaunchError as e:
-            raise DraftError(f"--command: {e}") from None
-        command = shlex.join([*job.prog, *job.args])
-    proposal = proposer.draft_contract(command, summary, tokens_per_step=tokens_per_step)
-    if proposal.data is None:
-        why = "; ".join(f.error for f in proposal.failures if f.error) or "no answer"
-        raise DraftError(f"the {proposer.name} proposer could not draft a contract: {why}{spent_text(proposer)}")
-    if proposer.name == "builtin":
-        return ContractDraft(data=dict(proposal.data), notes=dict(proposal.rationale))
-    model = proposer.model or proposer.name
-    draft = ContractDraft(data=dict(proposal.data), notes={k: f"{model}: {v}" for k, v in proposal.rationale.items()})
-    if job is not None and job.launch is not None:
-        draft.data.pop("launch", None)
-        job.launch.write(draft)
-    if job is not None and job.workdir != ".":
-        draft.set("workload.workdir", job.workdir, f"from the command: cd {job.workdir}; the job starts there")
-    if job is not None and job.shell.env:
-        draft.set("workload.env", dict(job.shell.env), "from the command: the environment it sets for the job")
-    return draft
+    return make_proposer(args.proposer, config=config, cache_dir=cache, drafter=drafter)
 
 
 def spent_text(proposer: Proposer) -> str:
@@ -137,7 +99,3 @@ def spent_text(proposer: Proposer) -> str:
     return (f" (spent {usage.tokens} tokens, ${usage.cost_usd:.4f} in {usage.calls} request(s)"
             + (f", {usage.blocked_calls} more blocked by the token budget" if usage.blocked_calls else "") + ")")
 
-
-if TYPE_CHECKING:
-    from bot.stages.init.draft import ContractDraft
-    from bot.stages.init.scan import RepoSummary

@@ -21,12 +21,11 @@ import shlex
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bot.stages.init.draft import strip_flags
 from bot.patching.replace import parse_replacement
 from bot.patching.results import Broken
 from bot.proposers.llm import InvalidAnswer, Tool
-from bot.stages.init.scan import RepoSummary
-from infrarsi.contract.entry import command_and_args
+from infrarsi.seams.proposer import RepoSummary
+from infrarsi.contract.entry import command_and_args, strip_flags
 from infrarsi.contract.errors import ContractError
 from infrarsi.contract.load import CONTRACT_FILE, parse_contract
 from infrarsi.contract.model import CONTRACT_VERSION, Contract

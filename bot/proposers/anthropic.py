@@ -26,7 +26,7 @@ from bot.proposers.answers import (
 )
 from bot.proposers.llm import LLMConfig, ResponseCache, ToolCaller
 from bot.proposers.prompts import SYSTEM, draft_prompt, patches_prompt, priors_prompt
-from bot.stages.init.scan import RepoSummary
+from infrarsi.seams.proposer import RepoSummary
 from infrarsi.contract.model import Contract
 from infrarsi.patches import PatchSpec
 from infrarsi.seams.proposer import ContractProposal, PatchProposal, PriorTable, TrialSummary, Usage

@@ -1,6 +1,6 @@
 """The built-in proposer: offline, deterministic, free.
 
-Contracts come from the static scan (:mod:`bot.stages.init.draft`), priors from the
+Contracts come from the init stage's static scan (handed in as ``drafter``), priors from the
 documented tables (``infrarsi/search/builtin_priors.py`` for knobs, ``bot/patching/catalog.py`` for
 patches; sources in docs/priors.md), patches from the libcst catalog entries
 that apply to the repo's editable scope.
@@ -14,12 +14,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.stages.init.draft import draft_contract
 from infrarsi.search.builtin_priors import KNOB_PRIORS
-from bot.stages.init.scan import RepoSummary
 from infrarsi.contract.model import Contract
 from infrarsi.patches import Effect, PatchSpec
-from infrarsi.seams.proposer import ContractProposal, PatchProposal, PriorTable, TrialSummary, Usage
+from infrarsi.seams.proposer import (ContractDrafter, ContractProposal, PatchProposal, PriorTable, RepoSummary,
+                                     TrialSummary, Usage)
 from infrarsi.search.space import SearchSpace
 
 
@@ -29,13 +28,18 @@ class BuiltinProposer:
     name = "builtin"
     model: str | None = None
 
-    def __init__(self) -> None:
+    def __init__(self, *, drafter: ContractDrafter | None = None) -> None:
+        self._drafter = drafter  # the init stage's static drafter: a proposer never imports a stage
         self._catalog: dict[tuple[str, str], dict[str, PatchSpec]] = {}  # (root, sources digest) → applicable
 
     def draft_contract(self, command: str, repo_summary: RepoSummary, *,
                        tokens_per_step: int | None = None) -> ContractProposal:
-        """Raises :class:`bot.stages.init.draft.DraftError` when the scan cannot infer what it must not guess."""
-        draft = draft_contract(command, repo_summary, tokens_per_step=tokens_per_step)
+        """The drafter's draft. Raises its :class:`bot.stages.init.draft.DraftError` when the scan cannot infer
+        what it must not guess; built without a drafter (a programming error: ``init`` hands it in), TypeError."""
+        if self._drafter is None:
+            raise TypeError("the built-in proposer drafts with the init stage's static scan: build it with "
+                            "drafter=bot.stages.init.draft.draft_contract")
+        draft = self._drafter(command, repo_summary, tokens_per_step=tokens_per_step)
         return ContractProposal(data=draft.data, rationale=dict(draft.notes), proposer=self.name)
 
     def priors(self, contract: Contract, doctor: Any = None, patches: Sequence[PatchSpec] = ()) -> PriorTable:

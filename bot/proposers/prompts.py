@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.proposers.answers import DRAFT_KEYS, MAX_PATCHES
-from bot.stages.init.scan import RepoSummary
+from infrarsi.seams.proposer import RepoSummary
 from infrarsi.contract.model import Contract
 from infrarsi.patches import PatchSpec
 from infrarsi.seams.proposer import TrialSummary

@@ -102,3 +102,19 @@ def given_values(argv: list[str]) -> dict[str, str]:
             out[k] = v
         i += 1
     return out
+
+
+def strip_flags(argv: list[str], knob_flags: set[str]) -> list[str]:
+    """The user's arguments minus knob flags (a knob's value comes from the contract, not the command)."""
+    out: list[str] = []
+    skip = False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in knob_flags:
+            skip = "=" not in arg and i + 1 < len(argv) and not argv[i + 1].startswith("--")
+            continue
+        out.append(arg)
+    return out

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from infrarsi.patches import Effect, PatchSpec
@@ -149,6 +150,60 @@ class TrialSummary:
                 ((k, getattr(self, k)) for k in self.__slots__)}  # type: ignore[attr-defined]
 
 
+# -- what a proposer is told about the repo (read statically by ``init``'s scan) --
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ArgFlag:
+    """One ``add_argument`` call, as far as it can be read without running it."""
+
+    flag: str
+    dest: str
+    type: str | None = None  # "int", "float", "str" or None
+    default: Any = None
+    has_default: bool = False
+    choices: tuple[Any, ...] | None = None
+    action: str | None = None
+    help: str = ""
+    line: int = 0
+    aliases: tuple[str, ...] = ()  # the other option strings of the same argument (``-b`` for ``--batch-size``)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FileSummary:
+    """What a Python file of the repo defines and uses."""
+
+    path: str
+    modules: tuple[str, ...]  # classes deriving from (nn.)Module
+    classes: tuple[str, ...]
+    functions: tuple[str, ...]  # top-level functions
+    uses_timing: bool
+    uses_probe: bool
+    lines: int
+    class_bases: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (class, base expressions), for module detection
+    trains: tuple[str, ...] = ()  # top-level functions that run a backward pass or build the optimizer or loader
+    is_script: bool = False  # reads a command line itself (argparse, fire, Hydra, a configurator): an entry script
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RepoSummary:
+    """What ``init`` (and a proposer) knows about a repo before anything runs."""
+
+    root: Path
+    entry: str | None
+    flags: tuple[ArgFlag, ...]
+    files: tuple[FileSummary, ...]
+
+    def file(self, path: str) -> FileSummary | None:
+        return next((f for f in self.files if f.path == path), None)
+
+
+class ContractDrafter(Protocol):
+    """The init stage's static drafter (``bot.stages.init.draft.draft_contract``), handed to the built-in
+    proposer by whoever builds it: a proposer never imports a stage."""
+
+    def __call__(self, command: str, summary: RepoSummary, *, tokens_per_step: int | None = None) -> Any: ...
+
+
 @runtime_checkable
 class Proposer(Protocol):
     """Drafts contracts, states priors and proposes patches.
@@ -166,7 +221,7 @@ class Proposer(Protocol):
     #: The model that answers (reported in run.json and in contract comments); None for the built-in tables.
     model: str | None
 
-    def draft_contract(self, command: str, repo_summary: Any, *,
+    def draft_contract(self, command: str, repo_summary: RepoSummary, *,
                        tokens_per_step: int | None = None) -> ContractProposal: ...
 
     def priors(self, contract: Any, doctor: Any, patches: Sequence[PatchSpec] = ()) -> PriorTable: ...

@@ -21,7 +21,8 @@ from infrarsi.contract.model import Contract
 from infrarsi.journal import Journal
 from infrarsi.measure import classify, summarize
 from infrarsi.seams.executor import TrialSpec
-from infrarsi.trial import Candidate, TrialRecord, parse_description
+from infrarsi.candidates import CandidateError, candidate_from_description, parse_knob_value
+from infrarsi.trial import Candidate, TrialRecord
 
 from bot.executors.slurm.logs import copy_logs
 
@@ -40,22 +41,14 @@ def _branch_commit(root: Path, run_id: str, trial_no: int) -> tuple[str, str] | 
 
 def _from_description(contract: Contract, text: str) -> Candidate | None:
     """``Candidate.describe()`` read back (``k=v … +patch``), as the trial's commit message carries it."""
-    from bot.stages.run.trial import CandidateError, parse_knob_value
-
-    values = contract.defaults()
-    knobs, patches = parse_description(text)
     try:
-        for name, value in knobs:
-            values[name] = parse_knob_value(contract, name, value)
+        return candidate_from_description(contract, text)
     except CandidateError:
         return None
-    return Candidate.of(values, patches)
 
 
 def _from_launch(contract: Contract, spec: TrialSpec) -> Candidate | None:
     """The knob values as the launch passed them (flags, switches, variables); no patches."""
-    from bot.stages.run.trial import CandidateError, parse_knob_value
-
     argv, env = list(spec.argv), dict(spec.env)
     values = contract.defaults()
     try:

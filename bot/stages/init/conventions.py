@@ -26,7 +26,7 @@ from bot.stages.init.steplines import StepLine, find_step_lines
 
 if TYPE_CHECKING:
     from bot.stages.init.draft import ContractDraft
-    from bot.stages.init.scan import RepoSummary
+    from infrarsi.seams.proposer import RepoSummary
 
 _LOG_INTERVAL = re.compile(r"^(log_interval|log_every|print_every|print_freq|log_freq|log_iters|"
                            r"log_steps|display_interval|log_step)$")

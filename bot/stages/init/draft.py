@@ -15,12 +15,12 @@ from bot.patching.reach import analyse
 from bot.stages.init.cores import usable_cores
 from bot.stages.init.data_seq_len import data_sequence_length
 from bot.stages.init.errors import DraftError
-from infrarsi.contract.entry import given_values
+from infrarsi.contract.entry import given_values, strip_flags
 from bot.stages.init.job import read_job
 from bot.stages.init.launcher import LaunchError
 from bot.stages.init.parallel_knobs import plan_parallel
 from bot.stages.init.loader_batch import loader_batch
-from bot.stages.init.scan import ArgFlag, RepoSummary
+from infrarsi.seams.proposer import ArgFlag, RepoSummary
 from bot.stages.init.scope_draft import draft_scope
 from bot.stages.init.train_length import read_length, set_length
 from infrarsi.contract.knob_codec import guess_value
@@ -246,19 +246,3 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
     draft.set("budget.trial_timeout_s", 600, "default: a trial running longer is killed as a timeout")
     draft.set("approvers.users", [], "nobody yet: add the logins of the team leads who approve promotions")
     return draft
-
-
-def strip_flags(argv: list[str], knob_flags: set[str]) -> list[str]:
-    """The user's arguments minus knob flags (a knob's value comes from the contract, not the command)."""
-    out: list[str] = []
-    skip = False
-    for i, arg in enumerate(argv):
-        if skip:
-            skip = False
-            continue
-        name = arg.split("=", 1)[0]
-        if name in knob_flags:
-            skip = "=" not in arg and i + 1 < len(argv) and not argv[i + 1].startswith("--")
-            continue
-        out.append(arg)
-    return out

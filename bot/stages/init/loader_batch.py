@@ -13,7 +13,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from bot.stages.init.scan import RepoSummary
+from infrarsi.seams.proposer import RepoSummary
 
 _LOADER = m.Call(func=m.Name("DataLoader") | m.Attribute(attr=m.Name("DataLoader")))
 

@@ -6,7 +6,7 @@ Nothing here imports the user's code: ``init`` must be safe on any repo.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,55 +15,11 @@ import libcst as cst
 from bot.progress import Ticker
 from infrarsi.contract.knob_codec import python_literal
 from infrarsi.rundir import STATE_DIR
+from infrarsi.seams.proposer import ArgFlag, FileSummary, RepoSummary
 
 _SKIP_DIRS = {".git", STATE_DIR, ".venv", "venv", "env", "__pycache__", "node_modules", "build", "dist",
               ".tox", ".mypy_cache", ".pytest_cache", "site-packages"}
 _TIMING_NAMES = ("perf_counter", "time.time", "monotonic", "infrarsi", "probe.step")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ArgFlag:
-    """One ``add_argument`` call, as far as it can be read without running it."""
-
-    flag: str
-    dest: str
-    type: str | None = None  # "int", "float", "str" or None
-    default: Any = None
-    has_default: bool = False
-    choices: tuple[Any, ...] | None = None
-    action: str | None = None
-    help: str = ""
-    line: int = 0
-    aliases: tuple[str, ...] = ()  # the other option strings of the same argument (``-b`` for ``--batch-size``)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class FileSummary:
-    """What a Python file of the repo defines and uses."""
-
-    path: str
-    modules: tuple[str, ...]  # classes deriving from (nn.)Module
-    classes: tuple[str, ...]
-    functions: tuple[str, ...]  # top-level functions
-    uses_timing: bool
-    uses_probe: bool
-    lines: int
-    class_bases: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (class, base expressions), for module detection
-    trains: tuple[str, ...] = ()  # top-level functions that run a backward pass or build the optimizer or loader
-    is_script: bool = False  # reads a command line itself (argparse, fire, Hydra, a configurator): an entry script
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RepoSummary:
-    """What ``init`` (and a proposer) knows about a repo before anything runs."""
-
-    root: Path
-    entry: str | None
-    flags: tuple[ArgFlag, ...]
-    files: tuple[FileSummary, ...]
-
-    def file(self, path: str) -> FileSummary | None:
-        return next((f for f in self.files if f.path == path), None)
 
 
 def _literal(node: cst.BaseExpression) -> tuple[bool, Any]:

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from bot.patching.reach import Reach
-from bot.stages.init.scan import RepoSummary
+from infrarsi.seams.proposer import RepoSummary
 
 #: (reason, name pattern) in the order they are tried: the first that matches a function's name says why it is
 #: locked. LR schedules and data readers beside model classes (build-nanogpt's ``get_lr``, ``load_tokens``) too.

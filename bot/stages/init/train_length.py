@@ -20,7 +20,7 @@ from bot.stages.init.errors import DraftError
 if TYPE_CHECKING:
     from bot.stages.init.setting import Setting
     from bot.stages.init.draft import ContractDraft
-    from bot.stages.init.scan import ArgFlag
+    from infrarsi.seams.proposer import ArgFlag
 
 MAX_MEASURED = 12  # a job configured for days is measured over this many step lines, then ended
 DEFAULT_MEASURED = 6

@@ -15,48 +15,12 @@ from typing import Any
 from infrarsi.contract.import_roots import import_roots, with_import_roots
 from infrarsi.contract.lock import Lock, verify_lock
 from infrarsi.contract.job_line import contract_job_line
-from infrarsi.contract.knob_codec import KnobValueError
-from infrarsi.contract.model import Contract, KnobValue
-from infrarsi.errors import BAD_INPUT, InfraRSIError
+from infrarsi.contract.model import Contract
 from infrarsi.seams.executor import Executor, TrialSpec
 from infrarsi.journal import Journal
 from infrarsi.rundir import logs_dir
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
-
-
-class CandidateError(InfraRSIError, ValueError):
-    """A candidate that names an unknown knob or a value outside its domain."""
-
-    exit_code = BAD_INPUT
-
-
-def parse_knob_value(contract: Contract, name: str, text: str) -> KnobValue:
-    """A ``--knob name=value`` string as a value of that knob's type, checked against its domain."""
-    try:
-        knob = contract.knob(name)
-    except KeyError:
-        known = ", ".join(k.name for k in contract.knobs) or "none"
-        raise CandidateError(f"unknown knob {name!r} (the contract defines: {known})") from None
-    try:
-        return knob.codec.from_cli(text)
-    except KnobValueError as exc:
-        raise CandidateError(str(exc)) from None
-
-
-def make_candidate(contract: Contract, assignments: list[str], patches: tuple[str, ...] = ()) -> Candidate:
-    """The contract's defaults overridden by ``name=value`` strings; constraints checked."""
-    values = contract.defaults()
-    for item in assignments:
-        name, sep, text = item.partition("=")
-        if not sep:
-            raise CandidateError(f"expected --knob name=value, got {item!r}")
-        values[name.strip()] = parse_knob_value(contract, name.strip(), text.strip())
-    for c in contract.constraints:
-        if not c.allows(values):
-            raise CandidateError(f"candidate violates a constraint: {c.describe()}"
-                                 + (f" ({c.reason})" if c.reason else ""))
-    return Candidate.of(values, patches)
 
 
 def trial_spec(contract: Contract, candidate: Candidate, *, tree: Path, memory_limit_bytes: int | None,

@@ -91,7 +91,9 @@ class PatchSpec:
     or bare paths (the whole file). A ``codemod`` patch names a registered codemod
     and may only edit inside its targets; a ``replacement`` patch carries the full
     source of one function or class and has exactly one symbol target, the
-    definition it replaces. ``requires`` / ``conflicts_with`` are other patch ids.
+    definition it replaces. ``requires`` / ``conflicts_with`` are other patch ids; ``conflicts_with`` is
+    the resolved form :func:`infrarsi.conflicts.resolve` writes (an author may name an exclusion nothing
+    else implies; the catalog names none).
     """
 
     id: str
@@ -101,7 +103,7 @@ class PatchSpec:
     effect: Effect
     requires: tuple[str, ...] = ()
     conflicts_with: tuple[str, ...] = ()
-    decides: tuple[str, ...] = ()  # what it chooses (infrarsi.decisions): never combined with another that does
+    decides: tuple[str, ...] = ()  # what it chooses (infrarsi.decisions): the conflict rule keeps deciders apart
     kind: PatchKind
     codemod: str | None = None
     replacement: str | None = None

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from bot.patching.catalog import CATALOG
 from infrarsi.contract.model import Knob
-from infrarsi.decisions import clashes, knob_decides
+from infrarsi.conflicts import clashes
+from infrarsi.decisions import knob_decides
 from infrarsi.patches import PatchSpec
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.space import SearchSpace
@@ -30,9 +31,7 @@ DEMO_KNOBS = (
          flag="--optimizer"),
     Knob(name="grad_ckpt", kind="int", default=0, values=(0, 1), flag="--grad-ckpt"),
 )
-PATCHES = tuple(PatchSpec(id=e.codemod, title=e.title, rationale=e.rationale, targets=("model.py",), effect=e.effect,
-                          kind="codemod", codemod=e.codemod, conflicts_with=e.conflicts_with, decides=e.decides)
-                for e in CATALOG)
+PATCHES: tuple[PatchSpec, ...] = tuple(e.spec(("model.py",)) for e in CATALOG)
 SPACE = SearchSpace.from_contract(DEMO_KNOBS, (), PATCHES)
 
 

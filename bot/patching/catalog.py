@@ -4,7 +4,10 @@ A catalog entry is repo-independent (a codemod and what it is expected to buy);
 :func:`catalog_for_repo` runs every codemod over the contract's editable files,
 restricted to the editable symbols, and turns each one that rewrites something
 into a :class:`PatchSpec` targeting exactly the symbols it edits. Priors are
-documented with their sources in ``docs/priors.md``.
+documented with their sources in ``docs/priors.md``. An entry says what it
+decides, never which entries it conflicts with: :mod:`infrarsi.conflicts`
+derives that from the decisions (two bf16 autocasts both decide the compute
+dtype) and from what the patches change in the repo.
 """
 
 from __future__ import annotations
@@ -28,9 +31,16 @@ class CatalogEntry:
     title: str
     rationale: str
     effect: Effect
-    conflicts_with: tuple[str, ...] = ()
-    decides: tuple[str, ...] = ()  # infrarsi.decisions: a knob or patch deciding the same is never combined
+    # What it chooses (infrarsi.decisions): two entries deciding the same thing, or one and a knob away from
+    # its default deciding it, never share a candidate (infrarsi.conflicts). No entry lists its conflicts.
+    decides: tuple[str, ...] = ()
     gpu_only: bool = False  # acts only on a GPU: the doctor leaves it out where trials run on a CPU
+
+    def spec(self, targets: tuple[str, ...]) -> PatchSpec:
+        """The entry as a patch of ``targets`` (the symbols it rewrites in some repo)."""
+        return PatchSpec(id=self.codemod, title=self.title, rationale=self.rationale, targets=targets,
+                         effect=self.effect, kind="codemod", codemod=self.codemod, decides=self.decides,
+                         gpu_only=self.gpu_only)
 
 
 def _e(time_ratio: float, time_sigma: float, mem_ratio: float, mem_sigma: float, source: str) -> Effect:
@@ -54,12 +64,10 @@ CATALOG: tuple[CatalogEntry, ...] = (
     CatalogEntry(codemod="optimizer_foreach", title="Multi-tensor optimizer (foreach)",
                  rationale="the for-loop optimizer launches kernels per parameter; foreach batches them",
                  effect=_e(0.95, 0.05, 1.02, 0.03, "docs/priors.md#optimizer"),
-                 conflicts_with=("optimizer_fused", "hf_fused_optim"),
                  decides=("optimizer_impl",)),
     CatalogEntry(codemod="optimizer_fused", title="Fused optimizer",
                  rationale="one fused kernel per step instead of per-parameter loops",
                  effect=_e(0.93, 0.06, 1.0, 0.03, "docs/priors.md#optimizer"),
-                 conflicts_with=("optimizer_foreach", "hf_fused_optim"),
                  decides=("optimizer_impl",)),
     CatalogEntry(codemod="zero_grad_set_to_none", title="zero_grad(set_to_none=True)",
                  rationale="frees gradients instead of writing zeros into them every step",
@@ -72,20 +80,16 @@ CATALOG: tuple[CatalogEntry, ...] = (
     CatalogEntry(codemod="autocast_bf16", title="bf16 autocast around forward and loss",
                  rationale="matmuls in bf16 run on tensor cores (AMX on recent CPUs) at several times fp32 speed",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast"),
-                 conflicts_with=("autocast_forward_bf16", "hf_bf16", "lightning_bf16_precision",
-                                 "autocast_fp16_scaler"),
                  decides=("compute_dtype",)),
     CatalogEntry(codemod="autocast_forward_bf16", title="bf16 autocast inside the model's forward",
                  rationale="where the training loop is locked, the model's own forward is the editable place "
                  "that every forward runs through; matmuls in bf16 run several times faster than fp32 "
                  "(tensor cores, AMX/AVX-512 bf16 on CPUs) while the loss stays in fp32",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast"),
-                 conflicts_with=("autocast_bf16", "hf_bf16", "lightning_bf16_precision", "autocast_fp16_scaler"),
                  decides=("compute_dtype",)),
     CatalogEntry(codemod="torch_compile_model", title="torch.compile the model",
                  rationale="fuses elementwise chains and removes Python overhead; costs compile time in warm-up",
                  effect=_e(0.8, 0.3, 0.9, 0.2, "docs/priors.md#compile"),
-                 conflicts_with=("hf_torch_compile",),
                  decides=("compile",)),
     CatalogEntry(codemod="dataloader_gpu_settings", title="DataLoader pinned memory and workers (GPU only)",
                  gpu_only=True,
@@ -95,7 +99,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
                  gpu_only=True,
                  rationale="TF32 tensor-core matmuls on Ampere and later; autotuned convolutions",
                  effect=_e(0.9, 0.1, 1.0, 0.02, "docs/priors.md#gpu-settings"),
-                 conflicts_with=("hf_tf32", "lightning_benchmark")),
+                 decides=("tf32_matmul", "cudnn_benchmark")),
     CatalogEntry(codemod="grouped_experts", title="Grouped MoE experts (sorted, padded, batched matmul)",
                  rationale="a Python loop over experts launches a where, a gather, two matmuls and a scatter per "
                  "expert (and as many in backward); sorting the assignments by expert and one batched matmul per "
@@ -110,44 +114,39 @@ CATALOG: tuple[CatalogEntry, ...] = (
                  rationale="the Trainer then autocasts forward and loss to bf16; matmuls run several times "
                  "faster than fp32 on tensor cores and on CPUs with AVX-512 bf16/AMX",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#framework-args"),
-                 conflicts_with=("autocast_bf16", "autocast_forward_bf16", "autocast_fp16_scaler"),
                  decides=("compute_dtype",)),
     CatalogEntry(codemod="hf_fused_optim", title='Hugging Face Trainer with fused AdamW (optim="adamw_torch_fused")',
                  rationale="the same AdamW update in one fused kernel instead of per-parameter loops",
                  effect=_e(0.93, 0.06, 1.0, 0.03, "docs/priors.md#framework-args"),
-                 conflicts_with=("optimizer_fused", "optimizer_foreach"),
                  decides=("optimizer_impl",)),
     CatalogEntry(codemod="hf_torch_compile", title="Hugging Face Trainer with torch_compile=True",
                  rationale="the Trainer compiles the model: fused elementwise chains, less Python overhead; "
                  "costs compile time in warm-up",
                  effect=_e(0.8, 0.3, 0.9, 0.2, "docs/priors.md#framework-args"),
-                 conflicts_with=("torch_compile_model",),
                  decides=("compile",)),
     CatalogEntry(codemod="lightning_bf16_precision", title='Lightning Trainer in bf16 (precision="bf16-mixed")',
                  rationale="Lightning autocasts the training step to bf16 and keeps fp32 weights; matmuls run "
                  "several times faster than fp32",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#framework-args"),
-                 conflicts_with=("autocast_bf16", "autocast_forward_bf16", "autocast_fp16_scaler"),
                  decides=("compute_dtype",)),
     CatalogEntry(codemod="hf_tf32", title="Hugging Face Trainer with TF32 matmuls (tf32; GPU only)",
                  gpu_only=True,
                  rationale="TF32 tensor-core matmuls on Ampere and later, through the Trainer's own argument; "
                  "the value asks transformers' TF32 check, since tf32=True raises where there is no such GPU",
                  effect=_e(0.9, 0.1, 1.0, 0.02, "docs/priors.md#framework-args"),
-                 conflicts_with=("cuda_backend_flags",)),
+                 decides=("tf32_matmul",)),
     CatalogEntry(codemod="lightning_benchmark", title="Lightning Trainer with cuDNN autotuning (benchmark=True; GPU only)",
                  gpu_only=True,
                  rationale="cuDNN times the convolution algorithms for each input shape once and keeps the "
                  "fastest",
                  effect=_e(0.95, 0.08, 1.02, 0.05, "docs/priors.md#framework-args"),
-                 conflicts_with=("cuda_backend_flags",)),
+                 decides=("cudnn_benchmark",)),
     # Mixed precision with a loss scaler, and the layout convolutions want (docs/priors.md#autocast, #channels-last).
     CatalogEntry(codemod="autocast_fp16_scaler", title="fp16 autocast with a GradScaler on CUDA (GPU only)",
                  gpu_only=True,
                  rationale="fp16 matmuls and convolutions run on tensor cores like bf16 (and on GPUs without bf16); "
                  "the scaler keeps small gradients from underflowing, so backward and the optimizer step change too",
                  effect=_e(0.6, 0.25, 0.85, 0.15, "docs/priors.md#autocast"),
-                 conflicts_with=("autocast_bf16", "autocast_forward_bf16", "hf_bf16", "lightning_bf16_precision"),
                  decides=("compute_dtype",)),
     CatalogEntry(codemod="channels_last", title="Channels-last memory format for a convolutional model",
                  rationale="cuDNN's tensor-core convolutions and oneDNN's CPU kernels run NHWC; an NCHW model pays a "
@@ -253,12 +252,7 @@ def catalog_for_repo(contract: Contract, tree: Path | None = None) -> list[Appli
                 reasons.append(f"{path}: {outcome.reason}")
             elif isinstance(outcome, Broken):
                 reasons.append(f"{path}: {outcome.error}")
-        spec = None
-        if targets:
-            spec = PatchSpec(id=entry.codemod, title=entry.title, rationale=entry.rationale,
-                             targets=tuple(dict.fromkeys(targets)), effect=entry.effect, kind="codemod",
-                             codemod=entry.codemod, conflicts_with=entry.conflicts_with, decides=entry.decides,
-                             gpu_only=entry.gpu_only)
+        spec = entry.spec(tuple(dict.fromkeys(targets))) if targets else None
         out.append(Applicability(entry=entry, spec=spec, reasons=tuple(reasons)))
     ticker.done(f"{sum(a.applies for a in out)} of {len(CATALOG)} catalog entries apply")
     return out

@@ -1,15 +1,17 @@
-"""What each patch claims to change, which patches conflict, and whether a set kept every claim.
+"""What each patch claims to change, where two claims overlap, and whether a set kept every claim.
 
 A patch's *claim* is what it changes when applied alone to the base tree: every
 changed unit (a definition by qualified name, a module's own statements, a
 whole non-Python file, as the scope audit cuts files) with its code after. Two
-patches conflict when they change the same symbol (or one's changed symbol is
-inside, or around, the other's), whoever wrote them: the conflict comes from
-what they do to the tree, not from a hand-written list. A set of patches is
-applied only when it yields exactly the code every member claims; a patch that
-silently overwrites another's change (a replacement of the definition a codemod
-just rewrote) makes the set refused, never a tree whose label claims a change
-that is not in it.
+claims overlap when they change the same symbol (or one's changed symbol is
+inside, or around, the other's), whoever wrote the patches. Claims need the
+repo's source, so they are taken here; whether an overlap makes two patches
+conflict is the one conflict rule's call (:mod:`infrarsi.conflicts`, which also
+weighs what the patches decide), handed the overlaps as data. A set of patches
+is applied only when it yields exactly the code every member claims; a patch
+that silently overwrites another's change (a replacement of the definition a
+codemod just rewrote) makes the set refused, never a tree whose label claims a
+change that is not in it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from bot.patching.audit import unit_codes
 from bot.patching.one_patch import apply_patch, canonical_order
 from bot.patching.results import Applied, Failed, NotApplicable, PatchResult
 from bot.patching.symbols import FILE, MODULE, covers, split_target
+from infrarsi.conflicts import counted_overlaps, resolve
 from infrarsi.patches import PatchSpec
 
 Unit = tuple[str, str]  # (path, symbol); symbol is a qualified name, "<module>" or "<file>"
@@ -79,46 +82,18 @@ def shared(a: Claim, b: Claim) -> list[str]:
     return sorted(out)
 
 
-def _related(a: PatchSpec, b: PatchSpec, by_id: Mapping[str, PatchSpec]) -> bool:
-    """Whether one requires the other (directly or through others): such patches are made to stack."""
-    def needs(x: PatchSpec, y: str) -> bool:
-        seen: set[str] = set()
-        todo = list(x.requires)
-        while todo:
-            r = todo.pop()
-            if r == y:
-                return True
-            if r not in seen and r in by_id:
-                seen.add(r)
-                todo += by_id[r].requires
-        return False
-    return needs(a, b.id) or needs(b, a.id)
-
-
 def derived_conflicts(specs: Sequence[PatchSpec], claims: Mapping[str, Claim]) -> dict[str, dict[str, list[str]]]:
-    """patch id → {other id: the symbols both change} for every pair of patches whose claims overlap."""
-    by_id = {s.id: s for s in specs}
-    ids = sorted(i for i in by_id if i in claims)
-    out: dict[str, dict[str, list[str]]] = {}
+    """patch id → {other id: the symbols both change} for every pair of ``specs`` whose claims overlap and
+    that the conflict rule counts (one requiring the other is made to stack): the rule's ``overlaps``."""
+    ids = sorted(s.id for s in specs if s.id in claims)
+    found: dict[str, dict[str, list[str]]] = {}
     for n, a in enumerate(ids):
         for b in ids[n + 1:]:
-            if _related(by_id[a], by_id[b], by_id):
-                continue
             both = shared(claims[a], claims[b])
             if both:
-                out.setdefault(a, {})[b] = both
-                out.setdefault(b, {})[a] = both
-    return out
-
-
-def with_conflicts(specs: Iterable[PatchSpec], conflicts: Mapping[str, Mapping[str, object]]) -> list[PatchSpec]:
-    """``specs`` with each derived conflict added to ``conflicts_with`` (the one mechanism the search
-    space and the application both honour)."""
-    out = []
-    for spec in specs:
-        extra = sorted(set(conflicts.get(spec.id, {})) - set(spec.conflicts_with) - set(spec.requires))
-        out.append(replace(spec, conflicts_with=spec.conflicts_with + tuple(extra)) if extra else spec)
-    return out
+                found.setdefault(a, {})[b] = both
+                found.setdefault(b, {})[a] = both
+    return counted_overlaps(specs, found)
 
 
 # -- claims -------------------------------------------------------------------------
@@ -177,7 +152,7 @@ def scratch_apply(files: Mapping[str, bytes], specs: Sequence[PatchSpec]
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
         results: list[PatchResult] = []
-        applied: set[str] = set()
+        applied: dict[str, PatchSpec] = {}
         before = dict(files)
         for n, spec in enumerate(specs):
             if n == len(specs) - 1:
@@ -185,7 +160,7 @@ def scratch_apply(files: Mapping[str, bytes], specs: Sequence[PatchSpec]
             result = apply_patch(root, spec, applied=applied)
             results.append(result)
             if isinstance(result, Applied):
-                applied.add(spec.id)
+                applied[spec.id] = spec
         return tuple(results), before, _read(root, files)
 
 
@@ -234,9 +209,9 @@ def apply_set(root: Path, specs: Sequence[PatchSpec],
               apply_all: Callable[[Path, list[PatchSpec]], tuple[PatchResult, ...]]) -> tuple[PatchResult, ...]:
     """Apply a set so that the tree holds exactly every member's claimed change, or refuse it.
 
-    Each member's claim is taken on a scratch copy first; members whose claims overlap
-    (and that do not require one another) conflict and are not applied, as declared
-    conflicts are not. After the rest is applied, a unit that is not what its claimant
+    Each member's claim is taken on a scratch copy first; members the conflict rule
+    keeps apart (:mod:`infrarsi.conflicts`: claims that overlap, the same decision, a
+    record's word) are not applied. After the rest is applied, a unit that is not what its claimant
     made of it alone refuses the set: the files are restored and the members say why.
     """
     root = Path(root)
@@ -253,7 +228,7 @@ def apply_set(root: Path, specs: Sequence[PatchSpec],
         if isinstance(found, Claim):
             claims[spec.id] = found
     conflicts = derived_conflicts(list(by_id.values()), claims)
-    results = apply_all(root, with_conflicts(specs, conflicts))
+    results = apply_all(root, resolve(specs, conflicts))
     results = tuple(_explain(r, conflicts) for r in results)
     applied = [r.patch_id for r in results if isinstance(r, Applied)]
     order = [r.patch_id for r in results]
@@ -309,4 +284,4 @@ def _restore(root: Path, base: Mapping[str, bytes], files: Iterable[str]) -> Non
 
 
 __all__ = ["Claim", "apply_set", "claim_from", "claim_of", "derived_conflicts", "scratch_apply", "shared",
-           "unkept", "with_conflicts"]
+           "unkept"]

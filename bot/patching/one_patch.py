@@ -12,7 +12,7 @@ import heapq
 import os
 import tempfile
 from pathlib import Path, PurePosixPath
-from typing import Collection, Iterable
+from typing import Collection, Iterable, Mapping
 
 import libcst as cst
 
@@ -29,14 +29,19 @@ from bot.patching.results import (
     Rewritten,
 )
 from bot.patching.symbols import definitions, split_target
+from infrarsi.conflicts import blocking
 from infrarsi.patches import PatchSpec
 
 
-def apply_patch(root: Path, spec: PatchSpec, *, applied: Collection[str] = ()) -> PatchResult:
-    """Apply one patch to the tree at ``root``. ``applied`` are the ids already in the tree,
-    against which ``requires`` and ``conflicts_with`` are checked first."""
+def apply_patch(root: Path, spec: PatchSpec, *, applied: Collection[str] | Mapping[str, PatchSpec] = ()
+                ) -> PatchResult:
+    """Apply one patch to the tree at ``root``. ``applied`` are the patches already in the tree (their
+    ids, or their specs by id), against which ``requires`` and the conflict rule
+    (:mod:`infrarsi.conflicts`; given bare ids, only what ``spec`` names in ``conflicts_with``) are
+    checked first."""
+    present: list[PatchSpec | str] = list(applied.values()) if isinstance(applied, Mapping) else list(applied)
     try:
-        return _apply(Path(root), spec, frozenset(applied))
+        return _apply(Path(root), spec, frozenset(applied), present)
     except Exception as e:  # noqa: BLE001 - the contract of this function is to never raise
         return Failed(patch_id=spec.id, error=f"{type(e).__name__}: {e}")
 
@@ -61,11 +66,11 @@ def canonical_order(specs: Iterable[PatchSpec]) -> tuple[list[PatchSpec], list[P
     return ordered, cyclic
 
 
-def _apply(root: Path, spec: PatchSpec, applied: frozenset[str]) -> PatchResult:
+def _apply(root: Path, spec: PatchSpec, applied: frozenset[str], present: list[PatchSpec | str]) -> PatchResult:
     missing = [r for r in spec.requires if r not in applied]
     if missing:
         return NotApplicable(patch_id=spec.id, reason=f"requires {', '.join(missing)}, which is not applied")
-    clash = [c for c in spec.conflicts_with if c in applied]
+    clash = blocking(spec, present)
     if clash:
         return NotApplicable(patch_id=spec.id, reason=f"conflicts with {', '.join(clash)}, which is applied")
 

@@ -2,7 +2,7 @@
 
 A set is applied in one canonical order (requirements first, then by id), so the
 same set gives the same bytes whichever order the search listed it in. Conflicts
-and missing requirements are settled before anything is touched; a set whose
+(:mod:`infrarsi.conflicts`) and missing requirements are settled before anything is touched; a set whose
 result is not exactly every applied member's own change is refused
 (:mod:`bot.patching.conflicts`).
 """
@@ -15,14 +15,15 @@ from typing import Iterable
 from bot.patching.conflicts import apply_set
 from bot.patching.one_patch import apply_patch, canonical_order
 from bot.patching.results import Applied, Failed, NotApplicable, PatchResult
+from infrarsi.conflicts import blocking
 from infrarsi.patches import PatchSpec
 
 
 def apply_patches(root: Path, specs: Iterable[PatchSpec]) -> tuple[PatchResult, ...]:
     """Apply a set of patches in canonical order; one result per patch, in that order.
 
-    Two patches in the set that conflict (either side naming the other, or both
-    changing the same symbol: :mod:`bot.patching.conflicts`) are both
+    Two patches in the set that conflict (:mod:`infrarsi.conflicts`: both decide or
+    change the same thing, or either names the other) are both
     NotApplicable: the set is inconsistent and choosing a winner would make the
     outcome depend on something other than the set. A patch whose requirement is
     absent or did not apply is NotApplicable too. A set whose result is not
@@ -49,12 +50,11 @@ def _apply_all(root: Path, specs: list[PatchSpec]) -> tuple[PatchResult, ...]:
     for spec in cyclic:
         results.setdefault(spec.id, NotApplicable(patch_id=spec.id, reason="its requirements form a cycle"))
     for spec in ordered:
-        clash = sorted(other.id for other in unique.values() if other.id != spec.id
-                       and (other.id in spec.conflicts_with or spec.id in other.conflicts_with))
+        clash = sorted(blocking(spec, (other for other in unique.values() if other.id != spec.id)))
         if clash:
             results.setdefault(spec.id, NotApplicable(patch_id=spec.id,
                                                       reason=f"conflicts with {', '.join(clash)} in the same set"))
-    applied: set[str] = set()
+    applied: dict[str, PatchSpec] = {}
     for spec in ordered:
         if spec.id in results:
             continue
@@ -66,6 +66,6 @@ def _apply_all(root: Path, specs: list[PatchSpec]) -> tuple[PatchResult, ...]:
         result = apply_patch(root, spec, applied=applied)
         results[spec.id] = result
         if isinstance(result, Applied):
-            applied.add(spec.id)
+            applied[spec.id] = spec
     order = [s.id for s in ordered] + [s.id for s in cyclic]
     return tuple(results[i] for i in order)

@@ -6,9 +6,10 @@ start from, and the result is audited against the contract's scope. A patch
 that does not apply, or changes a locked file or a symbol outside ``editable``,
 is rejected once with its reason: it never enters the search space, so no
 candidate spends a trial on it. What each accepted patch changes (its
-:class:`~bot.patching.conflicts.Claim`) gives the conflicts between patches,
-written into ``conflicts_with`` so that the search never stacks two patches
-that change the same symbol.
+:class:`~bot.patching.conflicts.Claim`) is handed to the one conflict rule
+(:mod:`infrarsi.conflicts`), and every conflict it finds among the accepted
+patches (the same symbol changed, the same thing decided) is written into their
+``conflicts_with``, so that the search never stacks two of them.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.patching.audit import audit_tree
-from bot.patching.conflicts import Claim, claim_from, derived_conflicts, scratch_apply, with_conflicts
+from bot.patching.conflicts import Claim, claim_from, derived_conflicts, scratch_apply
 from bot.patching.one_patch import canonical_order
 from bot.patching.results import Applied, Failed, NotApplicable
 from bot.patching.symbols import split_target
+from infrarsi.conflicts import resolve
 from infrarsi.contract.model import Scope
 from infrarsi.patches import PatchSpec
 
@@ -30,14 +32,15 @@ Reader = Callable[[Iterable[str]], dict[str, bytes]]
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Screening:
-    """Accepted patches (conflicts derived from their claims added), their claims, and the rejected ones."""
+    """Accepted patches (``conflicts_with`` resolved by :mod:`infrarsi.conflicts`), their claims, and the rejected
+    ones."""
 
     accepted: tuple[PatchSpec, ...] = ()
     claims: Mapping[str, Claim] = field(default_factory=dict)
     rejected: Mapping[str, str] = field(default_factory=dict)  # patch id → why
 
     def conflicts(self) -> dict[str, list[str]]:
-        """patch id → the ids it conflicts with (declared or derived)."""
+        """patch id → the ids it conflicts with (the rule's answer, resolved)."""
         return {s.id: list(s.conflicts_with) for s in self.accepted if s.conflicts_with}
 
 
@@ -83,7 +86,7 @@ def screen_patches(read: Reader, specs: Sequence[PatchSpec], scope: Scope, *,
         if s.id not in rejected and s not in kept:
             rejected[s.id] = f"requires {', '.join(r for r in s.requires if r in rejected)}, which was rejected"
     claims_kept = {s.id: known[s.id] for s in kept if s.id in known}
-    accepted = with_conflicts(kept, derived_conflicts(kept, claims_kept))
+    accepted = resolve(kept, derived_conflicts(kept, claims_kept))
     return Screening(accepted=tuple(sorted(accepted, key=lambda s: s.id)), claims=claims_kept, rejected=rejected)
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.proposers.answers import DRAFT_KEYS, MAX_PATCHES
+from infrarsi.conflicts import resolve
 from infrarsi.seams.proposer import RepoSummary
 from infrarsi.contract.model import Contract
 from infrarsi.patches import PatchSpec
@@ -99,7 +100,7 @@ def doctor_facts(doctor: Any) -> dict[str, Any] | None:
 
 def _patch_facts(patches: Sequence[PatchSpec], judged: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     out = []
-    for p in patches:
+    for p in resolve(patches):  # the conflicts the rule finds among them (infrarsi.conflicts), named on each
         fact: dict[str, Any] = {"id": p.id, "title": p.title, "targets": list(p.targets), "kind": p.kind}
         if judged and p.id in judged:
             fact["judged"] = judged[p.id]  # the bot's own verdict (its audit, a trial, a verification)

@@ -297,9 +297,9 @@ def _patch_changes(patches: Sequence[str], sources: tuple[SourceChange, ...],
                    infos: Mapping[str, PatchInfo]) -> tuple[PatchChange, ...]:
     """Attribute each audited change to the patch whose targets name it (one patch: all of them).
 
-    Patches in one candidate never change the same symbol (bot/patching/conflicts.py), so a change
-    has at most one owner; one that no target names is listed under ``(unattributed)``, never
-    credited to a patch that did not make it."""
+    Patches in one candidate never change the same symbol (the one conflict rule, infrarsi/conflicts.py),
+    so a change has at most one owner; one that no target names is listed under ``(unattributed)``,
+    never credited to a patch that did not make it."""
     def change(pid: str, mine: tuple[SourceChange, ...]) -> PatchChange:
         info = infos.get(pid, PatchInfo())
         return PatchChange(patch_id=pid, sources=mine, author=info.author, title=info.title,

@@ -5,7 +5,7 @@ features, a square term for each ordered knob with three or more levels (step
 time against micro-batch is a curve, not a line, in log-log), and products of
 pairs of main features (torch.compile and bf16 do not simply add up). Pairs
 that can never both be non-zero are left out: two levels of one knob, two
-conflicting patches; so is a patch paired with one it requires (the product
+conflicting patches (:mod:`infrarsi.conflicts`); so is a patch paired with one it requires (the product
 equals the patch's own feature). With more than ``ALL_PAIRS_MAX`` main features
 only pairs among the ``ALL_PAIRS_MAX`` with the largest prior effects are kept,
 so parameters grow linearly, not quadratically, with the number of patches:
@@ -255,8 +255,8 @@ def _may_interact(space: SearchSpace, a: str, b: str, group_a: str, group_b: str
         return False  # two levels of one knob are never both on
     if a.startswith("patch:") and b.startswith("patch:"):
         pa, pb = space.patches[a[6:]], space.patches[b[6:]]
-        if pb.id in pa.conflicts_with or pa.id in pb.conflicts_with:
-            return False
+        if space.conflicting(pa.id, pb.id):
+            return False  # never in one point: the product is always zero
         if pb.id in pa.requires or pa.id in pb.requires:
             return False  # the product equals the dependent patch's own feature
     return True

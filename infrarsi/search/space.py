@@ -3,8 +3,9 @@
 A point is a :class:`~infrarsi.trial.Candidate` that names every knob of the
 space (the bot passes every knob explicitly, so a candidate that leaves one out
 would be a different launch than it looks) plus a set of patch ids closed under
-``requires`` and free of ``conflicts_with``, with no two settings that decide the
-same thing (:mod:`infrarsi.decisions`).
+``requires`` in which no two settings conflict (:mod:`infrarsi.conflicts`: two
+patches that decide or change the same thing, or that a record says conflict; a
+patch and a knob away from its default that decide the same thing).
 
 Each knob becomes an *axis*: the finite list of levels the search proposes and
 the way a value turns into features. Features are relative to the baseline
@@ -29,7 +30,7 @@ from typing import Literal
 import numpy as np
 
 from infrarsi.contract.model import Constraint, Knob, KnobValue
-from infrarsi.decisions import patch_knob_clashes, patch_patch_clashes
+from infrarsi.conflicts import at_default, conflicts, held_knobs
 from infrarsi.search.derived import DerivedFeature
 from infrarsi.patches import PatchSpec
 from infrarsi.trial import Candidate
@@ -187,18 +188,11 @@ class SearchSpace:
         #: Patch sets judged invalid (verification, invariants): no point holds all of one. A patch's
         #: feature stays (its trials still inform the models); it is only never proposed again.
         self.excluded: tuple[frozenset[str], ...] = tuple(frozenset(e) for e in excluded if e)
-        self._conflicts: dict[str, set[str]] = {pid: set() for pid in self.patch_ids}
-        for p in self.patches.values():
-            for other in p.conflicts_with:
-                if other in self.patches:
-                    self._conflicts[p.id].add(other)
-                    self._conflicts[other].add(p.id)
-        # Settings that decide the same thing (infrarsi.decisions) are never combined: two such patches
-        # conflict; a patch holds every knob that decides what it decides at that knob's default.
-        for a, b in patch_patch_clashes(list(self.patches.values())):
-            self._conflicts[a].add(b)
-            self._conflicts[b].add(a)
-        self._decided: dict[str, tuple[tuple[str, KnobValue], ...]] = patch_knob_clashes(
+        # The one conflict rule (infrarsi.conflicts): which patches never share a point, and which knobs a
+        # patch holds at their defaults (those deciding what it decides).
+        found = conflicts(self.patches.values())
+        self._conflicts: dict[str, set[str]] = {pid: set(found.get(pid, ())) for pid in self.patch_ids}
+        self._decided: dict[str, tuple[tuple[str, KnobValue], ...]] = held_knobs(
             (ax.knob for ax in self.axes), self.patches.values())
 
     @staticmethod
@@ -255,7 +249,7 @@ class SearchSpace:
             out += [f"{pid} requires {r}" for r in spec.requires if r not in chosen]
             out += [f"{pid} conflicts with {c}" for c in sorted(self._conflicts[pid] & chosen) if c > pid]
             out += [f"{pid} and knob {k}={values.get(k)!r} decide the same thing" for k, d in
-                    self._decided.get(pid, ()) if not _same(values.get(k, d), d)]
+                    self._decided.get(pid, ()) if not at_default(values.get(k, d), d)]
         out += [f"holds {', '.join(sorted(e))}, judged invalid" for e in self.excluded if e <= chosen]
         return out
 
@@ -295,9 +289,13 @@ class SearchSpace:
                 return False
         return not any(e <= chosen for e in self.excluded)
 
+    def conflicting(self, a: str, b: str) -> bool:
+        """Whether patches ``a`` and ``b`` never share a point (:mod:`infrarsi.conflicts`)."""
+        return b in self._conflicts.get(a, ())
+
     def _fits(self, pid: str, values: dict[str, KnobValue]) -> bool:
         """Every knob that decides what patch ``pid`` decides is at its default in ``values``."""
-        return all(_same(values.get(k, d), d) for k, d in self._decided.get(pid, ()))
+        return all(at_default(values.get(k, d), d) for k, d in self._decided.get(pid, ()))
 
     valid = contains
 

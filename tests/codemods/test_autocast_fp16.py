@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from bot.patching.catalog import CATALOG, catalog_for_repo
+from infrarsi.conflicts import conflicts as rule
 from infrarsi.contract import load_contract
 from tests.codemods.support import assert_codemod, assert_declines, both
 
@@ -273,7 +274,7 @@ def test_on_cpu_the_patched_loop_trains_exactly_as_before() -> None:
 
 
 def test_it_conflicts_with_every_bf16_autocast() -> None:
-    conflicts = {e.codemod: set(e.conflicts_with) for e in CATALOG}
+    conflicts = rule([e.spec(("train.py",)) for e in CATALOG])  # the one rule
     for bf16 in ("autocast_bf16", "autocast_forward_bf16", "hf_bf16", "lightning_bf16_precision"):
         assert bf16 in conflicts[NAME] and NAME in conflicts[bf16]
     assert {e.codemod: e.decides for e in CATALOG}[NAME] == ("compute_dtype",)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bot.patching.catalog import CATALOG
+from infrarsi.conflicts import conflicts as rule
 from tests.codemods.support import assert_codemod, assert_declines
 
 # TrainingArguments built in code, one argument per line with trailing comments (the common
@@ -158,7 +159,7 @@ def test_framework_settings_stay_inside_the_targets() -> None:
 
 
 def test_each_framework_setting_conflicts_with_the_hand_written_change_it_duplicates() -> None:
-    conflicts = {entry.codemod: set(entry.conflicts_with) for entry in CATALOG}
+    conflicts = rule([entry.spec(("train.py",)) for entry in CATALOG])  # the one rule
     for framework, by_hand in [("hf_bf16", "autocast_bf16"), ("hf_bf16", "autocast_forward_bf16"),
                                ("lightning_bf16_precision", "autocast_forward_bf16"),
                                ("hf_fused_optim", "optimizer_fused"), ("hf_torch_compile", "torch_compile_model")]:
@@ -265,7 +266,7 @@ def test_lightning_benchmark_declines(source: str, reason: str) -> None:
 
 
 def test_the_gpu_only_framework_settings_conflict_with_the_hand_written_backend_flags() -> None:
-    conflicts = {entry.codemod: set(entry.conflicts_with) for entry in CATALOG}
+    conflicts = rule([entry.spec(("train.py",)) for entry in CATALOG])  # the one rule
     by_id = {entry.codemod: entry for entry in CATALOG}
     for framework in ("hf_tf32", "lightning_benchmark"):
         assert "cuda_backend_flags" in conflicts[framework] and framework in conflicts["cuda_backend_flags"]

@@ -20,7 +20,7 @@ from infrarsi.seams.executor import Executor, Execution, TrialSpec
 from infrarsi.journal import Journal
 from infrarsi.patches import Effect, PatchSpec
 from infrarsi.trial import Candidate, Outcome
-from tests.conftest import infrarsi
+from tests.support.tinygpt import infrarsi
 
 EFFECT = Effect(time_ratio=1.0, time_sigma=0.1, mem_ratio=1.0, mem_sigma=0.1, source="test")
 

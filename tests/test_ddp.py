@@ -20,7 +20,7 @@ from infrarsi.contract.model import Launch
 from infrarsi.seams.executor import TrialSpec
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Outcome
-from tests.conftest import REPO, infrarsi
+from tests.support.tinygpt import REPO, infrarsi
 
 DDP = REPO / "fixtures" / "ddp"
 # --steps far beyond the 8 the contract measures, as a real job is configured: the bot ends the job after its

@@ -19,7 +19,7 @@ from infrarsi.journal import Journal
 from infrarsi.patches import Effect, PatchSpec
 from infrarsi.trial import Candidate
 from infrarsi.verify import VerdictKind
-from tests.conftest import infrarsi
+from tests.support.tinygpt import infrarsi
 
 pytestmark = pytest.mark.slow
 EFFECT = Effect(time_ratio=1.0, time_sigma=0.1, mem_ratio=1.0, mem_sigma=0.1, source="test")
@@ -38,7 +38,7 @@ def _commit(repo: Path) -> None:
 @pytest.fixture(scope="module")
 def _doctored_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One doctored repo per module (the doctor is most of each test's cost); tests get their own copy."""
-    from tests.conftest import TINY_ARGS, copy_fixture
+    from tests.support.tinygpt import TINY_ARGS, copy_fixture
 
     repo = copy_fixture(tmp_path_factory.mktemp("doctored") / "tinygpt")
     assert infrarsi("init", str(repo), "--command", f"python train.py {TINY_ARGS}").returncode == 0
@@ -113,7 +113,7 @@ def _hand_flops_and_peak(repo: Path) -> tuple[float, float]:
     import subprocess
     import sys
 
-    from tests.conftest import TINY_ARGS
+    from tests.support.tinygpt import TINY_ARGS
 
     out = subprocess.run([sys.executable, "-c", HAND_COUNT, *shlex.split(TINY_ARGS)], cwd=repo, capture_output=True,
                          text=True, timeout=120, check=True).stdout.split()
@@ -256,7 +256,7 @@ MID_ARGS = "--n-layer 2 --n-head 4 --d-model 256 --vocab-size 2048 --seq-len 128
 @pytest.mark.timing
 def test_a_real_speedup_is_promoted(tmp_path: Path) -> None:
     """bf16 autocast on a config where matmuls dominate: AMX makes it several times faster here."""
-    from tests.conftest import copy_fixture
+    from tests.support.tinygpt import copy_fixture
 
     repo = copy_fixture(tmp_path / "mid")
     assert infrarsi("init", str(repo), "--command", f"python train.py {MID_ARGS}").returncode == 0

@@ -20,7 +20,8 @@ import pytest
 
 from infrarsi.journal import Journal
 from infrarsi.trial import Outcome
-from tests.conftest import NO_COMPILE, SlurmCluster, infrarsi
+from tests.support.slurm import SlurmCluster
+from tests.support.tinygpt import NO_COMPILE, infrarsi
 
 pytestmark = pytest.mark.slow
 

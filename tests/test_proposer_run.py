@@ -11,7 +11,7 @@ import pytest
 from tests.support.repos import commit_all
 from tests.support.anthropic_replay import ReplayServer, load_recording
 from infrarsi.journal import Journal
-from tests.conftest import NO_COMPILE, infrarsi
+from tests.support.tinygpt import NO_COMPILE, infrarsi
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,8 @@ import pytest
 from tests.support.repos import commit_all
 from infrarsi.journal import Journal
 from infrarsi.trial import Outcome
-from tests.conftest import NO_COMPILE, infrarsi
-from tests.fake_github import TOKEN, FakeGitHub, TrialWorkflowRunner
+from tests.support.tinygpt import NO_COMPILE, infrarsi
+from tests.support.fake_github import TOKEN, FakeGitHub, TrialWorkflowRunner
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import pytest
 
 from infrarsi.journal import Journal
 from infrarsi.trial import Outcome
-from tests.conftest import NO_COMPILE, infrarsi
+from tests.support.tinygpt import NO_COMPILE, infrarsi
 from tests.support.processes import wait_for_job
 
 pytestmark = pytest.mark.slow

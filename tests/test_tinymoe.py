@@ -22,7 +22,7 @@ from infrarsi.contract.load import load_contract
 from infrarsi.seams.executor import TrialSpec
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Outcome
-from tests.conftest import REPO, infrarsi
+from tests.support.tinygpt import REPO, infrarsi
 
 TINYMOE = REPO / "fixtures" / "tinymoe"
 TINY_ARGS = ("--n-layer 1 --n-head 2 --d-model 32 --n-experts 4 --top-k 2 --d-expert 32 --capacity-factor 0 "

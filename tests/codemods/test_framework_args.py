@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bot.patching.catalog import CATALOG
-from tests.codemods.support import assert_codemod, assert_declines
+from tests.support.codemods import assert_codemod, assert_declines
 
 # TrainingArguments built in code, one argument per line with trailing comments (the common
 # fine-tuning script shape), next to a Trainer that consumes it.

@@ -2,7 +2,7 @@
 
 Use it from a test module by importing the tests and providing one fixture::
 
-    from tests.forge_contract import *  # noqa: F401,F403  (the test functions)
+    from tests.support.forge_contract import *  # noqa: F401,F403  (the test functions)
 
     @pytest.fixture
     def forge_harness(tmp_path) -> ForgeHarness:

@@ -33,7 +33,7 @@ from infrarsi.patches import PatchSpec
 from infrarsi.seams.executor import Executor
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 from infrarsi.verify import trial_invariants
-from tests.conftest import REPO, infrarsi
+from tests.support.tinygpt import REPO, infrarsi
 
 # Three blocks, so that skipping blocks is possible; milliseconds per step. With dropout: a re-split draws other
 # masks, so a candidate that splits the global batch otherwise must be compared with a baseline at its split.

@@ -32,7 +32,7 @@ from infrarsi.seams.forge import (
 )
 from tests.support.fake_github import TOKEN, FakeGitHub
 from tests.support.forge_contract import *  # noqa: F401,F403  (the contract's test functions)
-from tests.support.forge_contract import commit_on
+from tests.support.repos import commit_on
 
 
 @dataclass

@@ -10,7 +10,7 @@ import pytest
 from bot.forges.local import LocalForge
 from bot.stages.apply.merge import PromoteError, promote
 from tests.support.tinygpt import infrarsi
-from tests.support.forge_contract import commit_on
+from tests.support.repos import commit_on
 from tests.support.promotion import RUN_ID, clone_template, promoted_template, reverify_passes  # noqa: F401
 
 pytestmark = pytest.mark.slow

@@ -33,7 +33,6 @@ from __future__ import annotations
 import copy
 import re
 import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +51,7 @@ from infrarsi.verify import Verdict
 from tests.support.tinygpt import infrarsi
 from tests.support.fake_github import TOKEN, FakeGitHub, State
 from tests.support.promotion import RUN_ID, clone_template, passing_verdict, promoted_template  # noqa: F401
+from tests.support.repos import git
 
 pytestmark = pytest.mark.slow  # the shared template runs real trials once per session; each scenario is seconds
 BRANCH = f"infrarsi/promote/{RUN_ID}"
@@ -455,8 +455,8 @@ def test_the_promote_workflow_merges_from_a_fresh_clone(scene: Scene, tmp_path: 
     base = scene.fake.branch("main")
     fresh = tmp_path / "checkout"
     authed = scene.fake.clone_url.replace("http://", f"http://x-access-token:{TOKEN}@", 1)
-    subprocess.run(["git", "clone", "-q", "--branch", "main", authed, str(fresh)], check=True, capture_output=True)
-    subprocess.run(["git", "-C", str(fresh), "remote", "set-url", "origin", scene.fake.clone_url], check=True)
+    git(fresh.parent, "clone", "-q", "--branch", "main", authed, str(fresh))
+    git(fresh, "remote", "set-url", "origin", scene.fake.clone_url)
     assert not (fresh / ".infrarsi").exists()
     step = _workflow_step("Promote")
     assert step["run"] == 'infrarsi promote . --forge github --pr "$PR_NUMBER" --executor actions'

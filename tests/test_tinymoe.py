@@ -33,8 +33,6 @@ TINY_TOKENS = 4 * 16
 def make_repo(dest: Path, *, args: str = TINY_ARGS, tokens: int = TINY_TOKENS, knobs_extra: str = "",
               git: bool = True) -> Path:
     """A copy of tinymoe whose contract runs ``args``, locked and (optionally) committed."""
-    import pygit2
-
     repo = dest / "tinymoe"
     shutil.copytree(TINYMOE, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.lock"))
     toml = (repo / "infrarsi.toml").read_text()
@@ -46,10 +44,9 @@ def make_repo(dest: Path, *, args: str = TINY_ARGS, tokens: int = TINY_TOKENS, k
     result = infrarsi("lock", str(repo))
     assert result.returncode == 0, result.stderr
     if git:
-        from tests.support.repos import commit_all
+        from tests.support.repos import commit_tree
 
-        pygit2.init_repository(str(repo), initial_head="main")
-        commit_all(repo, "tinymoe with its contract")
+        commit_tree(repo, "tinymoe with its contract")
     return repo
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from tests.support.repos import commit_all
+from tests.support.repos import commit_tree
 from infrarsi.contract import load_contract
 from infrarsi.doctor import DoctorReport
 from infrarsi.journal import Journal
@@ -48,8 +48,7 @@ def make_promoted_run(dest: Path) -> Path:
     tail = tail.replace("users = []", 'users = ["alice"]\nteams = ["acme/perf"]', 1)
     (repo / "infrarsi.toml").write_text(head + "[approvers]\n" + tail, encoding="utf-8")
     _ok(infrarsi("lock", str(repo)))
-    pygit2.init_repository(str(repo), initial_head="main")
-    commit_all(repo, "tinygpt with its contract")
+    commit_tree(repo, "tinygpt with its contract")
     remote = dest / "remote.git"
     pygit2.init_repository(str(remote), bare=True, initial_head="main")
     git = pygit2.Repository(str(repo))

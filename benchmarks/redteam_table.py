@@ -8,7 +8,7 @@ Each cell is one real, witnessed trial of the candidate, judged as verification 
 ``tests/redteam``): tinygpt with dropout on the local executor, a self-hosted runner (the project's GitHub
 stand-in) and Slurm (a local cluster started for the run, like the tests'); the same model data-parallel on two
 ranks under torchrun; tinymoe on the local executor for the MoE cheats. "+ re-split" combines the cheat with
-another split of the global batch (``RESPLIT`` in tests/redteam/bench.py: tinygpt micro-batch 2 -> 1, tinymoe
+another split of the global batch (``RESPLIT`` in tests/support/redteam/bench.py: tinygpt micro-batch 2 -> 1, tinymoe
 4 -> 2, the DDP fixture 2 -> 1 of its four rows a rank), judged against the baseline run at that split. Honest
 catalog patches and knobs, and the baseline against itself, are rows too: they must read ``ok``. The results
 go to the data file; the table is rendered from it into the doc's ``redteam`` section (``--render-only``
@@ -55,7 +55,7 @@ def slurm_cluster() -> Iterator[None]:
 
 def _rows() -> list[dict[str, Any]]:
     """Every row: (name, what, which benches it runs on, the candidate's knobs and patches, honest or not)."""
-    from tests.redteam.cheats import GPT, MOE, SHARED
+    from tests.support.redteam.cheats import GPT, MOE, SHARED
 
     rows: list[dict[str, Any]] = []
     for c in SHARED:
@@ -98,8 +98,8 @@ def _judge(bench: Any, row: dict[str, Any], resplit: dict[str, Any] | None) -> d
 
 
 def measure(executors: list[str], resplit_on: list[str], work: Path, progress: Any) -> dict[str, Any]:
-    from tests.redteam.bench import RESPLIT, Bench, ddp_repo, gpt_repo, moe_repo
-    from tests.redteam.paths import executor_for
+    from tests.support.redteam.bench import RESPLIT, Bench, ddp_repo, gpt_repo, moe_repo
+    from tests.support.redteam.paths import executor_for
 
     rows = _rows()
     cells: dict[str, dict[str, Any]] = {r["name"]: {} for r in rows}

@@ -17,36 +17,13 @@ os.environ.setdefault("INFRARSI_BANK", os.path.join(__import__("tempfile").mkdte
 
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
-import sys
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
 
-import pytest
+import pytest  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-TINYGPT = REPO / "fixtures" / "tinygpt"
-# A config of the fixture that trains for real in milliseconds per step.
-TINY_ARGS = "--n-layer 1 --n-head 2 --d-model 64 --vocab-size 256 --seq-len 32 --global-batch 4 --steps 8"
-TINY_TOKENS = 4 * 32
-# For the tests of a whole run (resume, parallel trials, the executors' runs): a torch.compile trial costs 3-5x an
-# eager one on a CPU, and those tests are about the loop, not the search's choices.
-NO_COMPILE = """
-[[constraints]]
-kind = "forbid"
-when = { compile = true }
-reason = "keeps the test short"
-"""
-
-
-def copy_fixture(dest: Path) -> Path:
-    shutil.copytree(TINYGPT, dest, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.*"))
-    return dest
-
-
-def infrarsi(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI in a fresh interpreter, as a user would."""
-    return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout)
+from tests.support.slurm import SLURM_SCRIPTS, SlurmCluster, slurm_missing  # noqa: E402
+from tests.support.tinygpt import TINY_ARGS, copy_fixture, infrarsi  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -68,31 +45,6 @@ def tiny_repo(tmp_path: Path, tiny_template: Path) -> Path:
 
 
 # -- a real Slurm cluster on loopback (scripts/slurm), shared by every Slurm test of the session ------------
-SLURM_SCRIPTS = REPO / "scripts" / "slurm"
-
-
-class SlurmCluster:
-    """A running local cluster: two nodes (n1, n2) on 127.0.0.1, its state directory and ``SLURM_CONF``."""
-
-    def __init__(self, state: Path, conf: str, startup_s: float) -> None:
-        self.state, self.conf, self.startup_s = state, conf, startup_s
-        self.nodes = ("n1", "n2")
-
-    def run(self, *argv: str) -> str:
-        """A Slurm client (scontrol, squeue, scancel) against this cluster; its stdout."""
-        env = {**os.environ, "SLURM_CONF": self.conf}
-        return subprocess.run(list(argv), capture_output=True, text=True, env=env, timeout=30, check=True).stdout
-
-
-def _slurm_missing() -> str | None:
-    if os.geteuid() != 0:
-        return "the local Slurm cluster needs root (CI runs as root)"
-    missing = [t for t in ("munged", "slurmctld", "slurmd", "sbatch") if shutil.which(t) is None]
-    if missing:
-        return f"{', '.join(missing)} not installed (apt-get install --no-install-recommends slurm-wlm munge)"
-    return None
-
-
 @pytest.fixture(scope="session")
 def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[SlurmCluster]:
     """Start munge + slurmctld + two slurmd for the session; skip, saying why, where Slurm is not installed."""
@@ -100,7 +52,7 @@ def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[SlurmCluster]:
     import time
 
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    why = _slurm_missing()
+    why = slurm_missing()
     if why:
         if reporter is not None:
             reporter.write_line(f"\nSKIPPING the Slurm tests: {why}", yellow=True)

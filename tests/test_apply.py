@@ -9,16 +9,11 @@ import pygit2
 import pytest
 
 from bot.forges.local import LocalForge
-from tests.conftest import infrarsi
-from tests.promotion_helpers import RUN_ID, clone_template, pull_records, shared_template, write_run_json
+from tests.support.tinygpt import infrarsi
+from tests.support.promotion import RUN_ID, clone_template, promoted_template, pull_records, write_run_json  # noqa: F401
 
 pytestmark = pytest.mark.slow
 BRANCH = f"infrarsi/promote/{RUN_ID}"
-
-
-@pytest.fixture(scope="session")
-def promoted_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_template(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-import pygit2
 import pytest
 
 from bot.stages.run.candidate import run_candidate
@@ -20,7 +18,8 @@ from infrarsi.seams.executor import Executor, Execution, TrialSpec
 from infrarsi.journal import Journal
 from infrarsi.patches import Effect, PatchSpec
 from infrarsi.trial import Candidate, Outcome
-from tests.conftest import infrarsi
+from tests.support.tinygpt import infrarsi
+from tests.support.repos import commit_tree, git
 
 EFFECT = Effect(time_ratio=1.0, time_sigma=0.1, mem_ratio=1.0, mem_sigma=0.1, source="test")
 
@@ -38,18 +37,10 @@ class MustNotLaunch(Executor):
         raise AssertionError(f"a rejected candidate was launched: {spec.argv}")
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
-
-
 @pytest.fixture
 def git_repo(tiny_repo: Path) -> Path:
     """The tiny fixture, contract and lock included, committed as a real repository."""
-    repo = pygit2.init_repository(str(tiny_repo), initial_head="main")
-    repo.index.add_all()
-    repo.index.write()
-    sig = pygit2.Signature("dev", "dev@example.com")
-    repo.create_commit("HEAD", sig, sig, "fixture", repo.index.write_tree(), [])
+    commit_tree(tiny_repo, "fixture")
     return tiny_repo
 
 
@@ -62,7 +53,7 @@ def _run(repo: Path, candidate: Candidate, patches: dict[str, PatchSpec], execut
     contract = load_contract(repo)
     with Journal(repo / ".infrarsi" / "journal.sqlite") as journal:
         journal.ensure_run("t", kind="test")
-        record = run_candidate(contract, read_lock(repo), repo=repo, base=_git(repo, "rev-parse", "HEAD").strip(),
+        record = run_candidate(contract, read_lock(repo), repo=repo, base=git(repo, "rev-parse", "HEAD").strip(),
                                run_id="t", candidate=candidate, patches=patches, executor=executor, journal=journal)
         stored = journal.trials("t")
     return record, stored
@@ -70,29 +61,29 @@ def _run(repo: Path, candidate: Candidate, patches: dict[str, PatchSpec], execut
 
 @pytest.mark.slow
 def test_a_catalog_patch_runs_as_one_commit_on_its_own_branch(git_repo: Path) -> None:
-    before_status = _git(git_repo, "status", "--porcelain")
+    before_status = git(git_repo, "status", "--porcelain")
     model_before = (git_repo / "model.py").read_bytes()
     patches = applicable_patches(load_contract(git_repo))
     candidate = Candidate.of(load_contract(git_repo).defaults(), ["sdpa_causal_attention"])
     record, stored = _run(git_repo, candidate, patches, LocalExecutor())
     assert record.outcome is Outcome.OK, record.reason
     branch = trial_branch("t", 1)
-    log = _git(git_repo, "log", "--format=%H %an%n%B", branch, "-1")
+    log = git(git_repo, "log", "--format=%H %an%n%B", branch, "-1")
     assert log.startswith(f"{record.commit} infrarsi-bot")
     trailers = read_trailers(git_repo, record.commit)
     assert trailers == {"InfraRSI-Run": "t", "InfraRSI-Trial": "1", "InfraRSI-Candidate": candidate.digest()}
-    assert _git(git_repo, "rev-list", "--count", f"main..{branch}").strip() == "1"
-    assert _git(git_repo, "diff", "--name-only", "main", branch).split() == ["model.py"]
-    assert "scaled_dot_product_attention" in _git(git_repo, "show", f"{branch}:model.py")
+    assert git(git_repo, "rev-list", "--count", f"main..{branch}").strip() == "1"
+    assert git(git_repo, "diff", "--name-only", "main", branch).split() == ["model.py"]
+    assert "scaled_dot_product_attention" in git(git_repo, "show", f"{branch}:model.py")
     # The user's working tree is untouched and the worktree is gone.
     assert (git_repo / "model.py").read_bytes() == model_before
-    assert _git(git_repo, "status", "--porcelain") == before_status
-    assert len(_git(git_repo, "worktree", "list").splitlines()) == 1
+    assert git(git_repo, "status", "--porcelain") == before_status
+    assert len(git(git_repo, "worktree", "list").splitlines()) == 1
     (change,) = record.audit
     assert change["path"] == "model.py" and change["symbol"] == "CausalSelfAttention.forward"
     assert change["lines_added"] > 0 and change["lines_removed"] > 0
-    assert change["blob_before"] == _git(git_repo, "rev-parse", "main:model.py").strip()
-    assert change["blob_after"] == _git(git_repo, "rev-parse", f"{branch}:model.py").strip()
+    assert change["blob_before"] == git(git_repo, "rev-parse", "main:model.py").strip()
+    assert change["blob_after"] == git(git_repo, "rev-parse", f"{branch}:model.py").strip()
     assert stored[0].audit == record.audit
 
 
@@ -119,7 +110,7 @@ def test_rejected_candidates_launch_nothing_and_name_the_offender(git_repo: Path
     assert record.cost_s == 0.0 and executor.calls == []
     assert stored[0].outcome is Outcome.REJECTED
     # No branch is left for a candidate that never became a commit.
-    assert trial_branch("t", 1) not in _git(git_repo, "branch", "--list")
+    assert trial_branch("t", 1) not in git(git_repo, "branch", "--list")
 
 
 def test_module_level_import_and_new_file_are_rejected(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,8 +135,8 @@ def test_module_level_import_and_new_file_are_rejected(git_repo: Path, monkeypat
 
 
 def test_a_stale_branch_is_refused_and_gc_cleans_it(git_repo: Path) -> None:
-    head = _git(git_repo, "rev-parse", "HEAD").strip()
-    _git(git_repo, "branch", trial_branch("t", 1), head)  # left behind by a killed run
+    head = git(git_repo, "rev-parse", "HEAD").strip()
+    git(git_repo, "branch", trial_branch("t", 1), head)  # left behind by a killed run
     with pytest.raises(StaleBranchError):
         _run(git_repo, Candidate.of({}, []), {}, MustNotLaunch())
     with Journal(git_repo / ".infrarsi" / "journal.sqlite") as journal:
@@ -153,7 +144,7 @@ def test_a_stale_branch_is_refused_and_gc_cleans_it(git_repo: Path) -> None:
     result = infrarsi("gc", str(git_repo))
     assert result.returncode == 0, result.stderr
     assert trial_branch("t", 1) in result.stdout
-    assert trial_branch("t", 1) not in _git(git_repo, "branch", "--list")
+    assert trial_branch("t", 1) not in git(git_repo, "branch", "--list")
 
 
 def test_cli_trial_with_patch_and_patches_listing(git_repo: Path) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from tests.conftest import TINY_ARGS, copy_fixture, infrarsi
+from tests.support.tinygpt import TINY_ARGS, copy_fixture, infrarsi
 
 BAD_INPUT, NOT_RIGHT = 2, 1
 

@@ -147,7 +147,7 @@ def test_no_contract(tmp_path: Path) -> None:
 
 
 def test_cli_prints_the_error_without_traceback(tmp_path: Path) -> None:
-    from tests.conftest import infrarsi
+    from tests.support.tinygpt import infrarsi
 
     repo = _repo(tmp_path, BASE.replace('default = "fp32"', 'default = "fp16"'))
     result = infrarsi("check", str(repo))

@@ -12,9 +12,7 @@ from bot.forges.local import LocalForge
 from bot.stages.apply.merge import promote
 from bot.stages.apply.open_pr import apply_run
 from bot.stages.report.build import load_report
-from tests.promotion_helpers import clone_template
-from tests.test_apply import promoted_template  # noqa: F401  (the session fixture)
-from tests.test_promote import _passing
+from tests.support.promotion import clone_template, promoted_template, reverify_passes  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -48,5 +46,5 @@ def test_report_apply_and_promote_each_parse_the_contract_once(promoted_template
     forge = LocalForge(repo.parent / "remote.git")
     forge.submit_review(1, "alice", "APPROVED")
     parses.clear()
-    result = promote(repo, 1, forge=forge, reverify=_passing, say=lambda _: None)
+    result = promote(repo, 1, forge=forge, reverify=reverify_passes, say=lambda _: None)
     assert result.verdict.promoted and parses[contract] == 1

@@ -13,6 +13,7 @@ import pytest
 
 from bot.workspace.worktrees import link_data
 from infrarsi.contract.load import load_contract
+from tests.support.repos import git_commit_tree
 
 INFRARSI = [sys.executable, "-m", "bot"]
 
@@ -36,10 +37,6 @@ JOB = textwrap.dedent('''
 ''')
 
 
-def _git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
-
-
 def _repo(tmp_path: Path, overwrite: int = 0) -> Path:
     root = tmp_path / "repo"
     (root / "data" / "corpus").mkdir(parents=True)
@@ -47,9 +44,7 @@ def _repo(tmp_path: Path, overwrite: int = 0) -> Path:
     (root / ".gitignore").write_text("data/corpus/\n")
     (root / "data" / "corpus" / "train.txt").write_text("the quick brown fox " * 50)
     (root / "data" / "corpus" / "vocab.json").write_text(json.dumps({"a": 1}))
-    _git(root, "init", "-q")
-    _git(root, "add", "-A")
-    _git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "job")
+    git_commit_tree(root, "job")
     out = subprocess.run(INFRARSI + ["init", str(root), "--command",
                                      f"python train.py --steps 6 --overwrite {overwrite}"],
                          capture_output=True, text=True)
@@ -148,9 +143,7 @@ def _parent_repo(tmp_path: Path) -> Path:
     (tmp_path / "data" / "train.txt").write_text("the quick brown fox " * 50)
     (tmp_path / "outputs").mkdir()  # what a job writes next to the repo is not data
     (root / "train.py").write_text(PARENT_JOB.replace('"../data")', '"../data")  # also ../outputs'))
-    _git(root, "init", "-q")
-    _git(root, "add", "-A")
-    _git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "job")
+    git_commit_tree(root, "job")
     out = subprocess.run(INFRARSI + ["init", str(root), "--command", "python train.py --steps 6"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

@@ -20,7 +20,7 @@ from infrarsi.contract.model import Launch
 from infrarsi.seams.executor import TrialSpec
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Outcome
-from tests.conftest import REPO, infrarsi
+from tests.support.tinygpt import REPO, infrarsi
 
 DDP = REPO / "fixtures" / "ddp"
 # --steps far beyond the 8 the contract measures, as a real job is configured: the bot ends the job after its
@@ -34,9 +34,7 @@ TINY_TOKENS = 8 * 32
 
 def make_repo(dest: Path, *, git: bool = True) -> Path:
     """A copy of the ddp fixture whose contract runs the tiny config (4 rows per rank), locked and committed."""
-    import pygit2
-
-    from tests.support.repos import commit_all
+    from tests.support.repos import commit_tree
 
     repo = dest / "ddp"
     shutil.copytree(DDP, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.lock"))
@@ -48,8 +46,7 @@ def make_repo(dest: Path, *, git: bool = True) -> Path:
     result = infrarsi("lock", str(repo))
     assert result.returncode == 0, result.stderr
     if git:
-        pygit2.init_repository(str(repo), initial_head="main")
-        commit_all(repo, "ddp with its contract")
+        commit_tree(repo, "ddp with its contract")
     return repo
 
 

@@ -12,27 +12,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.patching.catalog import CATALOG
 from infrarsi.contract.model import Knob
 from infrarsi.conflicts import clashes
 from infrarsi.decisions import knob_decides
-from infrarsi.patches import PatchSpec
 from infrarsi.search.engine import SearchEngine
-from infrarsi.search.space import SearchSpace
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
-
-# The knobs `infrarsi init` drafts for the demo's tinygpt (fixtures/tinygpt/train.py's performance flags).
-DEMO_KNOBS = (
-    Knob(name="micro_batch", kind="int", default=2, values=(1, 2, 4, 8, 16), flag="--micro-batch"),
-    Knob(name="dtype", kind="categorical", default="fp32", values=("fp32", "bf16"), flag="--dtype"),
-    Knob(name="compile", kind="int", default=0, values=(0, 1), flag="--compile"),
-    Knob(name="threads", kind="int", default=0, values=(0, 1, 2), flag="--threads"),
-    Knob(name="optimizer", kind="categorical", default="adamw", values=("adamw", "adamw_foreach", "adamw_fused"),
-         flag="--optimizer"),
-    Knob(name="grad_ckpt", kind="int", default=0, values=(0, 1), flag="--grad-ckpt"),
-)
-PATCHES: tuple[PatchSpec, ...] = tuple(e.spec(("model.py",)) for e in CATALOG)
-SPACE = SearchSpace.from_contract(DEMO_KNOBS, (), PATCHES)
+from infrarsi.trial import Candidate
+from tests.support.demo_space import DEMO_KNOBS, PATCHES, SPACE, demo_record
 
 
 def deciders(candidate: Candidate) -> Counter[str]:
@@ -87,16 +72,9 @@ def test_sampled_points_and_their_neighbours_never_decide_twice(seed: int) -> No
         assert_one_each(SPACE.neighbors(p))
 
 
-def _record(no: int, c: Candidate) -> TrialRecord:
-    values = c.knob_dict()
-    t = 0.1 * (0.6 if values["dtype"] == "bf16" else 1.0) * (0.8 if c.patches else 1.0)
-    return TrialRecord(run_id="p", trial_no=no, candidate=c, outcome=Outcome.OK,
-                       metrics=TrialMetrics(step_time_s=t, step_times_s=(t,) * 4, peak_mem_bytes=2**28))
-
-
 def test_the_engine_never_proposes_two_settings_that_decide_the_same_thing() -> None:
     engine = SearchEngine(SPACE, seed=3)
     proposed = [p.candidate for p in engine.initial_batch(8)]
-    engine.observe([_record(i, c) for i, c in enumerate(proposed, start=1)])
+    engine.observe([demo_record(i, c) for i, c in enumerate(proposed, start=1)])
     more = [p.candidate for p in engine.next_batch(4)]
     assert_one_each(proposed + more)

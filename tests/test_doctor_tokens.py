@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from infrarsi.doctor import tokens_note
-from tests.conftest import infrarsi
+from tests.support.tinygpt import infrarsi
 from tests.support.witnessed import work_reference
 
 # A job that prints its steps and says nothing about tokens: 4 x 8 token ids reach the embedding each step.

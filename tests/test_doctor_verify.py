@@ -6,7 +6,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pygit2
 import pytest
 
 from bot.stages.run.candidate import TrialContext, trial_context
@@ -19,30 +18,21 @@ from infrarsi.journal import Journal
 from infrarsi.patches import Effect, PatchSpec
 from infrarsi.trial import Candidate
 from infrarsi.verify import VerdictKind
-from tests.conftest import infrarsi
+from tests.support.tinygpt import infrarsi
+from tests.support.repos import commit_tree
 
 pytestmark = pytest.mark.slow
 EFFECT = Effect(time_ratio=1.0, time_sigma=0.1, mem_ratio=1.0, mem_sigma=0.1, source="test")
 
 
-def _commit(repo: Path) -> None:
-    git = pygit2.init_repository(str(repo), initial_head="main") if not (repo / ".git").exists() \
-        else pygit2.Repository(str(repo))
-    git.index.add_all()
-    git.index.write()
-    sig = pygit2.Signature("dev", "dev@example.com")
-    parents = [] if git.head_is_unborn else [git.head.target]
-    git.create_commit("HEAD", sig, sig, "fixture", git.index.write_tree(), parents)
-
-
 @pytest.fixture(scope="module")
 def _doctored_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One doctored repo per module (the doctor is most of each test's cost); tests get their own copy."""
-    from tests.conftest import TINY_ARGS, copy_fixture
+    from tests.support.tinygpt import TINY_ARGS, copy_fixture
 
     repo = copy_fixture(tmp_path_factory.mktemp("doctored") / "tinygpt")
     assert infrarsi("init", str(repo), "--command", f"python train.py {TINY_ARGS}").returncode == 0
-    _commit(repo)
+    commit_tree(repo, "fixture")
     result = infrarsi("doctor", str(repo), "--repeats", "3", "--run-id", "d")
     assert result.returncode == 0, result.stderr
     return repo
@@ -113,7 +103,7 @@ def _hand_flops_and_peak(repo: Path) -> tuple[float, float]:
     import subprocess
     import sys
 
-    from tests.conftest import TINY_ARGS
+    from tests.support.tinygpt import TINY_ARGS
 
     out = subprocess.run([sys.executable, "-c", HAND_COUNT, *shlex.split(TINY_ARGS)], cwd=repo, capture_output=True,
                          text=True, timeout=120, check=True).stdout.split()
@@ -243,7 +233,7 @@ def verify_candidate_once(repo: Path, candidate: Candidate, extra: dict[str, Pat
 def test_a_locked_file_edited_after_the_lock_makes_trials_invalid(doctored: Path) -> None:
     harness = doctored / "harness.py"
     harness.write_text(harness.read_text() + "\n# edited after the lock\n")
-    _commit(doctored)
+    commit_tree(doctored, "fixture")
     contract = load_contract(doctored)
     verdict = verify_candidate_once(doctored, Candidate.of(contract.defaults(), ["fused_gelu"]), {})
     assert verdict.kind is VerdictKind.INVALID
@@ -256,7 +246,7 @@ MID_ARGS = "--n-layer 2 --n-head 4 --d-model 256 --vocab-size 2048 --seq-len 128
 @pytest.mark.timing
 def test_a_real_speedup_is_promoted(tmp_path: Path) -> None:
     """bf16 autocast on a config where matmuls dominate: AMX makes it several times faster here."""
-    from tests.conftest import copy_fixture
+    from tests.support.tinygpt import copy_fixture
 
     repo = copy_fixture(tmp_path / "mid")
     assert infrarsi("init", str(repo), "--command", f"python train.py {MID_ARGS}").returncode == 0

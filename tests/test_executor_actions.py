@@ -39,8 +39,8 @@ from infrarsi.seams.executor_codec import spec_to_dict
 from infrarsi.contract.model import ActionsLaunch
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Outcome
-from tests.fake_github import TOKEN, FakeGitHub, RunPlan, TrialWorkflowRunner
-from tests.test_executor_contract import PROBE  # the executor contract suite itself runs over "actions" there
+from tests.support.fake_github import TOKEN, FakeGitHub, RunPlan, TrialWorkflowRunner
+from tests.support.probe_job import PROBE  # the executor contract suite itself runs over "actions" too
 
 TRIAL_BRANCH = "infrarsi/r1/1"
 

@@ -6,7 +6,7 @@ Under the torchrun executor every job runs as two ranks on loopback; under the
 Slurm executor every job is a batch job on the local cluster (tests/conftest.py). Under the
 Actions executor the job's directory is a git repository on a trial branch;
 each job is committed, pushed to the local GitHub-shaped server and dispatched,
-and a simulated self-hosted runner (tests/fake_github.TrialWorkflowRunner) clones
+and a simulated self-hosted runner (tests.support.fake_github.TrialWorkflowRunner) clones
 the branch and runs the workflow's real step, ``python -m bot.executors.actions``.
 """
 
@@ -31,6 +31,7 @@ from infrarsi.measure import classify, summarize
 from infrarsi.invariants import build_reference, record_invariants, witnessed_report
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 from infrarsi.witness import WitnessReport
+from tests.support.probe_job import PROBE
 
 EXECUTORS = {
     "local": lambda: LocalExecutor(sample_interval_s=0.02),
@@ -100,7 +101,7 @@ def _actions(repo: Path, factory: pytest.TempPathFactory) -> Iterator[Executor]:
     from bot.forges.github import GitHubForge
     from bot.forges.github_api import GitHubTarget
     from tests.support.repos import init_repo
-    from tests.fake_github import TOKEN, FakeGitHub, TrialWorkflowRunner
+    from tests.support.fake_github import TOKEN, FakeGitHub, TrialWorkflowRunner
 
     fake = FakeGitHub(factory.mktemp("github")).start()
     try:
@@ -121,16 +122,6 @@ def _script(tmp_path: Path, body: str) -> tuple[str, ...]:
     path = tmp_path / "job.py"
     path.write_text(textwrap.dedent(body))
     return (sys.executable, str(path))
-
-
-PROBE = """
-import json, os
-_fd = int(os.environ["INFRARSI_PROBE_FD"]) if "INFRARSI_PROBE_FD" in os.environ else \\
-    os.open(os.environ["INFRARSI_PROBE_FILE"], os.O_WRONLY | os.O_APPEND)
-_rank = {"rank": int(os.environ["RANK"])} if "RANK" in os.environ else {}
-def step(i, **kw):
-    os.write(_fd, (json.dumps({"event": "step", "step": i, **_rank, **kw}) + "\\n").encode())
-"""
 
 
 def _alive(pids: list[int]) -> list[int]:

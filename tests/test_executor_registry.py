@@ -29,7 +29,7 @@ from infrarsi.contract.errors import ContractError
 from infrarsi.contract.load import EXECUTORS as CONTRACT_EXECUTORS
 from infrarsi.contract.load import parse_contract
 from infrarsi.contract.model import ActionsLaunch
-from tests.fake_github import TOKEN
+from tests.support.fake_github import TOKEN
 
 BASE = {"workload": {"command": "python train.py", "tokens_per_step": 64}}
 

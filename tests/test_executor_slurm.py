@@ -32,7 +32,8 @@ from infrarsi.measure import classify, summarize
 from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.trial import Outcome
 from infrarsi.witness import WitnessReport
-from tests.conftest import REPO, SlurmCluster
+from tests.support.slurm import SlurmCluster
+from tests.support.tinygpt import REPO
 
 pytestmark = pytest.mark.slow
 

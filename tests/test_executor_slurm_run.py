@@ -15,12 +15,13 @@ import sys
 import time
 from pathlib import Path
 
-import pygit2
 import pytest
 
 from infrarsi.journal import Journal
 from infrarsi.trial import Outcome
-from tests.conftest import NO_COMPILE, SlurmCluster, infrarsi
+from tests.support.slurm import SlurmCluster
+from tests.support.tinygpt import NO_COMPILE, infrarsi
+from tests.support.repos import commit_tree
 
 pytestmark = pytest.mark.slow
 
@@ -45,11 +46,7 @@ def slurm_repo(tiny_repo: Path, slurm_cluster: SlurmCluster) -> Path:
     contract = tiny_repo / "infrarsi.toml"
     contract.write_text(contract.read_text() + SLURM_CONTRACT)
     assert infrarsi("lock", str(tiny_repo)).returncode == 0
-    git = pygit2.init_repository(str(tiny_repo), initial_head="main")
-    git.index.add_all()
-    git.index.write()
-    sig = pygit2.Signature("dev", "dev@example.com")
-    git.create_commit("HEAD", sig, sig, "fixture", git.index.write_tree(), [])
+    commit_tree(tiny_repo, "fixture")
     return tiny_repo
 
 

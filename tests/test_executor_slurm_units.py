@@ -19,7 +19,7 @@ from infrarsi.contract.load import parse_contract
 from infrarsi.contract.model import SlurmLaunch
 from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.trial import StepEvent
-from tests.conftest import REPO
+from tests.support.tinygpt import REPO
 
 DDP = REPO / "fixtures" / "ddp"
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.repos import git_commit_tree
+
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tunedgpt"
 BOT = [sys.executable, "-m", "bot"]
 COMMAND = "python train.py --seq-len 128 --global-batch 8 --micro-batch 8 --steps 6"
@@ -20,8 +22,7 @@ ALREADY_DONE = ("sdpa_causal_attention", "fused_gelu", "optimizer_fused", "optim
 def test_the_catalog_declines_what_the_tuned_job_already_does(tmp_path: Path) -> None:
     repo = tmp_path / "tunedgpt"
     shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__"))
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"]):
-        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+    git_commit_tree(repo, "x")
     init = subprocess.run(BOT + ["init", str(repo), "--command", COMMAND], capture_output=True, text=True)
     assert init.returncode == 0, init.stdout + init.stderr
     listed = subprocess.run(BOT + ["patches", str(repo), "--json"], capture_output=True, text=True)

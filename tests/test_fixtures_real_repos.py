@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from infrarsi.contract.load import load_contract
+from tests.support.repos import git_commit_tree
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 BOT = [sys.executable, "-m", "bot"]
@@ -38,8 +39,7 @@ def _repo(tmp_path: Path, name: str) -> Path:
     root = tmp_path / name
     shutil.copytree(FIXTURES / name, root, ignore=shutil.ignore_patterns("__pycache__", "out", "outputs",
                                                                         "lightning_logs", "*.bin", "meta.json"))
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"]):
-        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+    git_commit_tree(root, "x")
     return root
 
 

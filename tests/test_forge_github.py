@@ -1,6 +1,6 @@
 """The GitHub forge against a local server speaking GitHub's REST API and git smart HTTP.
 
-The contract suite (tests/forge_contract.py) runs here over the GitHub forge;
+The contract suite (tests/support/forge_contract.py) runs here over the GitHub forge;
 the tests below it assert on the exact requests the forge sent.
 """
 
@@ -30,9 +30,9 @@ from infrarsi.seams.forge import (
     StatusState,
     approvals,
 )
-from tests.fake_github import TOKEN, FakeGitHub
-from tests.forge_contract import *  # noqa: F401,F403  (the contract's test functions)
-from tests.forge_contract import commit_on
+from tests.support.fake_github import TOKEN, FakeGitHub
+from tests.support.forge_contract import *  # noqa: F401,F403  (the contract's test functions)
+from tests.support.repos import commit_on
 
 
 @dataclass

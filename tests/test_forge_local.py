@@ -13,8 +13,8 @@ from bot.forges import open_forge
 from bot.forges.local import LocalForge, local_remote_path
 from tests.support.repos import init_repo
 from infrarsi.seams.forge import ForgeError, MergeMethod, ReviewState, StatusState
-from tests.forge_contract import *  # noqa: F401,F403  (the contract suite's tests)
-from tests.forge_contract import commit_on
+from tests.support.forge_contract import *  # noqa: F401,F403  (the contract suite's tests)
+from tests.support.repos import commit_on
 
 
 @dataclass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pygit2
@@ -21,19 +20,13 @@ from bot.workspace import (
     trial_worktree,
 )
 from bot.workspace.commits import format_message
-from tests.support.repos import MODEL_V1, make_model_repo
+from tests.support.repos import MODEL_V1, git, make_model_repo
 
 TRAILERS = {
     "InfraRSI-Run": "run-7",
     "InfraRSI-Trial": "3",
     "InfraRSI-Candidate": "channels-last-7f3a",
 }
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
-    ).stdout
 
 
 @pytest.fixture

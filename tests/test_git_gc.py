@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pygit2
@@ -20,13 +19,7 @@ from bot.workspace import (
     remove_trial_worktree,
     trial_worktree,
 )
-from tests.support.repos import make_model_repo
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
-    ).stdout
+from tests.support.repos import git, make_model_repo
 
 
 def branches(repo: Path) -> set[str]:

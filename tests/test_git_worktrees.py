@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 import threading
 from pathlib import Path
 
@@ -24,13 +23,7 @@ from bot.workspace import (
     trial_branch,
     trial_worktree,
 )
-from tests.support.repos import MODEL_V1, MODEL_V2, make_model_repo
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
-    ).stdout
+from tests.support.repos import MODEL_V1, MODEL_V2, git, make_model_repo
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, TINY_ARGS
+from tests.support.tinygpt import REPO, TINY_ARGS
 
 
 @pytest.mark.slow  # init's dry run trains the tiny config once

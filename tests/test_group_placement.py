@@ -6,14 +6,12 @@ from dataclasses import replace
 
 import pytest
 
-from benchmarks.search_tuners import engine_space, prediction_error, simulated_records, without_derived
 from infrarsi.parallel.group_placement import TIME_PRIORS, placement_features
 from infrarsi.search.builtin_priors import builtin_priors
 from infrarsi.contract.model import Knob
 from infrarsi.search.derived import GroupPlacement
 from infrarsi.search.features import build_features
 from infrarsi.search.space import SearchSpace
-from simlab.cluster import SimulatedJob
 from infrarsi.trial import Candidate
 
 MEGATRON = [Knob(name="tp", kind="int", default=1, values=(1, 2, 4, 8), flag="--tensor-model-parallel-size"),
@@ -52,23 +50,3 @@ def test_the_columns_are_relative_to_the_baseline_pair_with_nothing_and_price_co
     assert col not in fmap.squares and all(col not in pair for pair in fmap.pairs)
     assert priors.time["off_node:ep"] == TIME_PRIORS["ep"] and priors.time_parts["off_node:ep"] == "communication"
     assert priors.memory["off_node:ep"][0] == 0.0 and priors.unknown_names(space) == []
-
-
-def test_the_engine_predicts_experts_kept_in_a_node_from_runs_that_spread_them() -> None:
-    """Simulated mixtral-8x7b on two H100 nodes: every measured layout with experts spread (tp = 8, ep = 2;
-    tp = 4, ep = 4) sends the all-to-all over the network. tp = 4, ep = 2 keeps it on NVLink; per-knob
-    slopes read the network's cost as a cost of ep and tp and miss it there."""
-    job = SimulatedJob("mixtral-8x7b", "h100-2x8", seed=0)
-    base = {**job.space.default(), "zero": 1, "recompute": "selective", "sequence_parallel": True,
-            "flash_attention": True, "grouped_gemm": True, "micro_batch": 2}
-    tried = [{**base, "tp": tp, "ep": ep, "pp": pp} for tp, ep, pp in
-             ((8, 1, 2), (8, 2, 1), (4, 4, 1), (4, 1, 4), (8, 1, 1), (4, 1, 2))]
-    records = simulated_records(job, tried)
-    assert all(r.outcome.value == "ok" for r in records)
-    target = {**base, "tp": 4, "ep": 2, "pp": 1}
-    space = engine_space(job)
-    plain = without_derived(space, "off_node:")
-    assert len(plain.derived) < len(space.derived)
-    errors = {label: prediction_error(s, job, records, target)
-              for label, s in (("with", space), ("without", plain))}
-    assert abs(errors["with"]) < 0.05 < abs(errors["without"]), errors  # 4.5% and 7.3% at the time of writing

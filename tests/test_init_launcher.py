@@ -15,6 +15,7 @@ import pytest
 from bot.stages.init.launcher import LaunchError, split_launcher
 from infrarsi.search.design_columns import derived_features
 from infrarsi.contract.load import load_contract
+from tests.support.repos import git_commit_tree
 
 INFRARSI = [sys.executable, "-m", "bot"]
 
@@ -47,8 +48,7 @@ def _init(tmp_path: Path, command: str) -> tuple[subprocess.CompletedProcess, Pa
     root = tmp_path / "repo"
     root.mkdir()
     (root / "pretrain_gpt.py").write_text(MEGATRON_LIKE)
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "job"]):
-        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+    git_commit_tree(root, "job")
     out = subprocess.run(INFRARSI + ["init", str(root), "--command", command], capture_output=True, text=True)
     return out, root
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from infrarsi.contract.load import load_contract
+from tests.support.repos import git_commit_tree
 
 INFRARSI = [sys.executable, "-m", "bot"]
 
@@ -189,8 +190,7 @@ def _repo(tmp_path: Path, files: dict[str, str], command: str) -> Path:
     root.mkdir()
     for name, text in files.items():
         (root / name).write_text(text)
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "job"]):
-        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+    git_commit_tree(root, "job")
     out = subprocess.run(INFRARSI + ["init", str(root), "--command", command], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return root

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from infrarsi.contract.load import load_contract
+from tests.support.repos import git_commit_tree
 
 INFRARSI = [sys.executable, "-m", "bot"]
 
@@ -53,8 +54,7 @@ def _init(tmp_path: Path, command: str, source: str | None = None) -> Path:
     root = tmp_path / "repo"
     root.mkdir()
     (root / "train_gpt2.py").write_text(JOB if source is None else source)
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "job"]):
-        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+    git_commit_tree(root, "job")
     out = subprocess.run(INFRARSI + ["init", str(root), "--command", command], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return root

@@ -17,7 +17,7 @@ from pathlib import Path
 from bot.stages.init.data_check import missing_in_trial
 from bot.stages.init.path_refs import path_references
 from infrarsi.contract.load import load_contract
-from tests.support.repos import commit_tree
+from tests.support.repos import commit_tree, git
 
 BOT = [sys.executable, "-m", "bot"]
 
@@ -84,7 +84,7 @@ def test_check_names_the_untracked_paths_the_job_opens_that_data_lacks(tmp_path:
 
     # a trial's worktree holds only what git tracks: the crash says what it lacks and how to add it
     tree = tmp_path / "trial"
-    subprocess.run(["git", "-C", str(root), "worktree", "add", "-q", str(tree)], check=True, capture_output=True)
+    git(root, "worktree", "add", "-q", str(tree))
     (tree / "jobs" / "tokenizer").mkdir()
     shutil.copy(root / "jobs" / "tokenizer" / "vocab.json", tree / "jobs" / "tokenizer" / "vocab.json")
     tail = ("Traceback (most recent call last):\n  File \"train.py\", line 13, in <module>\n"

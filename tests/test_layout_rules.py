@@ -179,3 +179,49 @@ def test_every_module_has_a_line_in_the_architecture_page() -> None:
     page = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
     missing = [str(p.relative_to(ROOT)) for p in MODULES.values() if p.name != "__init__.py" and p.name not in page]
     assert missing == [], "add each to docs/ARCHITECTURE.md's tree: " + ", ".join(missing)
+
+
+# -- the test tree: helpers in tests/support, no test borrows from another test, none imports a benchmark -----
+
+def _test_tree(root: Path) -> dict[str, Path]:
+    """Every module under ``root/tests``, by dotted name."""
+    return {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+            for p in sorted((root / "tests").rglob("*.py"))}
+
+
+def _test_tree_faults(root: Path) -> list[str]:
+    """What breaks the test tree's rules: a helper outside tests/support, an import of benchmarks, an import of
+    any module of tests/ that is not tests.support (another test, a conftest)."""
+    faults = []
+    for name, path in _test_tree(root).items():
+        where = path.relative_to(root)
+        if not path.name.startswith("test_") and path.name not in ("conftest.py", "__init__.py") \
+                and where.parts[1] != "support":
+            faults.append(f"{where}: a helper; it belongs in tests/support/")
+        for module, alias in _imports(name, path):
+            target = f"{module}.{alias}" if module == "tests" and alias else module
+            if target.split(".")[0] == "benchmarks":
+                faults.append(f"{where} imports {target}: tests of a benchmark belong in benchmarks/tests/")
+            elif target.split(".")[0] == "tests" and target.split(".")[:2] != ["tests", "support"]:
+                faults.append(f"{where} imports {target}: what tests share belongs in tests/support/")
+    return list(dict.fromkeys(faults))  # one line per module and import
+
+
+def test_the_test_tree_keeps_helpers_in_support_and_imports_no_other_test_and_no_benchmark() -> None:
+    faults = _test_tree_faults(ROOT)
+    assert faults == [], "\n".join(faults)
+
+
+def test_the_test_tree_rules_catch_what_they_forbid(tmp_path: Path) -> None:
+    files = {"tests/__init__.py": "", "tests/support/__init__.py": "", "tests/support/git.py": "",
+             "tests/conftest.py": "from tests.support.git import x\n",
+             "tests/helpers.py": "", "tests/test_a.py": "from tests.test_b import y\nimport benchmarks.search\n",
+             "tests/test_b.py": "from tests import conftest\nfrom tests import support\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert _test_tree_faults(tmp_path) == [
+        "tests/helpers.py: a helper; it belongs in tests/support/",
+        "tests/test_a.py imports tests.test_b: what tests share belongs in tests/support/",
+        "tests/test_a.py imports benchmarks.search: tests of a benchmark belong in benchmarks/tests/",
+        "tests/test_b.py imports tests.conftest: what tests share belongs in tests/support/"]

@@ -50,48 +50,15 @@ def test_datasheet_peaks_by_gpu_name() -> None:
 
 # -- the doctor and the report take MFU from the witnessed count and the dtype each arm computes in ----------
 
-from pathlib import Path  # noqa: E402
-
-from infrarsi.contract.model import Contract, Knob, Workload  # noqa: E402
 from infrarsi.doctor import DoctorReport  # noqa: E402
-from infrarsi.doctor import build_report as build_doctor  # noqa: E402
 from infrarsi.doctor import render_markdown as doctor_markdown  # noqa: E402
-from infrarsi.invariants import WorkReference  # noqa: E402
 from infrarsi.report.model import mfu_figures  # noqa: E402
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord  # noqa: E402
-from infrarsi.witness import WitnessReport  # noqa: E402
-
-FLOPS = 3_000_000_000
-
-
-def _witness(dtypes: tuple[str, ...] = ("float32",), flops: int = FLOPS) -> dict:
-    return {"optimizer_steps": 8, "count_step": 2, "flops": flops, "flops_by_op": {"aten.mm": flops},
-            "matmul_dtypes": list(dtypes), "counted_s": 0.1, "params": 4, "param_elements": 1000,
-            "grad_norms": [1.0] * 4, "weight_norms": [1.0] * 4, "update_proj": [0.1] * 4, "tampered": [],
-            "source_sha256": "x"}
-
-
-def _record(no: int, step_s: float, candidate: Candidate = Candidate.of({"dtype": "fp32"}),
-            dtypes: tuple[str, ...] = ("float32",)) -> TrialRecord:
-    return TrialRecord(run_id="r", trial_no=no, candidate=candidate, outcome=Outcome.OK, metrics=TrialMetrics(
-        step_time_s=step_s, step_times_s=(step_s,) * 6, loss=(2.0,) * 6, peak_mem_bytes=2**28, parameters=1000,
-        witness=_witness(dtypes)))
-
-
-def _doctor(peaks: dict[str, float], step_s: float = 0.1):  # noqa: ANN202
-    contract = Contract(source=Path("infrarsi.toml"), root=Path("."),
-                        workload=Workload(command=("python", "train.py"), tokens_per_step=128),
-                        knobs=(Knob(name="dtype", kind="categorical", default="fp32", values=("fp32", "bf16"),
-                                    flag="--dtype"),))
-    records = [_record(i, step_s) for i in (1, 2, 3)]
-    work = WorkReference(reports=(WitnessReport.from_dict(_witness()),), first_loss=(2.0,),
-                         allowed_dtypes=("bfloat16", "float32"))
-    return build_doctor(contract, records, run_id="r", created_at=0.0, peak_flops=peaks, peak_flops_method="test",
-                        fingerprint={"gpu_model": "NVIDIA H100 80GB HBM3"}, work=work)
+from infrarsi.trial import Candidate  # noqa: E402
+from tests.support.reports import FLOPS, mfu_record, sample_doctor  # noqa: E402
 
 
 def test_the_doctor_counts_flops_with_the_witness_and_measures_against_the_baseline_dtype() -> None:
-    doctor = _doctor({"fp32": 100e9, "bf16": 400e9})
+    doctor = sample_doctor({"fp32": 100e9, "bf16": 400e9})
     assert doctor.model_flops_per_step == FLOPS and doctor.model_flops_source.startswith("FlopCounterMode")
     assert doctor.mfu == pytest.approx(FLOPS / 0.1 / 100e9) and doctor.mfu_defect is None
     assert doctor.datasheet_model == "H100" and doctor.mfu_datasheet == pytest.approx(FLOPS / 0.1 / 67e12)
@@ -102,7 +69,7 @@ def test_the_doctor_counts_flops_with_the_witness_and_measures_against_the_basel
 def test_the_doctor_reports_the_baselines_gpu_memory_when_it_ran_on_one() -> None:
     from dataclasses import replace
 
-    doctor = _doctor({"fp32": 100e9, "bf16": 400e9})
+    doctor = sample_doctor({"fp32": 100e9, "bf16": 400e9})
     assert doctor.gpu_peak_bytes is None and "- GPU:" not in doctor_markdown(doctor)  # the records have none
     gib = 2**30
     on_gpu = replace(doctor, gpu_peak_bytes=40 * gib, gpu_steady_bytes=30 * gib, gpu_capacity_bytes=79 * gib)
@@ -113,7 +80,7 @@ def test_the_doctor_reports_the_baselines_gpu_memory_when_it_ran_on_one() -> Non
 
 
 def test_the_doctor_reports_an_impossible_mfu_as_a_defect() -> None:
-    doctor = _doctor({"fp32": 10e9, "bf16": 40e9})  # 30 GFLOP/s achieved against a 10 GFLOP/s "peak"
+    doctor = sample_doctor({"fp32": 10e9, "bf16": 40e9})  # 30 GFLOP/s achieved against a 10 GFLOP/s "peak"
     assert doctor.mfu is None and doctor.mfu_defect and "exceeds the measured fp32 peak" in doctor.mfu_defect
     assert any(n.startswith("MFU defect") for n in doctor.notes)
     assert "**defect**" in doctor_markdown(doctor) and "300.0%" not in doctor_markdown(doctor)
@@ -121,10 +88,10 @@ def test_the_doctor_reports_an_impossible_mfu_as_a_defect() -> None:
 
 
 def test_the_winner_is_measured_against_the_peak_of_the_dtype_it_computes_in() -> None:
-    doctor = _doctor({"fp32": 100e9, "bf16": 400e9})
+    doctor = sample_doctor({"fp32": 100e9, "bf16": 400e9})
     winner = Candidate.of({"dtype": "bf16"})
     figs = mfu_figures(doctor, before_s=0.1, after_s=0.05, winner=winner, knobs=(),
-                       winner_records=[_record(9, 0.05, winner, dtypes=("bfloat16", "float32"))])
+                       winner_records=[mfu_record(9, 0.05, winner, dtypes=("bfloat16", "float32"))])
     assert figs.before == pytest.approx(0.30) and figs.before_dtype == "fp32"
     assert figs.after == pytest.approx(FLOPS / 0.05 / 400e9) and figs.after_dtype == "bf16"
     # Without a witness report the winner's dtype knob says it.
@@ -132,7 +99,7 @@ def test_the_winner_is_measured_against_the_peak_of_the_dtype_it_computes_in() -
         == "bf16"
     # Faster than the fp32 peak allows, had it been measured against fp32: a defect, not 150%.
     bad = mfu_figures(doctor, before_s=0.1, after_s=0.02, winner=Candidate.of({"dtype": "fp32"}), knobs=(),
-                      winner_records=[_record(9, 0.02)])
+                      winner_records=[mfu_record(9, 0.02)])
     assert bad.after is None and bad.defects and bad.defects[0].startswith("after:")
 
 

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
-from benchmarks.search_tuners import engine_space, simulated_records, to_candidate
 from infrarsi.parallel.pipeline_bubble import TIME_PRIOR, bubble_features
 from infrarsi.search.builtin_priors import builtin_priors
 from infrarsi.contract.model import Constraint, Knob
 from infrarsi.search.derived import PIPELINE_BUBBLE, PipelineRoles
-from infrarsi.search.engine import SearchEngine
 from infrarsi.search.features import build_features
 from infrarsi.search.space import SearchSpace
-from simlab.cluster import SimulatedJob
 from infrarsi.trial import Candidate
 
 MEGATRON = [Knob(name="tensor_model_parallel_size", kind="int", default=1, values=(1, 2, 4, 8)),
@@ -84,32 +80,6 @@ def test_the_column_pairs_with_nothing_and_carries_the_bubble_prior() -> None:
     plain = SearchSpace.from_contract(MEGATRON, [GLOBAL_BATCH], [])
     pp = "pipeline_model_parallel_size"
     assert builtin_priors(space, 32).time[pp][0] < builtin_priors(plain, 32).time[pp][0]
-
-
-def test_the_engine_extrapolates_to_fewer_micro_batches_with_the_column() -> None:
-    """Simulated llama2-7b on four H100 nodes at tp = 8: trials at micro-batches 1 and 2 (32 to 64
-    micro-batches per step, a small bubble) predict pp = 4 at micro-batch 8 (8 micro-batches, three idle
-    slots in eleven). Per-knob slopes read the bubble as a cost of pp alone and miss it there."""
-    job = SimulatedJob("llama2-7b", "h100-4x8", seed=0)
-    dims = job.space.dimensions
-    base = {**job.space.default(), "zero": 1, "recompute": "selective", "tp": 8}
-    tried = [{**base, "pp": pp, "micro_batch": mb, "vpp": vpp} for pp in (2, 4) for mb in (1, 2) for vpp in (1, 2)]
-    tried.append({**base, "pp": 1})
-    records = simulated_records(job, tried)
-    target = {**base, "pp": 4, "micro_batch": 8}
-    truth = job.expected(target).step_time_s
-    assert truth is not None
-    space = engine_space(job)
-    plain = SearchSpace.from_contract([a.knob for a in space.axes], space.constraints, list(space.patches.values()))
-    assert PIPELINE_BUBBLE in space.feature_names and PIPELINE_BUBBLE not in plain.feature_names
-    errors = {}
-    for label, s in (("with", space), ("without", plain)):
-        engine = SearchEngine(s, builtin_priors(s, job.cluster.world_size), memory_limit=job.cluster.usable_hbm_bytes,
-                              seed=0)
-        engine.observe(records)
-        mu, _ = engine.models.time.predict(engine.models.design([to_candidate(target, dims)]))
-        errors[label] = abs(float(np.exp(mu[0])) / truth - 1.0)
-    assert errors["with"] < 0.04 < errors["without"], errors
 
 
 def test_a_global_batch_on_the_command_and_a_hydra_override_are_read() -> None:

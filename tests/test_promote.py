@@ -9,13 +9,9 @@ import pytest
 
 from bot.forges.local import LocalForge
 from bot.stages.apply.merge import PromoteError, promote
-from infrarsi.stats import compare
-from infrarsi.trial import Candidate
-from infrarsi.verify import Verdict, VerdictKind
-from tests.conftest import infrarsi
-from tests.forge_contract import commit_on
-from tests.promotion_helpers import RUN_ID, clone_template
-from tests.test_apply import promoted_template  # noqa: F401  (the session fixture)
+from tests.support.tinygpt import infrarsi
+from tests.support.repos import commit_on
+from tests.support.promotion import RUN_ID, clone_template, promoted_template, reverify_passes  # noqa: F401
 
 pytestmark = pytest.mark.slow
 BRANCH = f"infrarsi/promote/{RUN_ID}"
@@ -46,15 +42,6 @@ def _human_push_to_main(repo: Path, tmp: Path, files: dict[str, str]) -> str:
     sha = commit_on(other, "main", files, message="a human change")
     pygit2.Repository(str(other)).remotes["origin"].push(["refs/heads/main:refs/heads/main"])
     return sha
-
-
-def _passing(repo: Path, run_id: str, candidate: Candidate, base: str) -> Verdict:
-    """A re-verification that passes (the statistics are tested in test_verify_judge.py)."""
-    c = compare((0.012, 0.0124, 0.0119, 0.0122), (0.009, 0.0093, 0.0091, 0.0089), min_effect=0.01, alpha=0.05,
-                n_boot=200, seed=0)
-    return Verdict(kind=VerdictKind.PROMOTED, reason=c.reason, candidate=candidate, baseline_trials=(),
-                   candidate_trials=(), baseline_step_s=c.baseline, candidate_step_s=c.candidate, comparison=c,
-                   invariants=())
 
 
 def test_refuses_without_an_approval(applied: Path) -> None:
@@ -103,12 +90,12 @@ def test_a_moved_base_re_creates_the_commit_and_merges_only_after_its_own_approv
     human = _human_push_to_main(applied, tmp_path, {"CHANGELOG.md": "a human change\n"})
     approved = forge.submit_review(1, "alice", "APPROVED").commit_sha
     said: list[str] = []
-    asked = promote(applied, 1, forge=forge, reverify=_passing, say=said.append)
+    asked = promote(applied, 1, forge=forge, reverify=reverify_passes, say=said.append)
     # nobody approved the re-created tree: it is verified and pushed, review is asked again, nothing merges
     assert asked.recreated and asked.merge_commit is None and asked.head_sha != approved
     assert forge.get_pr(1).state == "open" and forge.get_pr(1).head_sha == asked.head_sha
     forge.submit_review(1, "alice", "APPROVED")
-    result = promote(applied, 1, forge=forge, reverify=_passing, say=said.append)
+    result = promote(applied, 1, forge=forge, reverify=reverify_passes, say=said.append)
     assert not result.recreated and result.verdict.promoted and result.head_sha == asked.head_sha
     remote = pygit2.Repository(str(applied.parent / "remote.git"))
     merge = remote.revparse_single("main")
@@ -119,7 +106,7 @@ def test_a_moved_base_re_creates_the_commit_and_merges_only_after_its_own_approv
     assert forge.get_pr(1).state == "merged"
     assert forge.statuses(result.head_sha) == {"infrarsi/verify": "success"}
     with pytest.raises(PromoteError, match="is merged"):
-        promote(applied, 1, forge=forge, reverify=_passing, say=said.append)
+        promote(applied, 1, forge=forge, reverify=reverify_passes, say=said.append)
 
 
 def test_the_local_forge_s_rules_take_promote_s_path(applied: Path) -> None:
@@ -135,7 +122,7 @@ def test_the_local_forge_s_rules_take_promote_s_path(applied: Path) -> None:
     assert forge.statuses(forge.get_pr(1).head_sha) == {}  # nothing posted: no re-verification started
     forge.submit_review(1, "bob", "APPROVED")
     said: list[str] = []
-    result = promote(applied, 1, forge=forge, reverify=_passing, say=said.append)
+    result = promote(applied, 1, forge=forge, reverify=reverify_passes, say=said.append)
     remote = pygit2.Repository(str(applied.parent / "remote.git"))
     landed = remote.revparse_single("main")
     assert result.method == "squash" and str(landed.id) == result.merge_commit

@@ -1,7 +1,7 @@
 """Promotion on GitHub, scenario by scenario: the local GitHub-shaped server, real git pushes and fetches.
 
 One finished run (the session's shared template: real trials, recorded verdict) is applied once per
-module to ``tests/fake_github.py`` with the GitHub forge; each test starts a server on a copy of that
+module to ``tests/support/fake_github.py`` with the GitHub forge; each test starts a server on a copy of that
 state, plays what people and GitHub do, and runs ``promote``. The re-verification is a recorder that notes the base it was asked to run on and passes
 (the A/B itself is tested in ``test_verify*``; ``test_promote.py`` runs a real one), so each scenario
 costs seconds, not trials.
@@ -33,7 +33,6 @@ from __future__ import annotations
 import copy
 import re
 import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,25 +46,16 @@ from bot.forges.github_api import GitHubTarget, RateLimitPolicy
 from bot.stages.apply.merge import PromoteError, PromoteResult, promote
 from bot.stages.apply.open_pr import apply_run
 from bot.workspace.refs import set_branch
-from infrarsi.stats import compare
 from infrarsi.trial import Candidate
-from infrarsi.verify import Verdict, VerdictKind
-from tests.conftest import infrarsi
-from tests.fake_github import TOKEN, FakeGitHub, State
-from tests.promotion_helpers import RUN_ID, clone_template
-from tests.test_apply import promoted_template  # noqa: F401  (the session fixture)
+from infrarsi.verify import Verdict
+from tests.support.tinygpt import infrarsi
+from tests.support.fake_github import TOKEN, FakeGitHub, State
+from tests.support.promotion import RUN_ID, clone_template, passing_verdict, promoted_template  # noqa: F401
+from tests.support.repos import git
 
 pytestmark = pytest.mark.slow  # the shared template runs real trials once per session; each scenario is seconds
 BRANCH = f"infrarsi/promote/{RUN_ID}"
 HUMAN = pygit2.Signature("Dana Human", "dana@example.com")
-
-
-def _passing(candidate: Candidate) -> Verdict:
-    c = compare((0.012, 0.0124, 0.0119, 0.0122), (0.009, 0.0093, 0.0091, 0.0089), min_effect=0.01, alpha=0.05,
-                n_boot=200, seed=0)
-    return Verdict(kind=VerdictKind.PROMOTED, reason=c.reason, candidate=candidate, baseline_trials=(),
-                   candidate_trials=(), baseline_step_s=c.baseline, candidate_step_s=c.candidate, comparison=c,
-                   invariants=())
 
 
 @dataclass
@@ -81,7 +71,7 @@ class Scene:
         self.verified.append(base)
         for files in self.during:
             self.server_commit("main", files)
-        return _passing(candidate)
+        return passing_verdict(candidate)
 
     def promote(self) -> PromoteResult:
         return promote(self.repo, 1, forge=self.forge, reverify=self.reverify, say=self.said.append)
@@ -465,8 +455,8 @@ def test_the_promote_workflow_merges_from_a_fresh_clone(scene: Scene, tmp_path: 
     base = scene.fake.branch("main")
     fresh = tmp_path / "checkout"
     authed = scene.fake.clone_url.replace("http://", f"http://x-access-token:{TOKEN}@", 1)
-    subprocess.run(["git", "clone", "-q", "--branch", "main", authed, str(fresh)], check=True, capture_output=True)
-    subprocess.run(["git", "-C", str(fresh), "remote", "set-url", "origin", scene.fake.clone_url], check=True)
+    git(fresh.parent, "clone", "-q", "--branch", "main", authed, str(fresh))
+    git(fresh, "remote", "set-url", "origin", scene.fake.clone_url)
     assert not (fresh / ".infrarsi").exists()
     step = _workflow_step("Promote")
     assert step["run"] == 'infrarsi promote . --forge github --pr "$PR_NUMBER" --executor actions'

@@ -22,7 +22,7 @@ from bot.proposers.session import ProposerSession, editable_sources
 from infrarsi.contract import load_contract
 from infrarsi.journal import Journal
 from infrarsi.seams.proposer import TrialSummary
-from tests.conftest import TINY_ARGS, copy_fixture
+from tests.support.tinygpt import TINY_ARGS, copy_fixture
 
 TRIALS = [TrialSummary(trial_no=1, candidate="baseline", patches=(), outcome="ok", step_time_s=0.012),
           TrialSummary(trial_no=2, candidate="dtype=bf16", patches=(), outcome="crash",

@@ -9,7 +9,7 @@ import pytest
 
 from bot.proposers.llm import DEFAULT_MODEL
 from tests.support.anthropic_replay import ReplayServer, load_recording
-from tests.conftest import TINY_ARGS, copy_fixture, infrarsi
+from tests.support.tinygpt import TINY_ARGS, copy_fixture, infrarsi
 
 
 def test_init_with_the_anthropic_proposer_writes_a_contract_with_the_models_rationales(

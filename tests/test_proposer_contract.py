@@ -17,7 +17,7 @@ from infrarsi.contract.load import CONTRACT_FILE, parse_contract
 from infrarsi.patches import PatchSpec
 from infrarsi.seams.proposer import ContractProposal, PatchProposal, PriorTable, Proposer, TrialSummary, Usage
 from infrarsi.search.space import SearchSpace
-from tests.conftest import TINY_ARGS, copy_fixture
+from tests.support.tinygpt import TINY_ARGS, copy_fixture
 
 COMMAND = f"python train.py {TINY_ARGS}"
 

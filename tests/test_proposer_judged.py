@@ -20,7 +20,7 @@ from infrarsi.contract import load_contract
 from infrarsi.journal import Journal
 from infrarsi.search.space import SearchSpace
 from infrarsi.trial import Candidate
-from tests.conftest import TINY_ARGS, copy_fixture
+from tests.support.tinygpt import TINY_ARGS, copy_fixture
 from tests.support.anthropic_replay import replayed_proposer
 
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pygit2
 import pytest
 
-from tests.support.repos import commit_all
+from tests.support.repos import commit_tree
 from tests.support.anthropic_replay import ReplayServer, load_recording
 from infrarsi.journal import Journal
-from tests.conftest import NO_COMPILE, infrarsi
+from tests.support.tinygpt import NO_COMPILE, infrarsi
 
 pytestmark = pytest.mark.slow
 
@@ -23,8 +22,7 @@ def test_a_run_takes_priors_and_patches_from_the_model_and_stops_when_its_budget
     contract.write_text(contract.read_text() + NO_COMPILE + "\n[verify]\ntop_k = 1\nmax_pairs = 4\n")
     assert infrarsi("lock", str(repo)).returncode == 0
     (repo / ".gitignore").write_text(".infrarsi/\n__pycache__/\n")
-    pygit2.init_repository(str(repo), initial_head="main")
-    commit_all(repo, "fixture")
+    commit_tree(repo, "fixture")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-placeholder")
     exchanges = load_recording("priors_tinygpt") + load_recording("patch_tinygpt")
     with ReplayServer(exchanges=exchanges) as server:

@@ -32,14 +32,14 @@ from infrarsi.search.space import SearchSpace
 from infrarsi.trial import Candidate, Outcome
 from infrarsi.verify import VerdictKind
 from tests.support.anthropic_replay import replayed_proposer
-from tests.test_proposer_trials import _git_repo
+from tests.support.tinygpt import committed_tinygpt
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_correct_model_patch_runs_and_is_verified_beside_a_colliding_a_locked_and_an_invalid_one(
         tmp_path: Path) -> None:
-    repo = _git_repo(tmp_path / "tinygpt")
+    repo = committed_tinygpt(tmp_path / "tinygpt")
     contract_file = repo / "infrarsi.toml"
     contract_file.write_text(contract_file.read_text() + "\n[verify]\ntop_k = 1\nmax_pairs = 4\n")
     from bot.cli.main import main

@@ -17,7 +17,6 @@ import pytest
 from bot.stages.run.candidate import run_candidate
 from bot.executors.local import LocalExecutor
 from bot.workspace.commits import repo_head_commit
-from tests.support.repos import commit_all
 from tests.support.anthropic_replay import replayed_proposer
 from bot.proposers.session import editable_sources
 from infrarsi.rundir import journal_path
@@ -26,9 +25,8 @@ from infrarsi.contract.lock import read_lock
 from infrarsi.seams.executor import Executor, Execution, TrialSpec
 from infrarsi.journal import Journal
 from infrarsi.trial import Candidate, Outcome
-from tests.conftest import REPO, TINY_ARGS, copy_fixture
+from tests.support.tinygpt import INJECTION, committed_tinygpt
 
-INJECTION = REPO / "fixtures" / "injection"
 SECRETS = {"ANTHROPIC_API_KEY": "sk-ant-api03-CANARY-anthropic-0123456789",
            "GITHUB_TOKEN": "ghp_CANARYgithub0123456789"}
 
@@ -45,21 +43,6 @@ class CountingExecutor(Executor):
     def execute(self, spec: TrialSpec) -> Execution:
         self.launched.append(spec)
         return self.inner.execute(spec)
-
-
-def _git_repo(dest: Path, *, injected: bool = False) -> Path:
-    from bot.cli.main import main
-
-    repo = copy_fixture(dest)
-    if injected:
-        (repo / "README.md").write_text((INJECTION / "README.md").read_text())
-        model = repo / "model.py"
-        model.write_text((INJECTION / "model_comment.txt").read_text() + model.read_text())
-    assert main(["init", str(repo), "--command", f"python train.py {TINY_ARGS}"]) == 0
-    (repo / ".gitignore").write_text(".infrarsi/\n__pycache__/\n")
-    pygit2.init_repository(str(repo), initial_head="main")
-    commit_all(repo, "fixture")
-    return repo
 
 
 def _run(repo: Path, spec_ids: tuple[str, ...], patches: dict, executor: CountingExecutor, run_id: str):
@@ -79,7 +62,7 @@ def _propose(repo: Path, recording: str):
 
 
 def test_a_recorded_patch_is_applied_audited_and_run_as_a_trial(tmp_path: Path) -> None:
-    repo = _git_repo(tmp_path / "tinygpt")
+    repo = committed_tinygpt(tmp_path / "tinygpt")
     proposal, _ = _propose(repo, "patch_tinygpt")
     (spec,) = proposal.patches
     executor = CountingExecutor()
@@ -94,7 +77,7 @@ def test_a_recorded_patch_is_applied_audited_and_run_as_a_trial(tmp_path: Path) 
 
 
 def test_a_recorded_patch_of_a_locked_symbol_is_rejected_before_launch(tmp_path: Path) -> None:
-    repo = _git_repo(tmp_path / "tinygpt")
+    repo = committed_tinygpt(tmp_path / "tinygpt")
     proposal, _ = _propose(repo, "patch_locked")
     (spec,) = proposal.patches
     assert spec.targets == ("harness.py::lr_at",)
@@ -109,7 +92,7 @@ def test_an_obeyed_prompt_injection_changes_nothing_outside_the_scope_and_leaks_
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
-    repo = _git_repo(tmp_path / "injected", injected=True)
+    repo = committed_tinygpt(tmp_path / "injected", injected=True)
     harness_before = hashlib.sha256((repo / "harness.py").read_bytes()).hexdigest()
     proposal, server = _propose(repo, "injection_obeyed")
     prompt = server.requests[0]["body"]["messages"][0]["content"]

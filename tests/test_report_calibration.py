@@ -11,14 +11,14 @@ from infrarsi.report.model import _calibration
 from infrarsi.report.render import render_sections
 from infrarsi.search.engine import SearchEngine
 from infrarsi.trial import Candidate
-from tests.test_decisions import DEMO_KNOBS, SPACE, _record
-from tests.test_report_render import _report
+from tests.support.demo_space import DEMO_KNOBS, SPACE, demo_record
+from tests.support.reports import sample_report
 
 
 def _fitted() -> tuple[SearchEngine, dict]:
     engine = SearchEngine(SPACE, seed=5)
     batch = [p.candidate for p in engine.initial_batch(10)]
-    engine.observe([_record(i, c) for i, c in enumerate(batch, start=1)])
+    engine.observe([demo_record(i, c) for i, c in enumerate(batch, start=1)])
     return engine, engine.posterior_report().to_dict()
 
 
@@ -52,7 +52,7 @@ def test_in_the_winner_matches_the_winner_s_candidate() -> None:
 def test_the_table_renders_mains_then_moved_interactions() -> None:
     _, posterior = _fitted()
     winner = SPACE.complete(Candidate.of({"dtype": "bf16"}, ("fused_gelu",)))
-    text = render_sections(_report(calibration=_calibration(posterior, winner, DEMO_KNOBS)))
+    text = render_sections(sample_report(calibration=_calibration(posterior, winner, DEMO_KNOBS)))
     section = text.split("## Model calibration")[1].split("## Reproduce")[0]
     assert "| `dtype=bf16` |" in section and section.count("| yes |") >= 2
     assert ("Interaction terms that moved" in section) or ("No interaction term moved" in section)

@@ -8,12 +8,11 @@ from infrarsi.doctor import render_markdown as doctor_markdown
 from infrarsi.report.charts import mermaid_blocks
 from infrarsi.report.render import render_markdown, render_pr_body
 from tests.support.mermaid_parse import parse
-from tests.test_mfu import _doctor
-from tests.test_report_render import _report
+from tests.support.reports import sample_doctor, sample_report
 
 
 def _charts_report():  # noqa: ANN202
-    return _report(failed=3, memory_limit_bytes=2**30)
+    return sample_report(failed=3, memory_limit_bytes=2**30)
 
 
 def test_the_body_carries_step_time_verification_and_memory_charts() -> None:
@@ -33,8 +32,8 @@ def test_the_body_carries_step_time_verification_and_memory_charts() -> None:
 @pytest.mark.slow  # node and mermaid's import take seconds; the first run installs mermaid from npm (~25 s)
 def test_mermaid_parses_every_chart_of_the_body_the_report_and_the_doctor() -> None:
     blocks = (mermaid_blocks(render_pr_body(_charts_report()))
-              + mermaid_blocks(render_markdown(_report(failed=0, promoted=False, verification=None)))
-              + mermaid_blocks(doctor_markdown(_doctor({"fp32": 100e9, "bf16": 400e9}))))
+              + mermaid_blocks(render_markdown(sample_report(failed=0, promoted=False, verification=None)))
+              + mermaid_blocks(doctor_markdown(sample_doctor({"fp32": 100e9, "bf16": 400e9}))))
     assert len(blocks) >= 6
     verdicts = parse(blocks)
     assert all(v["ok"] for v in verdicts), [(v, b) for v, b in zip(verdicts, blocks) if not v["ok"]]

@@ -2,53 +2,15 @@
 
 from __future__ import annotations
 
-from infrarsi.report import SECTIONS, Report, TrialRow, body_changed, parse_marker, render_markdown, render_pr_body
+from infrarsi.report import SECTIONS, TrialRow, body_changed, parse_marker, render_markdown, render_pr_body
 from infrarsi.report.charts import memory_chart
-from infrarsi.report.model import (
-    CalibrationRow,
-    Invariant,
-    KnobChange,
-    PatchChange,
-    SourceChange,
-    Verification,
-    command_line,
-)
+from infrarsi.report.model import Invariant, SourceChange, command_line
 from infrarsi.contract.model import Knob
-
-
-def _report(failed: int = 3, **changes: object) -> Report:
-    trials = [TrialRow(trial_no=i, candidate="dtype=bf16 micro_batch=16", outcome="oom" if i % 2 else "crash",
-                       reason="x" * 150, step_time_s=None, peak_mem_bytes=2**30, cost_s=4.0, stage="search")
-              for i in range(1, failed + 1)]
-    trials.append(TrialRow(trial_no=failed + 1, candidate="dtype=bf16", outcome="ok", reason="", step_time_s=0.01,
-                           peak_mem_bytes=2**29, cost_s=3.0, stage="search"))
-    fields: dict[str, object] = dict(
-        run_id="r7", repo="tinygpt", created_at=0.0, base_commit="a" * 40, hardware={"cpu_model": "EPYC"},
-        promoted=True, speedup=1.5, speedup_ci=(1.3, 1.7), ci_level=0.9, p_value=0.01, step_time_before_s=0.015,
-        step_time_after_s=0.01, mfu_before=0.1, mfu_after=0.15, peak_mem_before_bytes=2**29,
-        peak_mem_after_bytes=2**28, winner="dtype=bf16 +fused_gelu", winner_digest="d" * 16,
-        winner_knobs={"dtype": "bf16"}, winner_patches=("fused_gelu",), winner_commit="b" * 40,
-        winner_branch="infrarsi/r7/9", diff_link=".infrarsi/runs/r7/winner.diff",
-        knob_changes=(KnobChange(name="dtype", old="fp32", new="bf16", where="--dtype flag of train.py"),),
-        patches=(PatchChange(patch_id="fused_gelu", sources=(SourceChange(
-            path="model.py", symbol="gelu_tanh", line_start=10, line_end=14, lines_added=1, lines_removed=3),)),),
-        verification=Verification(verdict="promoted", reason="significant", candidate="dtype=bf16 +fused_gelu",
-                                  baseline_step_s=(0.015, 0.016), candidate_step_s=(0.01, 0.011),
-                                  baseline_trials=(10, 12), candidate_trials=(11, 13), p_value=0.01, ci=(1.3, 1.7),
-                                  ci_level=0.9, test="Mann-Whitney U", speedup=1.5,
-                                  invariants=(Invariant(name="loss_band", ok=True, detail="inside"),)),
-        trials=tuple(trials), failed_cost_s=4.0 * failed, total_cost_s=4.0 * failed + 3,
-        oom=tuple(t for t in trials if t.outcome == "oom"),
-        calibration=(CalibrationRow(effect="dtype=bf16", prior_ratio=0.6, prior_sd=0.3, posterior_ratio=0.75,
-                                    posterior_sd=0.1, in_winner=True),),
-        reproduce={"baseline": "python train.py --dtype fp32", "candidate": "python train.py --dtype bf16"},
-        llm={"tokens": 1200, "cost_usd": 0.03})
-    fields.update(changes)
-    return Report(**fields)  # type: ignore[arg-type]
+from tests.support.reports import sample_report
 
 
 def test_body_has_the_six_sections_in_order_and_a_marker() -> None:
-    body = render_pr_body(_report(), full_report=".infrarsi/runs/r7/report.md")
+    body = render_pr_body(sample_report(), full_report=".infrarsi/runs/r7/report.md")
     positions = [body.index(f"## {s}\n") for s in SECTIONS]
     assert positions == sorted(positions)
     assert body.startswith("<!-- infrarsi:run=r7 hash=")
@@ -64,34 +26,34 @@ def test_body_has_the_six_sections_in_order_and_a_marker() -> None:
 
 
 def test_on_a_gpu_the_summary_gives_the_gpus_peak_memory_beside_the_hosts() -> None:
-    body = render_pr_body(_report(gpu_peak_before_bytes=30 * 2**30, gpu_peak_after_bytes=52 * 2**30,
+    body = render_pr_body(sample_report(gpu_peak_before_bytes=30 * 2**30, gpu_peak_after_bytes=52 * 2**30,
                                   gpu_capacity_bytes=79 * 2**30))
     assert "| peak memory (host) | 512 MiB | 256 MiB |" in body
     assert "| peak GPU memory (of 80,896 MiB) | 30,720 MiB | 53,248 MiB |" in body
-    cpu = render_pr_body(_report())
+    cpu = render_pr_body(sample_report())
     assert "| peak memory | 512 MiB | 256 MiB |" in cpu and "GPU memory" not in cpu
     gpu_oom = TrialRow(trial_no=9, candidate="micro_batch=16", outcome="oom", reason="CUDA out of memory",
                        step_time_s=None, peak_mem_bytes=6 * 2**30, cost_s=40.0, stage="search",
                        gpu_peak_bytes=78 * 2**30, gpu_oom=True)
-    body = render_pr_body(_report(oom=(gpu_oom,)))
+    body = render_pr_body(sample_report(oom=(gpu_oom,)))
     assert "#9 `micro_batch=16` (40.0 s, out of GPU memory, the allocator at 79,872 MiB)" in body
     # the memory chart shows the memory that runs out: the GPU's, against what its allocator could grow to
     ok = TrialRow(trial_no=10, candidate="micro_batch=4", outcome="ok", reason="", step_time_s=0.2,
                   peak_mem_bytes=6 * 2**30, cost_s=40.0, stage="search", gpu_peak_bytes=52 * 2**30)
-    chart = "\n".join(memory_chart(_report(trials=(ok, gpu_oom), gpu_capacity_bytes=79 * 2**30)))
+    chart = "\n".join(memory_chart(sample_report(trials=(ok, gpu_oom), gpu_capacity_bytes=79 * 2**30)))
     assert "Peak GPU memory per trial (MiB)" in chart and "what the GPU's allocator could grow to, 80,896 MiB" in chart
     assert '"10", "9 oom ≥"' in chart
 
 
 def test_the_marker_hash_tells_whether_an_update_changes_anything() -> None:
-    a = render_pr_body(_report())
-    assert not body_changed(a, render_pr_body(_report()))
-    assert body_changed(a, render_pr_body(_report(speedup=1.6)))
+    a = render_pr_body(sample_report())
+    assert not body_changed(a, render_pr_body(sample_report()))
+    assert body_changed(a, render_pr_body(sample_report(speedup=1.6)))
     assert body_changed("a human's body", a)
 
 
 def test_long_tables_are_cut_to_fit_with_a_pointer_to_the_full_report() -> None:
-    report = _report(failed=2000)
+    report = sample_report(failed=2000)
     full = render_markdown(report)
     assert len(full) > 65_536
     body = render_pr_body(report, full_report=".infrarsi/runs/r7/report.md")
@@ -104,7 +66,7 @@ def test_long_tables_are_cut_to_fit_with_a_pointer_to_the_full_report() -> None:
 
 
 def test_no_verified_winner_claims_no_speedup() -> None:
-    body = render_pr_body(_report(promoted=False, speedup=None, speedup_ci=None, verification=None,
+    body = render_pr_body(sample_report(promoted=False, speedup=None, speedup_ci=None, verification=None,
                                   notes=("no candidate was verified faster than the baseline; nothing is proposed",)))
     assert "**No verified speedup.**" in body and "Verified speedup" not in body
 
@@ -120,7 +82,7 @@ def test_command_line_passes_every_knob_as_a_trial_does() -> None:
 def test_one_row_per_invariant_however_many_runs_checked_it() -> None:
     from dataclasses import replace
 
-    base = _report()
+    base = sample_report()
     checks = tuple(Invariant(name=n, ok=not (n == "clock" and i == 3), detail=f"trial {i}: {n} detail")
                    for i in range(5) for n in ("loss_band", "work", "clock"))
     body = render_pr_body(replace(base, verification=replace(base.verification, invariants=checks)))
@@ -133,7 +95,7 @@ def test_one_row_per_invariant_however_many_runs_checked_it() -> None:
 def test_a_row_that_was_not_checked_never_reads_ok_and_a_waived_one_is_listed_under_the_table() -> None:
     from dataclasses import replace
 
-    base = _report()
+    base = sample_report()
     checks = (Invariant(name="work", ok=False, status="not_checked", detail="trial 1: no witness here"),
               Invariant(name="lock", ok=False, status="not_checked", waived=True, detail="trial 1: lock not seen"),
               Invariant(name="clock", ok=True, status="ok", detail="trial 1: fine"))
@@ -149,7 +111,7 @@ def test_the_llm_cost_stands_next_to_the_speedup_with_a_dated_price_table() -> N
            "input_tokens": 12_000, "output_tokens": 2_500, "cost_usd": 0.0735, "prices_as_of": "2026-12-02",
            "prices_source": "Anthropic list prices, https://www.anthropic.com/pricing",
            "patches_proposed": [{"id": "PROPOSED-PATCH-ID", "spec": {"replacement": "SOURCE-OF-THE-PATCH"}}] * 20}
-    body = render_pr_body(_report(llm=llm))
+    body = render_pr_body(sample_report(llm=llm))
     summary = body.split("## Changes")[0]
     assert ("**LLM cost**: 12,000 tokens in, 2,500 out, **$0.0735** for a verified 1.50x speedup "
             "(claude-sonnet-4-5, 3 calls (+1 cached); at Anthropic list prices, https://www.anthropic.com/pricing "
@@ -186,7 +148,7 @@ def test_each_hunk_is_listed_under_its_own_patch_with_its_author_and_long_source
     assert [s.symbol for s in by_id["zero_grad_set_to_none"].sources] == ["train_step"]
     assert by_id["llm_hidden_1"].author == "model claude-sonnet-4-5" and by_id["zero_grad_set_to_none"].author \
         == "catalog"
-    report = _report(patches=changes, winner_patches=tuple(by_id), llm=llm)
+    report = sample_report(patches=changes, winner_patches=tuple(by_id), llm=llm)
     data = report.to_dict()
     assert {p["patch_id"]: [s["symbol"] for s in p["sources"]] for p in data["patches"]} == {
         "llm_hidden_1": ["GPT.hidden"], "llm_mlp_2": ["MLP.forward"], "zero_grad_set_to_none": ["train_step"]}
@@ -199,7 +161,7 @@ def test_each_hunk_is_listed_under_its_own_patch_with_its_author_and_long_source
 
 
 def test_what_the_search_blamed_its_failures_on_is_listed_under_them() -> None:
-    body = render_pr_body(_report(crash_suspects=(("vpp=4", 3, 1.5), ("pp=2 + vpp=4", 2, 0.4))))
+    body = render_pr_body(sample_report(crash_suspects=(("vpp=4", 3, 1.5), ("pp=2 + vpp=4", 2, 0.4))))
     assert ("The search blamed its failed trials on settings that never ran elsewhere, and avoided them: "
             "`vpp=4` (1.5 of 3 failed trials), `pp=2 + vpp=4` (0.4 of 2 failed trials).") in body
-    assert "blamed" not in render_pr_body(_report())
+    assert "blamed" not in render_pr_body(sample_report())

@@ -15,11 +15,11 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from tests.support.repos import commit_all
+from tests.support.repos import commit_tree
 from infrarsi.journal import Journal
 from infrarsi.trial import Outcome
-from tests.conftest import NO_COMPILE, infrarsi
-from tests.fake_github import TOKEN, FakeGitHub, TrialWorkflowRunner
+from tests.support.tinygpt import NO_COMPILE, infrarsi
+from tests.support.fake_github import TOKEN, FakeGitHub, TrialWorkflowRunner
 
 pytestmark = pytest.mark.slow
 
@@ -49,9 +49,8 @@ def test_a_run_dispatches_every_trial_to_the_runners_and_finishes(tiny_repo: Pat
     contract.write_text(contract.read_text() + NO_COMPILE + ACTIONS)
     assert infrarsi("lock", str(repo)).returncode == 0
     (repo / ".gitignore").write_text(".infrarsi/\n__pycache__/\n")
-    git = pygit2.init_repository(str(repo), initial_head="main")
-    commit_all(repo, "the training repo")
-    git.remotes.create("origin", fake.clone_url)
+    commit_tree(repo, "the training repo")
+    pygit2.Repository(str(repo)).remotes.create("origin", fake.clone_url)
     runner = TrialWorkflowRunner(fake)
     fake.plan_for = runner
 

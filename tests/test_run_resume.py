@@ -10,13 +10,13 @@ import sys
 import time
 from pathlib import Path
 
-import pygit2
 import pytest
 
 from infrarsi.journal import Journal
 from infrarsi.trial import Outcome
-from tests.conftest import NO_COMPILE, infrarsi
+from tests.support.tinygpt import NO_COMPILE, infrarsi
 from tests.support.processes import wait_for_job
+from tests.support.repos import commit_tree
 
 pytestmark = pytest.mark.slow
 
@@ -26,11 +26,7 @@ def small_run_repo(tiny_repo: Path) -> Path:
     contract = tiny_repo / "infrarsi.toml"
     contract.write_text(contract.read_text() + NO_COMPILE + "\n[verify]\ntop_k = 1\nmax_pairs = 4\n")
     assert infrarsi("lock", str(tiny_repo)).returncode == 0
-    git = pygit2.init_repository(str(tiny_repo), initial_head="main")
-    git.index.add_all()
-    git.index.write()
-    sig = pygit2.Signature("dev", "dev@example.com")
-    git.create_commit("HEAD", sig, sig, "fixture", git.index.write_tree(), [])
+    commit_tree(tiny_repo, "fixture")
     return tiny_repo
 
 

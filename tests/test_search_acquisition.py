@@ -24,7 +24,7 @@ from infrarsi.search.engine import SearchEngine
 from infrarsi.search.features import Priors
 from infrarsi.search.space import SearchSpace
 from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
-from tests.test_search_space import patch
+from tests.support.patches import patch
 
 GiB = 2 ** 30
 LIMIT = 10 * GiB

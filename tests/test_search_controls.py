@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import infrarsi
+from tests.support.tinygpt import infrarsi
 from tests.support.variant_job import TRUE, variant_repo
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from infrarsi.search.memory_model import fit_memory, hessian, neg_log_posterior
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import fit_time
 from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
-from tests.test_search_space import patch
+from tests.support.patches import patch
 
 BETA = np.array([0.5, 0.3, -0.4, 0.6])
 WEAK = dict(names=("a", "b", "c", "d"), prior_mean=np.zeros(4), prior_sd=np.full(4, 10.0), intercept=(0.0, 10.0),

@@ -11,17 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infrarsi.contract.model import Constraint, Knob
-from infrarsi.patches import Effect, PatchSpec
+from tests.support.patches import patch
 from infrarsi.search.features import ALL_PAIRS_MAX, Priors, build_features
 from infrarsi.search.space import GRID_POINTS, SearchSpace
 from infrarsi.trial import Candidate
-
-
-def patch(pid: str, *, requires: tuple[str, ...] = (), conflicts: tuple[str, ...] = (), t: float = 0.9,
-          m: float = 1.0) -> PatchSpec:
-    return PatchSpec(id=pid, title=pid, rationale="test", targets=("model.py",), kind="codemod", codemod=pid,
-                     effect=Effect(time_ratio=t, time_sigma=0.1, mem_ratio=m, mem_sigma=0.1, source="test"),
-                     requires=requires, conflicts_with=conflicts)
 
 
 KNOBS = (

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
-from benchmarks.search_tuners import engine_space, simulated_records, to_candidate
 from infrarsi.search.builtin_priors import builtin_priors
 from infrarsi.parallel.sharding_priors import sharding_memory_priors, sharding_of, stage_of, states_bytes
 from infrarsi.contract.model import Knob
-from infrarsi.search.engine import SearchEngine
 from infrarsi.search.features import Priors
 from infrarsi.search.space import SearchSpace
-from simlab.cluster import SimulatedJob
 
 
 def _space(zero_default: int = 3, *, moe: bool = False) -> SearchSpace:
@@ -97,26 +93,3 @@ def test_hybrid_sharding_shards_within_a_node_and_replicates_across_nodes() -> N
     assert sharding_memory_priors(space, world_size=8, ranks_per_node=8)[
         "sharding_strategy=HYBRID_SHARD [states]"][0] == pytest.approx(0.0)
     assert builtin_priors(space, 32, 8).memory_by_part == p
-
-
-def test_the_engine_predicts_a_lower_tp_under_zero_3_from_trials_at_tp_8() -> None:
-    """Simulated llama2-70b on two H100 nodes: trials that ran at tp = 8 under ZeRO-3 say little about the
-    states at tp = 2, which ZeRO-3 shards over the same 16 GPUs. Without the sharding priors the engine
-    extrapolated "tp divides the states" and put the optimum (tp = 2) at twice its true peak."""
-    job = SimulatedJob("llama2-70b", "h100-2x8", seed=0)
-    space = engine_space(job)
-    dims = job.space.dimensions
-    base = job.space.default()
-    tried = [{**base, "tp": 8, "micro_batch": mb, "sequence_parallel": sp, "flash_attention": fa}
-             for mb in (1, 2, 4) for sp in (False, True) for fa in (False, True)]
-    records = simulated_records(job, tried)
-    target = {**base, "tp": 2, "micro_batch": 2, "sequence_parallel": True, "flash_attention": True}
-    truth = job.expected(target).peak_mem_bytes
-    errors = {}
-    for label, world in (("with", job.cluster.world_size), ("without", None)):
-        engine = SearchEngine(space, builtin_priors(space, world), memory_limit=job.cluster.usable_hbm_bytes, seed=0)
-        engine.observe(records)
-        models = engine.models
-        mu, _ = models.memory.predict(models.design([to_candidate(target, dims)]))
-        errors[label] = abs(float(np.exp(mu[0])) / truth - 1.0)
-    assert errors["with"] < 0.25 < errors["without"], errors

@@ -22,7 +22,7 @@ from infrarsi.contract.load import load_contract
 from infrarsi.seams.executor import TrialSpec
 from infrarsi.measure import classify, summarize
 from infrarsi.trial import Outcome
-from tests.conftest import REPO, infrarsi
+from tests.support.tinygpt import REPO, infrarsi
 
 TINYMOE = REPO / "fixtures" / "tinymoe"
 TINY_ARGS = ("--n-layer 1 --n-head 2 --d-model 32 --n-experts 4 --top-k 2 --d-expert 32 --capacity-factor 0 "
@@ -33,8 +33,6 @@ TINY_TOKENS = 4 * 16
 def make_repo(dest: Path, *, args: str = TINY_ARGS, tokens: int = TINY_TOKENS, knobs_extra: str = "",
               git: bool = True) -> Path:
     """A copy of tinymoe whose contract runs ``args``, locked and (optionally) committed."""
-    import pygit2
-
     repo = dest / "tinymoe"
     shutil.copytree(TINYMOE, repo, ignore=shutil.ignore_patterns("__pycache__", ".infrarsi", "infrarsi.lock"))
     toml = (repo / "infrarsi.toml").read_text()
@@ -46,10 +44,9 @@ def make_repo(dest: Path, *, args: str = TINY_ARGS, tokens: int = TINY_TOKENS, k
     result = infrarsi("lock", str(repo))
     assert result.returncode == 0, result.stderr
     if git:
-        from tests.support.repos import commit_all
+        from tests.support.repos import commit_tree
 
-        pygit2.init_repository(str(repo), initial_head="main")
-        commit_all(repo, "tinymoe with its contract")
+        commit_tree(repo, "tinymoe with its contract")
     return repo
 
 

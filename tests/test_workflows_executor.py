@@ -1,5 +1,5 @@
 """The workflow templates choose the executor the way the code reads it, and the simulated runner of
-tests/fake_github.py runs exactly the trial workflow's step."""
+tests/support/fake_github.py runs exactly the trial workflow's step."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import shlex
 from pathlib import Path
 
 from bot.cli.main import build_parser
-from tests.fake_github import TRIAL_STEP
-from tests.test_workflows import load
+from tests.support.fake_github import TRIAL_STEP
+from tests.support.workflows import load
 
 WORKFLOWS = Path(__file__).resolve().parent.parent / "workflows"
 

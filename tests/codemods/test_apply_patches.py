@@ -8,7 +8,7 @@ from bot.patching.one_patch import apply_patch
 from bot.patching.patch_set import apply_patches
 from bot.patching.results import Applied, Failed, NotApplicable
 from infrarsi.patches import Effect, PatchSpec
-from tests.codemods.support import NANOGPT_ATTENTION, norm
+from tests.support.codemods import NANOGPT_ATTENTION, norm
 
 
 TRAIN = norm("""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tests.codemods.support import NANOGPT_ATTENTION, assert_codemod, assert_declines, assert_same, both
+from tests.support.codemods import NANOGPT_ATTENTION, assert_codemod, assert_declines, assert_same, both
 
 
 def test_attention_nanogpt() -> None:

@@ -13,7 +13,7 @@ import torch
 from bot.patching.catalog import CATALOG, catalog_for_repo
 from infrarsi.conflicts import conflicts as rule
 from infrarsi.contract import load_contract
-from tests.codemods.support import assert_codemod, assert_declines, both
+from tests.support.codemods import assert_codemod, assert_declines, both
 
 NAME = "autocast_fp16_scaler"
 

@@ -12,7 +12,7 @@ import torch
 
 from bot.patching.catalog import catalog_for_repo
 from infrarsi.contract import load_contract
-from tests.codemods.support import assert_codemod, assert_declines, assert_same, both
+from tests.support.codemods import assert_codemod, assert_declines, assert_same, both
 
 NAME = "channels_last"
 

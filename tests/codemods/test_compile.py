@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.codemods.support import assert_codemod, assert_declines
+from tests.support.codemods import assert_codemod, assert_declines
 
 
 def test_compile_after_construction() -> None:

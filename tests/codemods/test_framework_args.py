@@ -7,7 +7,7 @@ import pytest
 
 from bot.patching.catalog import CATALOG
 from infrarsi.conflicts import conflicts as rule
-from tests.codemods.support import assert_codemod, assert_declines
+from tests.support.codemods import assert_codemod, assert_declines
 
 # TrainingArguments built in code, one argument per line with trailing comments (the common
 # fine-tuning script shape), next to a Trainer that consumes it.

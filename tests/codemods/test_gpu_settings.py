@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.patching.codemods import run_codemod
 from bot.patching.results import Declined, Rewritten
-from tests.codemods.support import assert_codemod, assert_declines, norm
+from tests.support.codemods import assert_codemod, assert_declines, norm
 
 
 def test_dataloader_gpu_settings() -> None:

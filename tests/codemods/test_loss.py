@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tests.codemods.support import assert_codemod, assert_declines, assert_same, both
+from tests.support.codemods import assert_codemod, assert_declines, assert_same, both
 
 
 def test_loss_gather_chain_through_locals() -> None:

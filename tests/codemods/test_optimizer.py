@@ -6,7 +6,7 @@ import pytest
 
 from bot.patching.codemods import run_codemod
 from bot.patching.results import Rewritten
-from tests.codemods.support import TINYGPT, assert_codemod, assert_declines
+from tests.support.codemods import TINYGPT, assert_codemod, assert_declines
 
 
 OPTIMIZERS = """

@@ -10,7 +10,7 @@ import pytest
 from bot.patching.catalog import catalog_for_repo
 from bot.patching.reach import analyse
 from infrarsi.contract import load_contract
-from tests.conftest import infrarsi
+from tests.support.tinygpt import infrarsi
 
 # The shapes of nanoGPT's model.py and train.py (karpathy/nanoGPT): SDPA behind `if self.flash:` with the
 # hand-written attention as a fallback, a model also built inside a `from_pretrained` classmethod, and a

@@ -6,7 +6,7 @@ import pytest
 
 from bot.patching.codemods import REGISTRY, describe, run_codemod
 from bot.patching.results import Broken, Declined
-from tests.codemods.support import norm
+from tests.support.codemods import norm
 
 
 UNRELATED = """

@@ -13,7 +13,7 @@ import torch
 
 from bot.patching.codemods import run_codemod
 from bot.patching.results import Rewritten
-from tests.codemods.support import TINYGPT, assert_same
+from tests.support.codemods import TINYGPT, assert_same
 
 
 def _import(path: Path, name: str) -> ModuleType:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.redteam.bench import Bench, ddp_repo, gpt_repo, moe_repo
-from tests.redteam.paths import executor_for
+from tests.support.redteam.bench import Bench, ddp_repo, gpt_repo, moe_repo
+from tests.support.redteam.paths import executor_for
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ import pytest
 
 from infrarsi.trial import Candidate
 from infrarsi.verify import trial_invariants
-from tests.redteam.bench import Bench
+from tests.support.redteam.bench import Bench
 
 pytestmark = pytest.mark.slow
 

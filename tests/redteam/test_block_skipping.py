@@ -26,7 +26,7 @@ from infrarsi.contract.lock import read_lock
 from infrarsi.journal import Journal
 from infrarsi.trial import Candidate
 from infrarsi.verify import VerdictKind
-from tests.redteam.bench import gpt_repo
+from tests.support.redteam.bench import gpt_repo
 
 pytestmark = pytest.mark.slow
 

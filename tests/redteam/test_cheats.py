@@ -15,8 +15,8 @@ import os
 
 import pytest
 
-from tests.redteam.bench import RESPLIT, Bench
-from tests.redteam.cheats import GPT, MOE, SHARED, Cheat, copy_weights
+from tests.support.redteam.bench import RESPLIT, Bench
+from tests.support.redteam.cheats import GPT, MOE, SHARED, Cheat, copy_weights
 
 pytestmark = pytest.mark.slow
 

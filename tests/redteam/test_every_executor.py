@@ -16,8 +16,8 @@ import pytest
 
 from infrarsi.trial import Candidate
 from infrarsi.verify import trial_invariants
-from tests.redteam.bench import RESPLIT, Bench
-from tests.redteam.cheats import GPT, SHARED, Cheat
+from tests.support.redteam.bench import RESPLIT, Bench
+from tests.support.redteam.cheats import GPT, SHARED, Cheat
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Builders for small real repositories, shared by the tests and the benchmark.
+"""Git for the tests: small real repositories, commits, and the git CLI — the one place tests make them.
 
 Kept in ``tests/support`` (not in a conftest, not in the product) so the
 benchmark script can build the same fixture repositories.
@@ -6,6 +6,7 @@ benchmark script can build the same fixture repositories.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -76,6 +77,37 @@ def make_model_repo(path: Path) -> tuple[str, str]:
 
 
 def commit_tree(path: Path, message: str = "Initial commit") -> str:
-    """Make the files already in ``path`` a git repository on ``main`` with one commit (ignored files left out)."""
-    pygit2.init_repository(str(path), initial_head="main")
+    """Commit the files in ``path`` (ignored files left out), making it a git repository on ``main`` first where it
+    is not one yet."""
+    if not (path / ".git").exists():
+        pygit2.init_repository(str(path), initial_head="main")
     return commit_all(path, message)
+
+
+def git(repo: Path, *args: str) -> str:
+    """The git CLI run in ``repo``; its stdout (a failure raises ``CalledProcessError``)."""
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def git_commit_tree(root: Path, message: str) -> None:
+    """``git init``, ``git add -A``, ``git commit`` with the git CLI, as a user would (its default branch and ignore
+    rules, a throwaway identity)."""
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", message)
+
+
+def commit_on(repo: Path, branch: str, files: dict[str, str], *, message: str = "change",
+              start: str = "main") -> str:
+    """Commit ``files`` on top of ``branch`` (created from ``start`` if missing) without a checkout."""
+    git = pygit2.Repository(str(repo))
+    ref = git.references.get(f"refs/heads/{branch}")
+    parent = git.get(ref.target) if ref is not None else git.revparse_single(start).peel(pygit2.Commit)
+    builder = git.TreeBuilder(parent.tree)
+    for name, text in files.items():
+        assert "/" not in name, "commit_on writes top-level files only"
+        builder.insert(name, git.create_blob(text.encode()), pygit2.GIT_FILEMODE_BLOB)
+    sig = pygit2.Signature("Contract Test", "contract@example.com")
+    sha = git.create_commit(None, sig, sig, message, builder.write(), [parent.id])
+    git.references.create(f"refs/heads/{branch}", sha, force=True)
+    return str(sha)

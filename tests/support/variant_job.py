@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import infrarsi
+from tests.support.tinygpt import infrarsi
 from tests.support.repos import init_repo
 
 TRUE = {"a": 1.0, "b": 0.85, "c": 0.7, "d": 0.92, "e": 1.0}  # the variants' step times at full speed, relative

@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pygit2
 
-from tests.fake_github_rules import BranchRules
+from tests.support.fake_github_rules import BranchRules
 
 TOKEN = "test-token-not-a-secret"
 MERGER = pygit2.Signature("GitHub", "noreply@github.com")

@@ -16,15 +16,16 @@ import shutil
 from pathlib import Path
 
 import pygit2
+import pytest
 
-from tests.support.repos import commit_all
+from tests.support.repos import commit_tree
 from infrarsi.contract import load_contract
 from infrarsi.doctor import DoctorReport
 from infrarsi.journal import Journal
 from infrarsi.stats import compare
 from infrarsi.trial import Candidate
 from infrarsi.verify import Reference, Verdict, VerdictKind, trial_invariants
-from tests.conftest import TINY_ARGS, copy_fixture, infrarsi
+from tests.support.tinygpt import TINY_ARGS, copy_fixture, infrarsi
 
 RUN_ID = "r1"
 WINNER_KNOBS = ("dtype=bf16",)
@@ -47,8 +48,7 @@ def make_promoted_run(dest: Path) -> Path:
     tail = tail.replace("users = []", 'users = ["alice"]\nteams = ["acme/perf"]', 1)
     (repo / "infrarsi.toml").write_text(head + "[approvers]\n" + tail, encoding="utf-8")
     _ok(infrarsi("lock", str(repo)))
-    pygit2.init_repository(str(repo), initial_head="main")
-    commit_all(repo, "tinygpt with its contract")
+    commit_tree(repo, "tinygpt with its contract")
     remote = dest / "remote.git"
     pygit2.init_repository(str(remote), bare=True, initial_head="main")
     git = pygit2.Repository(str(repo))
@@ -122,3 +122,23 @@ def shared_template(base: Path) -> Path:
 
 def pull_records(remote: Path) -> list[Path]:
     return sorted((remote / "infrarsi-forge" / "pulls").glob("*.json"))
+
+
+@pytest.fixture(scope="session")
+def promoted_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's finished run (:func:`shared_template`); a test module imports this fixture to use it."""
+    return shared_template(tmp_path_factory.getbasetemp())
+
+
+def passing_verdict(candidate: Candidate) -> Verdict:
+    """A re-verification verdict that passes (the statistics are tested in test_verify_judge.py)."""
+    c = compare((0.012, 0.0124, 0.0119, 0.0122), (0.009, 0.0093, 0.0091, 0.0089), min_effect=0.01, alpha=0.05,
+                n_boot=200, seed=0)
+    return Verdict(kind=VerdictKind.PROMOTED, reason=c.reason, candidate=candidate, baseline_trials=(),
+                   candidate_trials=(), baseline_step_s=c.baseline, candidate_step_s=c.candidate, comparison=c,
+                   invariants=())
+
+
+def reverify_passes(repo: Path, run_id: str, candidate: Candidate, base: str) -> Verdict:
+    """``promote``'s ``reverify`` hook, passing."""
+    return passing_verdict(candidate)

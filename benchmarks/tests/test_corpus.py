@@ -10,7 +10,7 @@ import pytest
 from benchmarks.corpus import CORPUS, DATA, DOC
 from benchmarks.corpus_doc import ci_level, load, render
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_committed_doc_is_the_rendering_of_the_committed_data() -> None:

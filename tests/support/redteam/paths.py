@@ -41,7 +41,7 @@ def executor_for(name: str, repo: Path, work: Path, *, need: Callable[[str], obj
         from bot.executors.actions import ActionsExecutor, ActionsSettings
         from bot.forges.github import GitHubForge
         from bot.forges.github_api import GitHubTarget
-        from tests.fake_github import TOKEN, FakeGitHub, TrialWorkflowRunner
+        from tests.support.fake_github import TOKEN, FakeGitHub, TrialWorkflowRunner
 
         fake = FakeGitHub(work / "github").start()
         try:

@@ -16,14 +16,12 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from pathlib import Path
 
-import pygit2
-
 from bot.executors.local import LocalExecutor
 from bot.stages.doctor.baseline import calibrate_work
 from bot.stages.run.candidate import TrialContext, trial_context
 from bot.stages.run.references import References
 from infrarsi.rundir import journal_path
-from tests.support.repos import commit_all
+from tests.support.repos import commit_tree
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
 from infrarsi.invariants import InvariantCheck, WorkReference
@@ -33,7 +31,7 @@ from infrarsi.patches import PatchSpec
 from infrarsi.seams.executor import Executor
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 from infrarsi.verify import trial_invariants
-from tests.conftest import REPO, infrarsi
+from tests.support.tinygpt import REPO, infrarsi
 
 # Three blocks, so that skipping blocks is possible; milliseconds per step. With dropout: a re-split draws other
 # masks, so a candidate that splits the global batch otherwise must be compared with a baseline at its split.
@@ -99,8 +97,7 @@ def _own_contract(fixture: str, dest: Path, args: str, tokens: int, edits: tuple
 
 def _commit(repo: Path) -> Path:
     (repo / ".gitignore").write_text(".infrarsi/\n__pycache__/\n")
-    pygit2.init_repository(str(repo), initial_head="main")
-    commit_all(repo, "fixture with its contract")
+    commit_tree(repo, "fixture with its contract")
     return repo
 
 

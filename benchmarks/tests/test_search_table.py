@@ -14,43 +14,13 @@ import pytest
 from benchmarks.doc_sections import keep_marked, replace_section
 from benchmarks.search_table import check_complete, render, replay
 from benchmarks.search_tuners import key
-from benchmarks.space_table import (SUPPLEMENT, Run, Table, TableBench, TableError, coverage, from_json, load,
+from benchmarks.space_table import (SUPPLEMENT, Run, TableBench, TableError, coverage, from_json, load,
                                     optimum, save, sigma_log, supplement_share, to_json, true_time)
-from infrarsi.contract.model import Constraint, Knob
-from infrarsi.patches import Effect, PatchSpec
-
-OK_COST, OOM_COST = 10.0, 5.0
-
-
-def _table() -> Table:
-    """dtype x micro_batch x one patch: time = base[dtype] x mb factor x 0.9 with the patch; fp32 at
-    micro-batch 4 runs out of memory. Repeats at 0.99, 1.00, 1.01 of the time: the mean is the time."""
-    patch = PatchSpec(id="fast_patch", title="fast", rationale="test", targets=("model.py",), kind="codemod",
-                      codemod="fast_patch", effect=Effect(time_ratio=0.9, time_sigma=0.1, mem_ratio=1.0,
-                                                          mem_sigma=0.05, source="test"))
-    table = Table(fixture="synthetic", machine={"cpu": "test"}, memory_limit_bytes=2.0 * 2**30,
-                  knobs=(Knob(name="dtype", kind="categorical", default="fp32", values=("fp32", "bf16")),
-                         Knob(name="micro_batch", kind="int", default=2, values=(1, 2, 4))),
-                  constraints=(Constraint(kind="divides", knob="micro_batch", value=4),), patches=(patch,), repeats=3)
-    base = {"fp32": 1.0, "bf16": 0.6}
-    mbf = {1: 1.1, 2: 1.0, 4: 0.9}
-    for dtype in base:
-        for mb in mbf:
-            for p in (False, True):
-                config = {"dtype": dtype, "micro_batch": mb, "fast_patch": p}
-                for i, jitter in enumerate((0.99, 1.0, 1.01)):
-                    if dtype == "fp32" and mb == 4:
-                        table.add(config, Run(outcome="oom", step_time_s=None, peak_mem_bytes=2.1 * 2**30,
-                                              censored=True, cost_s=OOM_COST, round=i))
-                    else:
-                        t = base[dtype] * mbf[mb] * (0.9 if p else 1.0) * jitter
-                        table.add(config, Run(outcome="ok", step_time_s=t, peak_mem_bytes=2**30, cost_s=OK_COST,
-                                              round=i))
-    return table
+from benchmarks.tests.tables import OK_COST, OOM_COST, synthetic_table
 
 
 def test_the_truth_of_a_table_is_the_mean_of_its_repeats_and_an_oom_has_none():
-    table = _table()
+    table = synthetic_table()
     config, t_opt = optimum(table)
     assert config == {"dtype": "bf16", "micro_batch": 4, "fast_patch": True}
     assert t_opt == pytest.approx(0.6 * 0.9 * 0.9)
@@ -66,7 +36,7 @@ def test_greedy_replayed_on_the_table_finds_the_optimum_and_pays_for_its_oom():
     """Greedy's path is fixed by the 10% margins (the 1% repeat jitter cannot reorder it): default;
     bf16; micro-batch 1 then 4 (moves to 4); the patch (the optimum, trial 5); a second pass tries fp32
     (OOM, trial 6) and micro-batch 1 and 2 with the patch, then stops: 8 trials."""
-    table = _table()
+    table = synthetic_table()
     short, full = replay(table, "greedy", seed=0, budgets=(4, 10))
     assert full.trials == 8
     assert full.best_fraction == pytest.approx(1.0)
@@ -80,7 +50,7 @@ def test_greedy_replayed_on_the_table_finds_the_optimum_and_pays_for_its_oom():
 
 
 def test_a_table_survives_json_and_a_broken_one_names_the_key():
-    table = _table()
+    table = synthetic_table()
     again = from_json(json.loads(json.dumps(to_json(table))))
     assert again.runs == table.runs and again.configs == table.configs
     assert optimum(again) == optimum(table)
@@ -97,12 +67,12 @@ def test_a_table_survives_json_and_a_broken_one_names_the_key():
 def test_a_fixtures_tables_from_two_machines_are_told_apart_by_their_file_names(tmp_path):
     # one fixture, a table per machine kind (AVX2 and AVX-512 bf16 measure different spaces): each table's
     # replay rows and section carry its file's stem, so neither overwrites the other's figures
-    table = _table()
+    table = synthetic_table()
     for stem in ("synthetic", "synthetic-avx512"):
         save(table, tmp_path / f"{stem}.json")
     loaded = [load(tmp_path / f"{stem}.json") for stem in ("synthetic", "synthetic-avx512")]
     assert [t.label for t in loaded] == ["synthetic", "synthetic-avx512"]
-    assert _table().label == "synthetic"  # not read from a file: the fixture's name
+    assert synthetic_table().label == "synthetic"  # not read from a file: the fixture's name
     rows = [r for t in loaded for r in replay(t, "greedy", seed=0, budgets=(10,))]
     assert [r.workload for r in rows] == ["synthetic", "synthetic-avx512"]
     text = render([(str(tmp_path / f"{t.label}.json"), t) for t in loaded], rows, ("greedy",), (10,), 1, 1.0, 1, "x")
@@ -110,7 +80,7 @@ def test_a_fixtures_tables_from_two_machines_are_told_apart_by_their_file_names(
 
 
 def test_steady_memory_survives_json_and_a_supplement_gives_the_defaults_runs_their_share():
-    table = _table()
+    table = synthetic_table()
     other = {"dtype": "bf16", "micro_batch": 1, "fast_patch": False}
     table.add(other, Run(outcome="ok", step_time_s=0.7, peak_mem_bytes=2**30, cost_s=OK_COST, round=3,
                          steady_mem_bytes=0.75 * 2**30))
@@ -139,7 +109,7 @@ def test_generated_sections_are_replaced_in_place_and_kept_when_the_page_is_rewr
 def test_measurement_rounds_run_every_configuration_once_each_in_its_own_order():
     from benchmarks.measure_space import schedule
 
-    configs = _table().design()
+    configs = synthetic_table().design()
     plan = schedule(configs, 3, seed=0)
     rounds = [[c for r, c in plan if r == i] for i in range(3)]
     assert [r for r, _ in plan] == sorted(r for r, _ in plan)  # round by round

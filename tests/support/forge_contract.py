@@ -2,7 +2,7 @@
 
 Use it from a test module by importing the tests and providing one fixture::
 
-    from tests.forge_contract import *  # noqa: F401,F403  (the test functions)
+    from tests.support.forge_contract import *  # noqa: F401,F403  (the test functions)
 
     @pytest.fixture
     def forge_harness(tmp_path) -> ForgeHarness:
@@ -24,6 +24,7 @@ from typing import Protocol
 import pygit2
 import pytest
 
+from tests.support.repos import commit_on
 from infrarsi.seams.forge import (
     Forge,
     ForgeError,
@@ -94,22 +95,6 @@ class ForgeHarness(Protocol):
     def require_approvals(self, branch: str, count: int) -> None:
         """Merging into ``branch`` needs ``count`` approving reviews (a human's branch protection)."""
         ...
-
-
-def commit_on(repo: Path, branch: str, files: dict[str, str], *, message: str = "change",
-              start: str = "main") -> str:
-    """Commit ``files`` on top of ``branch`` (created from ``start`` if missing) without a checkout."""
-    git = pygit2.Repository(str(repo))
-    ref = git.references.get(f"refs/heads/{branch}")
-    parent = git.get(ref.target) if ref is not None else git.revparse_single(start).peel(pygit2.Commit)
-    builder = git.TreeBuilder(parent.tree)
-    for name, text in files.items():
-        assert "/" not in name, "commit_on writes top-level files only"
-        builder.insert(name, git.create_blob(text.encode()), pygit2.GIT_FILEMODE_BLOB)
-    sig = pygit2.Signature("Contract Test", "contract@example.com")
-    sha = git.create_commit(None, sig, sig, message, builder.write(), [parent.id])
-    git.references.create(f"refs/heads/{branch}", sha, force=True)
-    return str(sha)
 
 
 def _draft(head: str, **changes: object) -> PullRequestDraft:

@@ -3,7 +3,7 @@ journal without repeating a trial, a journal from another run is refused, and th
 judged against is the replay's p10-p90.
 
 The live trials themselves are ``infrarsi trial`` (``benchmarks.measure_space.trial``, exercised by the
-measurement); here the runner answers from the synthetic table of ``tests/test_search_table.py``, counting
+measurement); here the runner answers from the synthetic table of ``benchmarks/tests/tables.py``, counting
 the calls, so that what is checked is which calls reach it."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import pytest
 from benchmarks.search_live import Journal, live_method, main, replay_band, replay_median
 from benchmarks.search_table import replay
 from benchmarks.space_table import TableBench, TableError
-from tests.test_search_table import _table
+from benchmarks.tests.tables import synthetic_table
 
 
 def _runner(calls: list[dict], table=None):
-    bench = TableBench(table or _table(), seed=3)
+    bench = TableBench(table or synthetic_table(), seed=3)
 
     def run(config):
         calls.append(dict(config))
@@ -29,7 +29,7 @@ def _runner(calls: list[dict], table=None):
 
 
 def test_a_killed_live_run_resumes_from_its_journal_without_repeating_a_trial(tmp_path: Path) -> None:
-    table, path = _table(), tmp_path / "live.jsonl"
+    table, path = synthetic_table(), tmp_path / "live.jsonl"
     first: list[dict] = []
     row, _ = live_method(table, "greedy", 6, 0, _runner(first), Journal.open(path), lambda _: None)
     assert 6 <= len(first) == len(path.read_text().splitlines())  # every search trial and verification rerun
@@ -47,7 +47,7 @@ def test_a_killed_live_run_resumes_from_its_journal_without_repeating_a_trial(tm
 
 def test_verification_pairs_can_be_capped_and_the_cap_is_checked(tmp_path: Path, capsys) -> None:
     # live reruns are real trials: --max-pairs caps each verified candidate's pairs (best found is unchanged)
-    noisy = _table()
+    noisy = synthetic_table()
     for runs in noisy.runs.values():  # 20% run-to-run noise: the replay's rule asks for more than 4 pairs
         for i, r in enumerate(runs):
             if r.step_time_s:
@@ -66,7 +66,7 @@ def test_verification_pairs_can_be_capped_and_the_cap_is_checked(tmp_path: Path,
 
 
 def test_a_journal_from_another_run_is_refused_by_name(tmp_path: Path) -> None:
-    table, path = _table(), tmp_path / "live.jsonl"
+    table, path = synthetic_table(), tmp_path / "live.jsonl"
     live_method(table, "greedy", 4, 0, _runner([]), Journal.open(path), lambda _: None)
     # greedy's trials filed under random's name, as a journal of another seed or method would read
     with pytest.raises(TableError, match=r"live.jsonl: random@1/search call \d+ was .*, now .*another table, seed"):
@@ -79,7 +79,7 @@ def test_a_journal_from_another_run_is_refused_by_name(tmp_path: Path) -> None:
 
 
 def test_the_band_is_the_replay_p10_to_p90_of_the_same_method_and_budget() -> None:
-    table = _table()
+    table = synthetic_table()
     rows = [asdict(r) for s in range(10) for r in replay(table, "random", s, (4,))]
     band = replay_band(rows, "synthetic", "random", 4)
     best = sorted(r["best_fraction"] for r in rows)
@@ -93,7 +93,7 @@ def test_a_live_check_on_another_machine_is_refused_naming_what_differs(tmp_path
     from benchmarks.search_live import main
     from benchmarks.space_table import save
 
-    table = _table()
+    table = synthetic_table()
     table.machine = {"cpu": "Elsewhere CPU", "cores": 64, "flags": {"avx2": True, "avx512_bf16": False, "amx": True}}
     path = tmp_path / "t.json"
     save(table, path)
@@ -110,7 +110,7 @@ def test_the_section_says_how_this_machines_times_compare_with_the_tables(tmp_pa
     from benchmarks.search_live import drift
     from benchmarks.space_table import Run
 
-    table = _table()
+    table = synthetic_table()
     journal = Journal.open(tmp_path / "live.jsonl")
     for i, (dtype, mb, p) in enumerate([(d, m, p) for d in ("fp32", "bf16") for m in (1, 2) for p in (False, True)]):
         config = {"dtype": dtype, "micro_batch": mb, "fast_patch": p}
@@ -134,7 +134,7 @@ def test_a_table_that_recorded_its_cpu_generation_is_checked_against_this_ones(t
     from benchmarks.space_table import save
 
     here = machine_fingerprint()
-    table = _table()
+    table = synthetic_table()
     table.machine = {**here, "cpu_family_model": "1/2"}
     path = tmp_path / "t.json"
     save(table, path)
@@ -146,7 +146,7 @@ def test_a_table_that_recorded_its_cpu_generation_is_checked_against_this_ones(t
 def test_a_second_seed_has_its_own_streams_and_the_wall_is_what_its_trials_cost(tmp_path: Path) -> None:
     from benchmarks.search_live import stream
 
-    table, path = _table(), tmp_path / "live.jsonl"
+    table, path = synthetic_table(), tmp_path / "live.jsonl"
     journal = Journal.open(path)
     _, wall0 = live_method(table, "random", 4, 0, _runner([]), journal, lambda _: None)
     _, wall1 = live_method(table, "random", 4, 1, _runner([]), journal, lambda _: None)
@@ -172,7 +172,7 @@ def test_the_replay_of_a_live_runs_own_seed_holds_what_that_seed_can_find(tmp_pa
     from benchmarks.search_tuners import play
     from benchmarks.space_table import optimum, save, true_time
 
-    table, path = _table(), tmp_path / "t.json"
+    table, path = synthetic_table(), tmp_path / "t.json"
     save(table, path)
     tried = play(ALL_METHODS["random"], TableBench(table, 0), 4, 5)
     ceiling = max(optimum(table)[1] / true_time(table, t.config) for t in tried if t.outcome == "ok")
@@ -194,7 +194,7 @@ def test_the_section_has_a_row_per_method_and_seed_and_counts_both_bands() -> No
                   promoted=True, false_promotion=False, noise_pick=False)
         return Live(row=row, band=band, wall_s=60.0, replay_median=0.9, seed_band=own)
 
-    text = render(_table(), [live("random", 0, 0.76, (0.78, 1.0), (0.70, 0.76)),
+    text = render(synthetic_table(), [live("random", 0, 0.76, (0.78, 1.0), (0.70, 0.76)),
                              live("random", 1, 0.95, (0.78, 1.0), (0.80, 0.96))], 20, "cmd", "replay.json", draws=30)
     assert "| random | 0 | 0.760 | 0.780–1.000 | **no** | 0.700–0.760 | yes |" in text
     assert "| random | 1 | 0.950 | 0.780–1.000 | yes | 0.800–0.960 | yes |" in text

@@ -1,0 +1,1 @@
+"""Benchmark scripts and their data (not shipped; run with `python -m benchmarks.<name>`)."""

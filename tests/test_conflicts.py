@@ -11,7 +11,7 @@ from infrarsi.conflicts import blocking, clashes, conflicts, goes_with, held_kno
 from infrarsi.contract.model import Knob
 from infrarsi.patches import Effect, PatchSpec
 from infrarsi.search.space import SearchSpace
-from tests.test_decisions import DEMO_KNOBS
+from tests.support.demo_space import DEMO_KNOBS
 
 SPECS = [e.spec(("train.py",)) for e in CATALOG]
 BY_ID = {s.id: s for s in SPECS}

@@ -4,7 +4,7 @@ Every verb is idempotent, so a bot that is killed and rerun converges on the
 same state instead of doubling it: ``ensure_pr`` finds the pull request of a
 head branch before it opens one, ``ensure_comment`` edits the comment carrying
 its marker instead of posting another. Two implementations pass one contract
-test suite (``tests/forge_contract.py``): the local forge (a bare git remote
+test suite (``tests/support/forge_contract.py``): the local forge (a bare git remote
 plus pull-request records on disk, the offline default) and the GitHub forge
 (github3.py plus pushes through the bot's workspace).
 """

@@ -78,3 +78,12 @@ def test_no_implementation_of_a_seam_imports_a_stage() -> None:
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
             offenders += [f"{path.relative_to(ROOT)} imports {n}" for n in names if n.startswith("bot.stages")]
     assert offenders == [], "; ".join(offenders)
+
+
+def test_a_command_line_is_split_in_one_place() -> None:
+    """``infrarsi.contract.entry.split_command`` splits a one-string command; init's shell reader reads whole shell
+    lines (``cd``, ``&&``, ``VAR=``) with its own lexer. A third splitter would drift from both."""
+    owner = ROOT / "infrarsi" / "contract" / "entry.py"
+    offenders = [str(p.relative_to(ROOT)) for p in _modules()
+                 if p != owner and "shlex.split(" in p.read_text(encoding="utf-8")]
+    assert offenders == [], f"shlex.split outside infrarsi/contract/entry.py: {', '.join(offenders)}"

@@ -30,7 +30,6 @@ import ast
 import importlib
 import posixpath
 import re
-import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +39,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from bot.progress import Ticker
-from infrarsi.contract.entry import entry_file, split_interpreter
+from infrarsi.contract.entry import entry_file, split_command, split_interpreter
 from infrarsi.rundir import STATE_DIR
 
 _UNKNOWN: Any = object()
@@ -657,5 +656,5 @@ def command_argv(command: Iterable[str], args: Iterable[str] = ()) -> list[str]:
     """The workload's argv as one list (a single-string command is split as a shell would)."""
     parts = list(command)
     if len(parts) == 1 and " " in parts[0]:
-        parts = shlex.split(parts[0])
+        parts = split_command(parts[0])
     return [*parts, *args]

@@ -17,7 +17,6 @@ import hashlib
 import json
 import math
 import re
-import shlex
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -25,7 +24,7 @@ from bot.patching.replace import parse_replacement
 from bot.patching.results import Broken
 from bot.proposers.llm import InvalidAnswer, Tool
 from infrarsi.seams.proposer import RepoSummary
-from infrarsi.contract.entry import command_and_args, strip_flags
+from infrarsi.contract.entry import command_and_args, split_command, strip_flags
 from infrarsi.contract.errors import ContractError
 from infrarsi.contract.load import CONTRACT_FILE, parse_contract
 from infrarsi.contract.model import CONTRACT_VERSION, Contract
@@ -178,7 +177,7 @@ def _effect(item: dict[str, Any], where: str, source: str) -> Effect:
 
 def human_command(command: str) -> tuple[list[str], list[str]]:
     """(entry command, the human's arguments) as the built-in drafter splits them."""
-    return command_and_args(shlex.split(command))
+    return command_and_args(split_command(command))
 
 
 def validate_draft(data: dict[str, Any], *, command: str, summary: RepoSummary, model: str

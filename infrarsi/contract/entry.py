@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -67,6 +68,14 @@ def entry_file(root: Path, workdir: str, argv: Sequence[str]) -> str | None:
         if not path.startswith("../") and (root / path).is_file():
             return path
     return None
+
+
+def split_command(text: str) -> list[str]:
+    """A command line written as one string, split into words as a POSIX shell splits them (quotes, escapes); the
+    one splitter for a contract's ``workload.command`` string, a proposer's drafted command and a one-string
+    command a reader was handed. Raises ValueError on an unclosed quote. (``init`` reads a whole shell line,
+    ``cd``, ``&&`` and ``VAR=`` included, with ``bot.stages.init.shell_command``.)"""
+    return shlex.split(text)
 
 
 def command_and_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -7,13 +7,13 @@ was expected; nothing half-valid comes out of here.
 from __future__ import annotations
 
 import re
-import shlex
 import tomllib
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from infrarsi.contract.errors import ContractError
+from infrarsi.contract.entry import split_command
 from infrarsi.contract.knob_codec import DEFAULT_BOOL_TEXT
 from infrarsi.contract.model import (
     CONTRACT_VERSION,
@@ -131,7 +131,7 @@ def _command(t: Table, key: str, *, required: bool) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         try:
-            parts = tuple(shlex.split(value))
+            parts = tuple(split_command(value))
         except ValueError as e:
             raise t.error(key, f"expected a shell-like command line, got {value!r} ({e})") from None
     elif isinstance(value, list) and all(isinstance(v, str) for v in value):

@@ -94,7 +94,11 @@ class Workspace(Protocol):
 
     # -- branches and history --------------------------------------------------------------------------
     def head_branch(self) -> str | None:
-        """The branch the main working tree is on; None when HEAD is detached or unborn."""
+        """The branch HEAD is on where the workspace was opened; None when it is detached or unborn."""
+        ...
+
+    def head_commit(self) -> str:
+        """The commit HEAD points to where the workspace was opened (the trials' base)."""
         ...
 
     def branch_tip(self, branch: str) -> str | None: ...
@@ -117,6 +121,12 @@ class Workspace(Protocol):
     def diff_to_parent(self, commit: str) -> tuple[str, str] | None:
         """(first parent id, unified diff) of ``commit``; None when it is missing or has no parent."""
         ...
+
+    def list_files(self, commit: str | None) -> dict[str, str]:
+        """``{path: blob id}`` of every file in ``commit``'s tree; ``{}`` for None."""
+        ...
+
+    def read_blob(self, blob: str) -> bytes: ...
 
     def export_tree(self, treeish: str, directory: Path) -> None:
         """Write a commit's or tree's files into ``directory``."""

@@ -12,6 +12,7 @@ from bot.forges.local import LocalForge
 from bot.stages.apply.merge import promote
 from bot.stages.apply.open_pr import apply_run
 from bot.stages.report.build import load_report
+from bot.workspace import GitWorkspace
 from tests.promotion_helpers import clone_template
 from tests.test_apply import promoted_template  # noqa: F401  (the session fixture)
 from tests.test_promote import _passing
@@ -37,16 +38,16 @@ def test_report_apply_and_promote_each_parse_the_contract_once(promoted_template
                                                                tmp_path: Path, parses: Counter[Path]) -> None:
     repo = clone_template(promoted_template, tmp_path / "copy")
     contract = repo / "infrarsi.toml"
-    load_report(repo)
+    load_report(repo, workspace=GitWorkspace(repo))
     assert parses[contract] == 1
 
     parses.clear()
-    apply_run(repo, say=lambda _: None)
+    apply_run(repo, workspace=GitWorkspace(repo), say=lambda _: None)
     # the repo's contract once; the promoted tree's (new defaults, for its lock) is another file
     assert parses[contract] == 1 and sum(parses.values()) == 2
 
     forge = LocalForge(repo.parent / "remote.git")
     forge.submit_review(1, "alice", "APPROVED")
     parses.clear()
-    result = promote(repo, 1, forge=forge, reverify=_passing, say=lambda _: None)
+    result = promote(repo, 1, workspace=GitWorkspace(repo), forge=forge, reverify=_passing, say=lambda _: None)
     assert result.verdict.promoted and parses[contract] == 1

@@ -152,8 +152,7 @@ def trial_context(contract: Contract, lock: Lock, *, workspace: Workspace | None
     applicable catalog."""
     from bot.patching.catalog import applicable_patches
 
-    in_git = workspace is not None
     return TrialContext(contract=contract, lock=lock, repo=contract.root, executor=executor, journal=journal,
-                        patches=applicable_patches(contract) if in_git else {},
+                        patches=applicable_patches(contract) if workspace is not None else {},
                         base=workspace.head_commit() if workspace is not None else None, workspace=workspace,
                         memory_limit_bytes=memory_limit_bytes, timeout_s=timeout_s)

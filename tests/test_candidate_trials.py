@@ -9,6 +9,7 @@ import pytest
 from bot.stages.run.candidate import run_candidate
 from bot.patching.catalog import applicable_patches
 from bot.executors.local import LocalExecutor
+from bot.workspace import GitWorkspace
 from bot.workspace.commits import read_trailers
 from bot.workspace.errors import StaleBranchError
 from bot.workspace.worktrees import trial_branch
@@ -53,8 +54,9 @@ def _run(repo: Path, candidate: Candidate, patches: dict[str, PatchSpec], execut
     contract = load_contract(repo)
     with Journal(repo / ".infrarsi" / "journal.sqlite") as journal:
         journal.ensure_run("t", kind="test")
-        record = run_candidate(contract, read_lock(repo), repo=repo, base=git(repo, "rev-parse", "HEAD").strip(),
-                               run_id="t", candidate=candidate, patches=patches, executor=executor, journal=journal)
+        record = run_candidate(contract, read_lock(repo), workspace=GitWorkspace(repo),
+                               base=git(repo, "rev-parse", "HEAD").strip(), run_id="t", candidate=candidate,
+                               patches=patches, executor=executor, journal=journal)
         stored = journal.trials("t")
     return record, stored
 

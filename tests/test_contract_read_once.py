@@ -12,6 +12,7 @@ from bot.forges.local import LocalForge
 from bot.stages.apply.merge import promote
 from bot.stages.apply.open_pr import apply_run
 from bot.stages.report.build import load_report
+from bot.workspace import GitWorkspace
 from tests.support.promotion import clone_template, promoted_template, reverify_passes  # noqa: F401
 
 pytestmark = pytest.mark.slow
@@ -35,16 +36,16 @@ def test_report_apply_and_promote_each_parse_the_contract_once(promoted_template
                                                                tmp_path: Path, parses: Counter[Path]) -> None:
     repo = clone_template(promoted_template, tmp_path / "copy")
     contract = repo / "infrarsi.toml"
-    load_report(repo)
+    load_report(repo, workspace=GitWorkspace(repo))
     assert parses[contract] == 1
 
     parses.clear()
-    apply_run(repo, say=lambda _: None)
+    apply_run(repo, workspace=GitWorkspace(repo), say=lambda _: None)
     # the repo's contract once; the promoted tree's (new defaults, for its lock) is another file
     assert parses[contract] == 1 and sum(parses.values()) == 2
 
     forge = LocalForge(repo.parent / "remote.git")
     forge.submit_review(1, "alice", "APPROVED")
     parses.clear()
-    result = promote(repo, 1, forge=forge, reverify=reverify_passes, say=lambda _: None)
+    result = promote(repo, 1, workspace=GitWorkspace(repo), forge=forge, reverify=reverify_passes, say=lambda _: None)
     assert result.verdict.promoted and parses[contract] == 1

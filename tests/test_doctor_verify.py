@@ -11,6 +11,7 @@ import pytest
 from bot.stages.run.candidate import TrialContext, trial_context
 
 from bot.executors.local import LocalExecutor
+from bot.workspace import GitWorkspace
 from bot.stages.run.verify import verify_candidate
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
@@ -112,9 +113,11 @@ def _hand_flops_and_peak(repo: Path) -> tuple[float, float]:
 
 def _ctx(repo: Path, journal: Journal, extra: dict[str, PatchSpec]) -> TrialContext:
     contract = load_contract(repo)
-    base = trial_context(contract, read_lock(repo), executor=LocalExecutor(), journal=journal)
+    base = trial_context(contract, read_lock(repo), workspace=GitWorkspace(repo), executor=LocalExecutor(),
+                         journal=journal)
     return TrialContext(**{**{f: getattr(base, f) for f in ("contract", "lock", "repo", "executor", "journal",
-                                                            "base")}, "patches": {**base.patches, **extra}})
+                                                            "base", "workspace")},
+                           "patches": {**base.patches, **extra}})
 
 
 def _verify(repo: Path, candidate: Candidate, extra: dict[str, PatchSpec], pairs: int = 4):  # noqa: ANN202

@@ -1,6 +1,7 @@
 """The house rules the layout keeps (issue 37): no import cycle, no reach into another module's private names,
 one owner for every path under ``.infrarsi/`` and every branch InfraRSI owns, no probing of a seam's
-capabilities, and only process or git work under ``bot/stages/run``."""
+capabilities, stages reach git only through the ``Workspace`` they are given, and only process or git work
+under ``bot/stages/run``."""
 
 from __future__ import annotations
 
@@ -163,9 +164,40 @@ def test_no_seam_is_probed_for_a_capability() -> None:
 
 #: What makes a module of the run stage the hands' work: it starts processes, touches git, or drives the
 #: trials that do (through the executor, the workspace, the patching of worktrees).
-HANDS = re.compile(r"^(subprocess|infrarsi\.seams\.executor$|bot\.workspace|bot\.executors|bot\.patching|"
+HANDS = re.compile(r"^(subprocess|infrarsi\.seams\.(executor|workspace)$|bot\.workspace|bot\.executors|bot\.patching|"
                    r"bot\.stages\.run\.(candidate|trial|"
                    r"search|verify|references))")
+
+
+#: The modules of ``bot.workspace`` a stage may import: they open no repository (branch names, errors, the bot's
+#: identity and message format, links to data outside git). The rest of git is the ``Workspace`` a stage is given.
+GIT_FREE_WORKSPACE = frozenset({"bot.workspace.naming", "bot.workspace.errors", "bot.workspace.identity",
+                                "bot.workspace.data_links"})
+
+
+def _workspace_imports(name: str, path: Path) -> list[str]:
+    """The ``bot.workspace`` modules (or the package itself) ``name`` imports."""
+    out = []
+    for module, alias in _imports(name, path):
+        target = f"{module}.{alias}" if alias and f"{module}.{alias}" in MODULES else module
+        if target == "bot.workspace" or target.startswith("bot.workspace."):
+            out.append(target)
+    return out
+
+
+def test_stages_reach_git_only_through_the_workspace_they_are_given() -> None:
+    stages = {n: p for n, p in MODULES.items() if n == "bot.stages" or n.startswith("bot.stages.")}
+    offenders = [f"{name} imports {target}" for name, path in stages.items()
+                 for target in _workspace_imports(name, path) if target not in GIT_FREE_WORKSPACE]
+    assert offenders == [], "take the git work as a Workspace parameter (infrarsi.seams.workspace) instead: " + \
+        "; ".join(offenders)
+
+
+def test_the_git_free_workspace_modules_import_no_git_work() -> None:
+    """The allowed modules stay a narrow door: none of them pulls in a module that opens a repository."""
+    offenders = [f"{name} imports {target}" for name in sorted(GIT_FREE_WORKSPACE)
+                 for target in _workspace_imports(name, MODULES[name]) if target not in GIT_FREE_WORKSPACE]
+    assert offenders == [], "; ".join(offenders)
 
 
 def test_the_run_stage_holds_only_process_and_git_work() -> None:

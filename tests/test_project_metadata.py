@@ -17,6 +17,7 @@ import pytest
 
 from bot.stages.doctor.project_metadata import project_metadata
 from bot.stages.run.verify import metadata_check
+from bot.workspace import GitWorkspace
 from infrarsi.invariants import CheckStatus
 from tests.support.repos import commit_all, init_repo
 
@@ -99,7 +100,7 @@ def test_a_backend_that_cannot_be_installed_is_not_checked_and_blames_no_patch(o
     for base_meta in (meta.to_dict(), {"ok": True}):
         (repo / "train.py").write_text("print('patched')\n")
         commit = commit_all(repo, "a candidate")
-        row = metadata_check(repo, commit, base_meta)
+        row = metadata_check(repo, commit, base_meta, workspace=GitWorkspace(repo))
         assert row is not None and row.status is CheckStatus.NOT_CHECKED, row
         assert "could not be run" in row.detail or "not blamed" in row.detail
     assert base
@@ -115,5 +116,5 @@ def test_only_a_candidate_that_breaks_metadata_the_base_prepared_is_broken(tmp_p
     (repo / "pyproject.toml").write_text(PYPROJECT.format(requires='"setuptools>=61"',
                                                           backend="setuptools.build_meta", version="not a version"))
     commit = commit_all(repo, "a candidate that breaks the version")
-    row = metadata_check(repo, commit, base.to_dict())
+    row = metadata_check(repo, commit, base.to_dict(), workspace=GitWorkspace(repo))
     assert row is not None and row.broken and "the base prepares its metadata" in row.detail

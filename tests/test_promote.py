@@ -9,6 +9,7 @@ import pytest
 
 from bot.forges.local import LocalForge
 from bot.stages.apply.merge import PromoteError, promote
+from bot.workspace import GitWorkspace
 from tests.support.tinygpt import infrarsi
 from tests.support.repos import commit_on
 from tests.support.promotion import RUN_ID, clone_template, promoted_template, reverify_passes  # noqa: F401
@@ -90,12 +91,12 @@ def test_a_moved_base_re_creates_the_commit_and_merges_only_after_its_own_approv
     human = _human_push_to_main(applied, tmp_path, {"CHANGELOG.md": "a human change\n"})
     approved = forge.submit_review(1, "alice", "APPROVED").commit_sha
     said: list[str] = []
-    asked = promote(applied, 1, forge=forge, reverify=reverify_passes, say=said.append)
+    asked = promote(applied, 1, workspace=GitWorkspace(applied), forge=forge, reverify=reverify_passes, say=said.append)
     # nobody approved the re-created tree: it is verified and pushed, review is asked again, nothing merges
     assert asked.recreated and asked.merge_commit is None and asked.head_sha != approved
     assert forge.get_pr(1).state == "open" and forge.get_pr(1).head_sha == asked.head_sha
     forge.submit_review(1, "alice", "APPROVED")
-    result = promote(applied, 1, forge=forge, reverify=reverify_passes, say=said.append)
+    result = promote(applied, 1, workspace=GitWorkspace(applied), forge=forge, reverify=reverify_passes, say=said.append)
     assert not result.recreated and result.verdict.promoted and result.head_sha == asked.head_sha
     remote = pygit2.Repository(str(applied.parent / "remote.git"))
     merge = remote.revparse_single("main")
@@ -106,7 +107,7 @@ def test_a_moved_base_re_creates_the_commit_and_merges_only_after_its_own_approv
     assert forge.get_pr(1).state == "merged"
     assert forge.statuses(result.head_sha) == {"infrarsi/verify": "success"}
     with pytest.raises(PromoteError, match="is merged"):
-        promote(applied, 1, forge=forge, reverify=reverify_passes, say=said.append)
+        promote(applied, 1, workspace=GitWorkspace(applied), forge=forge, reverify=reverify_passes, say=said.append)
 
 
 def test_the_local_forge_s_rules_take_promote_s_path(applied: Path) -> None:
@@ -122,7 +123,7 @@ def test_the_local_forge_s_rules_take_promote_s_path(applied: Path) -> None:
     assert forge.statuses(forge.get_pr(1).head_sha) == {}  # nothing posted: no re-verification started
     forge.submit_review(1, "bob", "APPROVED")
     said: list[str] = []
-    result = promote(applied, 1, forge=forge, reverify=reverify_passes, say=said.append)
+    result = promote(applied, 1, workspace=GitWorkspace(applied), forge=forge, reverify=reverify_passes, say=said.append)
     remote = pygit2.Repository(str(applied.parent / "remote.git"))
     landed = remote.revparse_single("main")
     assert result.method == "squash" and str(landed.id) == result.merge_commit

@@ -45,6 +45,7 @@ from bot.forges.github import GitHubForge, forge_for_repo
 from bot.forges.github_api import GitHubTarget, RateLimitPolicy
 from bot.stages.apply.merge import PromoteError, PromoteResult, promote
 from bot.stages.apply.open_pr import apply_run
+from bot.workspace import GitWorkspace
 from bot.workspace.refs import set_branch
 from infrarsi.trial import Candidate
 from infrarsi.verify import Verdict
@@ -74,7 +75,8 @@ class Scene:
         return passing_verdict(candidate)
 
     def promote(self) -> PromoteResult:
-        return promote(self.repo, 1, forge=self.forge, reverify=self.reverify, say=self.said.append)
+        return promote(self.repo, 1, workspace=GitWorkspace(self.repo), forge=self.forge, reverify=self.reverify,
+                       say=self.said.append)
 
     def refused(self) -> str:
         with pytest.raises(PromoteError) as caught:
@@ -157,7 +159,7 @@ def applied(promoted_template: Path, tmp_path_factory: pytest.TempPathFactory) -
         pygit2.Repository(str(repo)).remotes.set_url("origin", fake.clone_url)
         forge = _forge(fake)
         forge.push(repo, "main")
-        result = apply_run(repo, forge=forge, say=lambda line: None)
+        result = apply_run(repo, workspace=GitWorkspace(repo), forge=forge, say=lambda line: None)
         assert result.pull_request is not None and result.pull_request.number == 1
         return Applied(root=root, state=copy.deepcopy(fake.state))
     finally:
@@ -183,7 +185,8 @@ def scene(applied: Applied, tmp_path: Path) -> Iterator[Scene]:
 
 
 def _apply(s: Scene, **kwargs: object) -> None:
-    result = apply_run(s.repo, forge=s.forge, say=s.said.append, **kwargs)  # type: ignore[arg-type]
+    result = apply_run(s.repo, workspace=GitWorkspace(s.repo), forge=s.forge, say=s.said.append,
+                       **kwargs)  # type: ignore[arg-type]
     assert result.pull_request is not None and result.pull_request.number == 1
 
 
@@ -465,7 +468,8 @@ def test_the_promote_workflow_merges_from_a_fresh_clone(scene: Scene, tmp_path: 
     assert set(env) <= set(step["env"])  # type: ignore[arg-type]
     forge = forge_for_repo(fresh, environ=env, policy=RateLimitPolicy(sleep=lambda s: None))
     said: list[str] = []
-    result = promote(fresh, 1, forge=forge, reverify=scene.reverify, say=said.append, executor="actions")
+    result = promote(fresh, 1, workspace=GitWorkspace(fresh), forge=forge, reverify=scene.reverify,
+                     say=said.append, executor="actions")
     assert result.merge_commit == scene.fake.branch("main") and result.head_sha == head
     assert scene.verified == [base] and any("restored from infrarsi/record/r1" in line for line in said)
     scene.assert_base_holds_an_approved_tree({"alice"})

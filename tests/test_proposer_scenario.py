@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from bot.executors.local import LocalExecutor
+from bot.workspace import GitWorkspace
 from bot.patching.catalog import applicable_patches
 from bot.patching.screen import git_reader, screen_patches
 from bot.proposers.session import editable_sources
@@ -72,7 +73,7 @@ def test_a_correct_model_patch_runs_and_is_verified_beside_a_colliding_a_locked_
 
     with Journal(journal_path(repo)) as journal:
         ctx = TrialContext(contract=contract, lock=read_lock(repo), repo=repo, executor=LocalExecutor(),
-                           journal=journal, patches=patches, base=base)
+                           journal=journal, patches=patches, base=base, workspace=GitWorkspace(repo))
         doctor, _ = run_doctor(ctx, run_id="scn", repeats=2)
         # Stacked anyway (by hand), the two attention rewrites are refused before anything runs.
         refused = ctx.run("scn", stacked)

@@ -16,6 +16,7 @@ import pytest
 
 from bot.stages.run.candidate import run_candidate
 from bot.executors.local import LocalExecutor
+from bot.workspace import GitWorkspace
 from bot.workspace.commits import repo_head_commit
 from tests.support.anthropic_replay import replayed_proposer
 from bot.proposers.session import editable_sources
@@ -49,9 +50,9 @@ def _run(repo: Path, spec_ids: tuple[str, ...], patches: dict, executor: Countin
     contract = load_contract(repo)
     with Journal(journal_path(repo)) as journal:
         journal.ensure_run(run_id, kind="run")
-        return run_candidate(contract, read_lock(repo), repo=repo, base=repo_head_commit(repo), run_id=run_id,
-                             candidate=Candidate.of(contract.defaults(), patches=spec_ids), patches=patches,
-                             executor=executor, journal=journal)
+        return run_candidate(contract, read_lock(repo), workspace=GitWorkspace(repo), base=repo_head_commit(repo),
+                             run_id=run_id, candidate=Candidate.of(contract.defaults(), patches=spec_ids),
+                             patches=patches, executor=executor, journal=journal)
 
 
 def _propose(repo: Path, recording: str):

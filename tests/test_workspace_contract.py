@@ -1,8 +1,9 @@
 """The Workspace seam's contract, run against the pygit2 implementation (one suite per seam, as for forges).
 
 Each test walks a call order the seam's docstring states: a trial (worktree → change → commit → remove),
-a promotion (merge the change onto a moved base → export → commit files → branch → push), and the queries
-apply and promote make (head branch, merge base, commits by someone else).
+a promotion (merge the change onto a moved base → export → commit files → branch → push), the queries
+apply and promote make (head branch, merge base, commits by someone else) and the files of a commit read
+without a checkout (the run's record, CODEOWNERS, the trials' base).
 """
 
 from __future__ import annotations
@@ -86,3 +87,27 @@ def test_failures_raise_the_documented_errors(ws: Workspace) -> None:
         ws.merge_change(change, theirs)
     assert conflict.value.paths == ["model.py"] and "model.py" in str(conflict.value)
     assert ws.branch_tip("nothing") is None and ws.merge_base(change, theirs) == base
+
+
+def test_the_files_of_a_commit_are_read_without_a_checkout(ws: Workspace) -> None:
+    head = ws.head_commit()
+    assert head == ws.branch_tip("main")
+    files = ws.list_files(head)
+    assert sorted(files) == ["model.py", "train.py"] and ws.read_blob(files["model.py"]) == b"width = 32\n"
+    assert ws.list_files(None) == {}
+    sha, _ = ws.commit_files(tree=head, files={"src/data/load.py": b"rows = 4\n"}, parents=[head], message="nested")
+    nested = ws.list_files(sha)
+    assert sorted(nested) == ["model.py", "src/data/load.py", "train.py"]
+    assert ws.read_blob(nested["src/data/load.py"]) == b"rows = 4\n" and nested["model.py"] == files["model.py"]
+    assert ws.head_commit() == head  # a commit on no branch moves nothing
+    with pytest.raises(RevisionNotFoundError):
+        ws.list_files("no-such-branch")
+
+
+def test_head_is_read_where_the_workspace_was_opened(ws: Workspace) -> None:
+    base = ws.head_commit()
+    tree = ws.create_worktree(base=base, run_id="r4", trial_no=1)
+    inside = GitWorkspace(tree.path)
+    assert inside.head_branch() == "infrarsi/r4/1" and inside.head_commit() == base
+    assert inside.root == ws.root and ws.head_branch() == "main"  # the main working tree stays where it was
+    ws.remove_worktree(tree, keep_branch=False)

@@ -19,9 +19,11 @@ __all__ = ["register"]
 
 def cmd_apply(args: argparse.Namespace) -> int:
     from bot.stages.apply.open_pr import apply_run
+    from bot.workspace import GitWorkspace
 
-    result = apply_run(repo_dir(args.repo), run_id=args.run_id, forge_name=args.forge, remote=args.remote,
-                       base=args.base, draft=args.draft, dry_run=args.dry_run, reopen=args.reopen)
+    repo = repo_dir(args.repo)
+    result = apply_run(repo, workspace=GitWorkspace(repo), run_id=args.run_id, forge_name=args.forge,
+                       remote=args.remote, base=args.base, draft=args.draft, dry_run=args.dry_run, reopen=args.reopen)
     if result.record is not None:
         print(f"pull-request record: {result.record}")
     return 0
@@ -29,10 +31,12 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 def cmd_promote(args: argparse.Namespace) -> int:
     from bot.stages.apply.merge import promote
+    from bot.workspace import GitWorkspace
 
     repo = repo_dir(resolve_repo(args))
     forge = open_forge(args.forge, repo, args.remote)
-    promote(repo, args.pr, forge=forge, remote=args.remote, pairs=args.pairs, executor=args.executor)
+    promote(repo, args.pr, workspace=GitWorkspace(repo), forge=forge, remote=args.remote, pairs=args.pairs,
+            executor=args.executor)
     return 0
 
 

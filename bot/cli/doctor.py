@@ -29,14 +29,18 @@ __all__ = ["doctor_failure", "register", "trial_context_for"]
 
 def trial_context_for(args: argparse.Namespace, journal: Journal, *,
                       on_step: Callable[[int], None] | None = None) -> TrialContext:
-    """The contract, its lock and the executor of REPO, bound to ``journal``."""
+    """The contract, its lock, the executor and the workspace (when it is a git repo) of REPO, bound to
+    ``journal``."""
     from bot.stages.run.candidate import trial_context
+    from bot.workspace import GitWorkspace
+    from bot.workspace.refs import is_git_repo
 
     root = repo_dir(args.repo)
     contract = select_executor(load_contract(root), getattr(args, "executor", None))
     lock = read_lock(root)
     executor = build_executor(contract, options=ExecutorOptions(on_step=on_step))
-    return trial_context(contract, lock, executor=executor, journal=journal)
+    workspace = GitWorkspace(root) if is_git_repo(root) else None
+    return trial_context(contract, lock, workspace=workspace, executor=executor, journal=journal)
 
 
 @contextmanager

@@ -14,9 +14,10 @@ __all__ = ["register"]
 
 def cmd_report(args: argparse.Namespace) -> int:
     from bot.stages.report.build import load_report
+    from bot.workspace import GitWorkspace
 
     root = repo_dir(args.repo)
-    files = load_report(root, args.run_id)
+    files = load_report(root, args.run_id, workspace=GitWorkspace(root))
     r = files.report
     pngs = []
     if args.png:

@@ -25,10 +25,12 @@ __all__ = ["register"]
 
 def cmd_trial(args: argparse.Namespace) -> int:
     from bot.patching.catalog import applicable_patches
-    from bot.stages.run.candidate import is_git_repo, run_candidate
+    from bot.stages.run.candidate import run_candidate
     from bot.stages.run.trial import TrialRequest, metrics_summary, run_trial
+    from bot.workspace import GitWorkspace
+    from bot.workspace.commits import is_dirty
+    from bot.workspace.refs import is_git_repo
     from infrarsi.candidates import CandidateError, make_candidate
-    from bot.workspace.commits import is_dirty, repo_head_commit
     from infrarsi.journal import Journal
     from infrarsi.trial import Outcome
 
@@ -74,7 +76,8 @@ def cmd_trial(args: argparse.Namespace) -> int:
             if is_dirty(root) and not args.json:
                 print("note: uncommitted changes in the working tree are not part of the trial "
                       "(it runs the HEAD commit)", file=sys.stderr)
-            record = run_candidate(contract, lock, repo=root, base=repo_head_commit(root), run_id=run_id,
+            workspace = GitWorkspace(root)
+            record = run_candidate(contract, lock, workspace=workspace, base=workspace.head_commit(), run_id=run_id,
                                    candidate=candidate, patches=patches, executor=executor, journal=journal,
                                    memory_limit_bytes=memory_limit, timeout_s=args.timeout)
         else:

@@ -5,14 +5,19 @@ trees built without a worktree (:mod:`bot.workspace.trees`), fetch and push
 (:mod:`bot.workspace.remotes`) and garbage collection; :class:`GitWorkspace`
 binds them to one repository. No other module of the bot imports pygit2.
 
+The stages get a :class:`GitWorkspace` from the CLI and do their git work through
+it; of this package they import only the modules that open no repository:
+:mod:`~bot.workspace.naming`, :mod:`~bot.workspace.errors`,
+:mod:`~bot.workspace.identity` and :mod:`~bot.workspace.data_links`. The CLI,
+the forges, the executors, the bank and the patching's ``git_reader`` call the
+functions here directly.
+
 Everything goes through pygit2 (no ``git`` subprocess), and no function keeps a
 ``pygit2.Repository`` across calls, so the API is safe to use from many
 threads running trials in parallel.
 """
 
 from bot.workspace.commits import (
-    BOT_IDENTITY,
-    BotIdentity,
     ChangedPath,
     changed_paths,
     commit_worktree,
@@ -20,6 +25,7 @@ from bot.workspace.commits import (
     read_trailers,
     repo_head_commit,
 )
+from bot.workspace.data_links import link_data
 from bot.workspace.errors import (
     CommitError,
     GitLayerError,
@@ -38,6 +44,7 @@ from bot.workspace.gc import (
     collect_garbage,
     find_trial_worktrees,
 )
+from bot.workspace.identity import BOT_IDENTITY, BotIdentity, format_message
 from bot.workspace.naming import parse_trial_branch, trial_branch
 from bot.workspace.repository import GitWorkspace
 from bot.workspace.worktrees import (
@@ -70,7 +77,9 @@ __all__ = [
     "commit_worktree",
     "create_trial_worktree",
     "find_trial_worktrees",
+    "format_message",
     "is_dirty",
+    "link_data",
     "parse_trial_branch",
     "read_trailers",
     "remove_trial_worktree",

@@ -8,9 +8,7 @@ what was tried, and the trailers let tools find it again without a database.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -18,6 +16,7 @@ import pygit2
 
 from bot.workspace._repo import open_repository
 from bot.workspace.errors import CommitError, RevisionNotFoundError
+from bot.workspace.identity import BOT_IDENTITY, BotIdentity, format_message
 from bot.workspace.worktrees import resolve_commit
 
 __all__ = [
@@ -31,24 +30,13 @@ __all__ = [
     "changed_paths",
     "repo_head_commit",
     "is_dirty",
+    "signature",
 ]
 
-_TRAILER_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")
 
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BotIdentity:
-    """Who authors and commits trial commits (both roles: the bot wrote the change)."""
-
-    name: str = "infrarsi-bot"
-    email: str = "infrarsi-bot@users.noreply.local"
-
-    def signature(self) -> pygit2.Signature:
-        """A signature stamped with the current time."""
-        return pygit2.Signature(self.name, self.email)
-
-
-BOT_IDENTITY = BotIdentity()
+def signature(identity: BotIdentity) -> pygit2.Signature:
+    """``identity`` as a git signature stamped with the current time."""
+    return pygit2.Signature(identity.name, identity.email)
 
 
 class ChangedPath(NamedTuple):
@@ -62,28 +50,6 @@ class ChangedPath(NamedTuple):
 
     path: str
     status: str
-
-
-def format_message(message: str, trailers: Mapping[str, str]) -> str:
-    """``message`` followed by a blank line and one ``Key: value`` line per trailer.
-
-    Keys must be trailer tokens (letters, digits, '-'); values one non-empty
-    line, so that ``git interpret-trailers`` and libgit2 parse them back.
-    """
-    body = message.strip()
-    if not body:
-        raise ValueError("a trial commit needs a non-empty message")
-    lines = []
-    for key, value in trailers.items():
-        if not _TRAILER_KEY.fullmatch(key):
-            raise ValueError(f"trailer key {key!r} must be letters, digits and '-' only")
-        value = str(value).strip()
-        if not value or "\n" in value or "\r" in value:
-            raise ValueError(f"trailer {key!r} needs a single-line, non-empty value, got {value!r}")
-        lines.append(f"{key}: {value}")
-    if not lines:
-        return body + "\n"
-    return body + "\n\n" + "\n".join(lines) + "\n"
 
 
 def commit_worktree(
@@ -118,11 +84,11 @@ def commit_worktree(
         index.add_all()
         index.write()
         tree = index.write_tree()
-        signature = author.signature()
+        sig = signature(author)
         parent = repo.head.target
         # "HEAD" follows the symbolic ref, so this advances the trial branch; libgit2
         # also refuses if the branch moved since we read ``parent``.
-        commit_id = repo.create_commit("HEAD", signature, signature, full_message, tree, [parent])
+        commit_id = repo.create_commit("HEAD", sig, sig, full_message, tree, [parent])
     except (pygit2.GitError, OSError) as exc:
         raise CommitError(f"could not commit the trial in {worktree_path}: {exc}") from exc
     return str(commit_id)
@@ -134,9 +100,9 @@ def commit_all(repo_path: Path | str, message: str, *, author: BotIdentity = BOT
     index = repo.index
     index.add_all()
     index.write()
-    signature = author.signature()
+    sig = signature(author)
     parents = [] if repo.head_is_unborn else [repo.head.target]
-    return str(repo.create_commit("HEAD", signature, signature, message, index.write_tree(), parents))
+    return str(repo.create_commit("HEAD", sig, sig, message, index.write_tree(), parents))
 
 
 def read_trailers(repo_path: Path | str, commit_id: str) -> dict[str, str]:

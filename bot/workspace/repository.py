@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.workspace import commits, refs, remotes, trees
-from bot.workspace.commits import BOT_IDENTITY, BotIdentity
+from bot.workspace.identity import BOT_IDENTITY, BotIdentity
 from bot.workspace.worktrees import Worktree, create_trial_worktree, remove_trial_worktree
 from infrarsi.seams.workspace import CommitInfo, TrialTree
 
@@ -45,7 +45,10 @@ class GitWorkspace:
         remove_trial_worktree(tree, keep_branch=keep_branch)
 
     def head_branch(self) -> str | None:
-        return refs.head_branch(self.root)
+        return refs.head_branch(self.path)
+
+    def head_commit(self) -> str:
+        return commits.repo_head_commit(self.path)
 
     def branch_tip(self, branch: str) -> str | None:
         return refs.branch_tip(self.path, branch)
@@ -67,6 +70,12 @@ class GitWorkspace:
 
     def diff_to_parent(self, commit: str) -> tuple[str, str] | None:
         return trees.diff_to_parent(self.path, commit)
+
+    def list_files(self, commit: str | None) -> dict[str, str]:
+        return trees.list_files(self.path, commit)
+
+    def read_blob(self, blob: str) -> bytes:
+        return trees.read_blob(self.path, blob)
 
     def export_tree(self, treeish: str, directory: Path) -> None:
         trees.export_tree(self.path, treeish, directory)

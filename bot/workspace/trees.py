@@ -15,8 +15,9 @@ from pathlib import Path
 import pygit2
 
 from bot.workspace._repo import open_repository, ref_lock, retry_locked
-from bot.workspace.commits import BOT_IDENTITY, BotIdentity
+from bot.workspace.commits import signature
 from bot.workspace.errors import MergeConflictError, RevisionNotFoundError
+from bot.workspace.identity import BOT_IDENTITY, BotIdentity
 
 __all__ = ["changed_files", "commit_files", "diff_to_parent", "export_tree", "list_files", "merge_change",
            "merge_into_branch", "read_blob"]
@@ -121,7 +122,7 @@ def commit_files(repo: Path | str, *, tree: str | None, files: Mapping[str, byte
         mode = index[rel].mode if rel in index else pygit2.enums.FileMode.BLOB
         index.add(pygit2.IndexEntry(rel, git.create_blob(data), mode))
     new_tree = index.write_tree(git)
-    sig = identity.signature()
+    sig = signature(identity)
     sha = git.create_commit(None, sig, sig, message, new_tree, [pygit2.Oid(hex=p) for p in parents])
     return str(sha), str(new_tree)
 
@@ -140,7 +141,7 @@ def merge_into_branch(repo: Path | str, branch: str, head: str, *, message: str,
     if ref is None:
         raise RevisionNotFoundError(branch, repo)
     base, tip = git.get(ref.target), _commit(git, head, repo)
-    sig = identity.signature()
+    sig = signature(identity)
     if method == "rebase":
         sha = base.id
         walker = git.walk(tip.id, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)

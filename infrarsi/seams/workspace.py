@@ -1,7 +1,12 @@
 """The workspace seam: the training repository as git sees it — trial worktrees, commits, branches, remotes.
 
-``bot.workspace`` implements it with pygit2 (:class:`bot.workspace.GitWorkspace`);
-no other module of the bot touches git (``tests/test_layout.py`` checks it).
+``bot.workspace`` implements it with pygit2 (:class:`bot.workspace.GitWorkspace`); no module
+outside ``bot/workspace/`` imports pygit2 (``tests/test_layout.py``). The stages reach git only
+through the ``Workspace`` they are given: the CLI opens one on the repository and passes it
+down, and a module of ``bot/stages/`` imports from ``bot.workspace`` only what opens no
+repository (branch names, errors, the bot's identity, data links; ``tests/test_layout_rules.py``).
+Left outside the seam: ``init`` asks a ``git ls-files`` subprocess which files git does not
+track (``bot/stages/init/data_paths.py``).
 """
 
 from __future__ import annotations
@@ -46,12 +51,17 @@ class Workspace(Protocol):
     Call order. A trial: ``create_worktree`` → the candidate's patches are
     written into ``tree.path`` → ``changed_files`` (the scope audit reads them)
     → ``commit_trial`` → the executor runs the tree → ``remove_worktree``
-    (the branch ``infrarsi/<run>/<n>`` stays as the record). A promotion:
-    ``fetch_branches`` → ``merge_change`` of the winner's trial commit onto the
-    base → ``export_tree`` (knobs and lock are written into the export) →
+    (the branch ``infrarsi/<run>/<n>`` stays as the record); the run's base is
+    ``head_commit``, and proposed patches are screened on it through
+    ``list_files``/``read_blob``. A promotion: the forge fetches the branches →
+    ``merge_change`` of the winner's trial commit onto the base →
+    ``export_tree`` (knobs and lock are written into the export) →
     ``commit_files`` → ``set_branch`` → the forge pushes. ``report`` reads
     ``diff_to_parent``; ``apply`` and ``promote`` read ``head_branch``,
-    ``branch_tip``, ``merge_base`` and ``commits_since``.
+    ``branch_tip``, ``merge_base`` and ``commits_since``, and commit the run's
+    record (``commit_files``) and read it back and the base's CODEOWNERS
+    (``list_files``/``read_blob``). No stage calls ``fetch_branches`` or
+    ``push``: a forge fetches and pushes with its own credentials.
 
     Ownership. A worktree belongs to whoever created it until it is removed
     (``infrarsi gc`` removes those of dead runs); branches outlive worktrees.
@@ -94,7 +104,11 @@ class Workspace(Protocol):
 
     # -- branches and history --------------------------------------------------------------------------
     def head_branch(self) -> str | None:
-        """The branch the main working tree is on; None when HEAD is detached or unborn."""
+        """The branch HEAD is on where the workspace was opened; None when it is detached or unborn."""
+        ...
+
+    def head_commit(self) -> str:
+        """The commit HEAD points to where the workspace was opened; ``RevisionNotFoundError`` when unborn."""
         ...
 
     def branch_tip(self, branch: str) -> str | None: ...
@@ -117,6 +131,12 @@ class Workspace(Protocol):
     def diff_to_parent(self, commit: str) -> tuple[str, str] | None:
         """(first parent id, unified diff) of ``commit``; None when it is missing or has no parent."""
         ...
+
+    def list_files(self, commit: str | None) -> dict[str, str]:
+        """``{path: blob id}`` of every file in ``commit``'s tree; ``{}`` for None."""
+        ...
+
+    def read_blob(self, blob: str) -> bytes: ...
 
     def export_tree(self, treeish: str, directory: Path) -> None:
         """Write a commit's or tree's files into ``directory``."""

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.executors.local import LocalExecutor
+from bot.workspace import GitWorkspace
 from tests.support.anthropic_replay import replayed_proposer
 from bot.proposers.session import editable_sources
 from bot.stages.doctor.baseline import run_doctor
@@ -51,7 +52,8 @@ def test_the_block_skipping_patch_from_the_anthropic_proposer_is_invalid_with_th
     assert "self.blocks[: max(1, len(self.blocks) // 2)]" in (spec.replacement or "")
 
     with Journal(journal_path(repo)) as journal:
-        ctx = trial_context(contract, read_lock(repo), executor=LocalExecutor(), journal=journal)
+        ctx = trial_context(contract, read_lock(repo), workspace=GitWorkspace(repo), executor=LocalExecutor(),
+                            journal=journal)
         ctx = replace(ctx, patches={**ctx.patches, spec.id: spec})
         doctor, _ = run_doctor(ctx, run_id="skip", repeats=2)
         assert doctor.work is not None and doctor.work.flops

@@ -15,11 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from bot.workspace.refs import merge_base
-from bot.workspace.trees import list_files, read_blob
 from infrarsi.seams.forge import Review, standing_reviews
+from infrarsi.seams.workspace import Workspace
 
 __all__ = ["LOCATIONS", "OwnerRule", "code_owner_blocker", "owners_of", "parse_codeowners"]
 
@@ -79,18 +77,18 @@ def _approved_by_owner(owners: tuple[str, ...], approving: tuple[str, ...],
     return False
 
 
-def code_owner_blocker(repo: Path, base_sha: str, head_sha: str, reviews: tuple[Review, ...],
+def code_owner_blocker(workspace: Workspace, base_sha: str, head_sha: str, reviews: tuple[Review, ...],
                        team_member: Callable[[str, str], bool]) -> str | None:
     """The clause naming the changed files no owner approved, or None (no CODEOWNERS, or every one approved).
 
     Changed files are the pull request's: ``head_sha`` against its merge base with ``base_sha``."""
-    base_files = list_files(repo, base_sha)
+    base_files = workspace.list_files(base_sha)
     found = next((loc for loc in LOCATIONS if loc in base_files), None)
     if found is None:
         return None
-    rules = parse_codeowners(read_blob(repo, base_files[found]).decode("utf-8", errors="replace"))
-    since = list_files(repo, merge_base(repo, base_sha, head_sha))
-    head_files = list_files(repo, head_sha)
+    rules = parse_codeowners(workspace.read_blob(base_files[found]).decode("utf-8", errors="replace"))
+    since = workspace.list_files(workspace.merge_base(base_sha, head_sha))
+    head_files = workspace.list_files(head_sha)
     changed = sorted(p for p in since.keys() | head_files.keys() if since.get(p) != head_files.get(p))
     approving, _ = standing_reviews(reviews)
     missing: dict[tuple[str, ...], list[str]] = {}

@@ -31,6 +31,7 @@ In order, each step refusing with a message that says why:
 
 So no commit reaches the base without an approval of its exact tree, verified
 on the base it lands on. The bot never pushes to the base branch: the merge is the forge's.
+Git is reached only through the :class:`~infrarsi.seams.workspace.Workspace` the caller gives.
 """
 
 from __future__ import annotations
@@ -47,11 +48,11 @@ from bot.workspace.naming import PROMOTE_PREFIX, VERIFY_CONTEXT
 from bot.stages.apply.run_record import record_branch, restore_record
 from bot.stages.report.build import ReportError, load_report
 from bot.workspace.errors import GitLayerError
-from bot.workspace.refs import commit_info
 from infrarsi.contract import Contract, load_contract
 from infrarsi.contract.lock import read_lock
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from infrarsi.seams.forge import Forge, ForgeError, MergeMethod, MergeMethodRefused, PullRequest, Review, approvals
+from infrarsi.seams.workspace import Workspace
 from infrarsi.trial import Candidate
 from infrarsi.verify import Verdict
 
@@ -92,8 +93,8 @@ def _fetch_tips(forge: Forge, repo: Path, remote: str, pr: PullRequest) -> str:
     return tips[pr.base]
 
 
-def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, *, pairs: int | None = None,
-                  say: Callable[[str], None] = print, contract: Contract | None = None,
+def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, *, workspace: Workspace,
+                  pairs: int | None = None, say: Callable[[str], None] = print, contract: Contract | None = None,
                   executor: str | None = None) -> Verdict:
     """Interleaved A/B of ``candidate`` against ``base_sha``, with the run's doctor calibration, on the
     contract's executor (or ``executor``, the ``--executor`` override)."""
@@ -113,7 +114,7 @@ def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, 
             chosen = build_executor(contract)
         except ExecutorSetupError as e:
             raise PromoteError(str(e)) from None
-        ctx = trial_context(contract, read_lock(repo), executor=chosen, journal=journal)
+        ctx = trial_context(contract, read_lock(repo), workspace=workspace, executor=chosen, journal=journal)
         from dataclasses import replace
 
         ctx = replace(ctx, base=base_sha)
@@ -158,9 +159,10 @@ def _post(forge: Forge, pr: PullRequest, sha: str, base_sha: str, verdict: Verdi
     return summary
 
 
-def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", reverify: Reverify | None = None,
-            say: Callable[[str], None] = print, pairs: int | None = None,
+def promote(repo: Path, number: int, *, workspace: Workspace, forge: Forge, remote: str = "origin",
+            reverify: Reverify | None = None, say: Callable[[str], None] = print, pairs: int | None = None,
             executor: str | None = None) -> PromoteResult:
+    """Merge promotion ``number`` of ``repo`` (its git: ``workspace``) once approved and re-verified."""
     repo = repo.resolve()
     contract = load_contract(repo)
     pr = forge.get_pr(number)
@@ -180,32 +182,32 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
     assert isinstance(plan, MergePlan)
     base_sha = _fetch_tips(forge, repo, remote, pr)
     try:
-        check_no_human_pushes(repo, pr, base_sha)
+        check_no_human_pushes(workspace, pr, base_sha)
     except ApplyError as exc:
         raise PromoteError(str(exc)) from exc
     if rules.code_owner_reviews:
-        owners = code_owner_blocker(repo, base_sha, pr.head_sha, reviews, forge.team_member)
+        owners = code_owner_blocker(workspace, base_sha, pr.head_sha, reviews, forge.team_member)
         _refuse_if(number, [owners] if owners else [])
-    head = commit_info(repo, pr.head_sha)
+    head = workspace.commit_info(pr.head_sha)
     try:
-        if restore_record(repo, run_id, forge, remote=remote):
+        if restore_record(repo, run_id, forge, workspace=workspace, remote=remote):
             say(f"#{number}: run {run_id} restored from {record_branch(run_id)} on the forge (a fresh clone)")
     except ForgeError as exc:
         raise PromoteError(f"#{number}: cannot fetch the record of run {run_id}: {exc}") from exc
     try:
-        files = load_report(repo, run_id, contract=contract)
+        files = load_report(repo, run_id, workspace=workspace, contract=contract)
     except ReportError as exc:
         raise PromoteError(str(exc)) from exc
     report = files.report
     if not report.promoted:
         raise PromoteError(f"run {run_id} has no verified winner")
     candidate = Candidate.of(dict(report.winner_knobs), report.winner_patches)
-    check = reverify or (lambda r, i, c, b: real_reverify(r, i, c, b, say=say, pairs=pairs, contract=contract,
-                                                              executor=executor))
+    check = reverify or (lambda r, i, c, b: real_reverify(r, i, c, b, workspace=workspace, say=say, pairs=pairs,
+                                                              contract=contract, executor=executor))
     if list(head.parents) != [base_sha]:
         say(f"#{number}: {pr.base} moved to {base_sha[:10]}; re-creating the promotion commit on it")
         try:
-            commit = make_commit(repo, contract, files, base_sha)
+            commit = make_commit(workspace, contract, files, base_sha)
         except ApplyError as exc:
             raise PromoteError(f"#{number}: cannot re-create the commit on {pr.base}: {exc}") from exc
         verdict = check(repo, run_id, candidate, base_sha)
@@ -214,7 +216,7 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
             raise PromoteError(f"#{number}: the re-verification of the re-created commit failed, not pushing it: "
                                f"{summary}")
         try:
-            head_sha = place_branch(repo, pr.head, commit)
+            head_sha = place_branch(workspace, pr.head, commit)
             forge.push(repo, pr.head, force=True)
         except ForgeError as exc:
             raise PromoteError(f"#{number}: cannot push the re-created commit: {exc}") from exc
@@ -251,7 +253,7 @@ def promote(repo: Path, number: int, *, forge: Forge, remote: str = "origin", re
                              recreated=False, verdict=verdict, queued=True)
     message = f"InfraRSI: promote run {run_id} ({verdict.speedup:.2f}x, approved by {approver})"
     merged, method = _merge(forge, pr, plan, head_sha, message, say)
-    _check_landed_tree(forge, repo, remote, pr, merged, method, head_sha)
+    _check_landed_tree(forge, repo, workspace, remote, pr, merged, method, head_sha)
     say(f"#{number} merged into {pr.base} by {method}: {merged[:10]}, the approved tree ({summary})")
     return PromoteResult(number=number, merge_commit=merged, head_sha=head_sha, base_sha=base_sha, recreated=False,
                          verdict=verdict, method=method)
@@ -281,12 +283,12 @@ def _merge(forge: Forge, pr: PullRequest, plan: MergePlan, head_sha: str, messag
                        " set [apply] merge_method to one the repository allows")
 
 
-def _check_landed_tree(forge: Forge, repo: Path, remote: str, pr: PullRequest, merged: str, method: MergeMethod,
-                       head_sha: str) -> None:
+def _check_landed_tree(forge: Forge, repo: Path, workspace: Workspace, remote: str, pr: PullRequest, merged: str,
+                       method: MergeMethod, head_sha: str) -> None:
     """The approval binds a tree: the commit the base moved to must hold exactly the approved head's tree."""
     try:
         forge.fetch(repo, (pr.base,), remote=remote)
-        landed, approved = commit_info(repo, merged).tree, commit_info(repo, head_sha).tree
+        landed, approved = workspace.commit_info(merged).tree, workspace.commit_info(head_sha).tree
     except (ForgeError, GitLayerError) as exc:
         raise PromoteError(f"#{pr.number}: merged as {merged[:10]} by {method}, but its tree could not be checked: "
                            f"{exc}") from exc

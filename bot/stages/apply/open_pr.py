@@ -4,7 +4,8 @@ The promotion branch ``infrarsi/promote/<run-id>`` holds one commit on the base
 (see :mod:`bot.stages.apply.promotion_commit`). The pull request is found by its head branch and
 updated, never opened twice; a closed one stays closed unless ``--reopen``.
 Labels ``infrarsi`` and ``performance``; review is requested from the
-contract's approvers. ``--dry-run`` prints the plan and changes nothing.
+contract's approvers. ``--dry-run`` prints the plan and changes nothing. Git is
+reached only through the :class:`~infrarsi.seams.workspace.Workspace` the caller gives.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from bot.stages.apply.run_record import push_record, record_branch
 from bot.stages.apply.promotion_commit import PromotionCommit, PromotionError, build_promotion_commit, human_commits, promotion_branch
 from bot.stages.report.build import ReportFiles, load_report
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
-from bot.workspace.refs import branch_tip, commit_info, has_commit, head_branch, merge_base, set_branch
 from infrarsi.contract import load_contract
 from infrarsi.contract.model import Contract
 from infrarsi.seams.forge import EnsureAction, Forge, ForgeError, PullRequest, PullRequestDraft
+from infrarsi.seams.workspace import Workspace
 from infrarsi.report import Report, pr_title, render_pr_body
 
 __all__ = ["ApplyError", "ApplyResult", "LABELS", "apply_run", "base_branch", "promotion_message"]
@@ -46,9 +47,9 @@ class ApplyResult:
     record: Path | None = None  # the local forge's pull-request record
 
 
-def base_branch(repo: Path) -> str:
+def base_branch(workspace: Workspace, repo: Path) -> str:
     """The branch HEAD is on: the base promotions target unless ``--base`` says otherwise."""
-    branch = head_branch(repo)
+    branch = workspace.head_branch()
     if branch is None:
         raise ApplyError(f"{repo}: HEAD is not on a branch; pass --base BRANCH")
     return branch
@@ -62,50 +63,50 @@ def promotion_message(files: ReportFiles) -> tuple[str, dict[str, str]]:
     return title, trailers
 
 
-def make_commit(repo: Path, contract: Contract, files: ReportFiles, base_sha: str) -> PromotionCommit:
+def make_commit(workspace: Workspace, contract: Contract, files: ReportFiles, base_sha: str) -> PromotionCommit:
     r = files.report
     if not r.winner_commit:
         raise ApplyError(f"run {r.run_id}: the winner has no trial commit to promote")
     message, trailers = promotion_message(files)
     try:
-        return build_promotion_commit(repo, contract=contract, trial_commit=r.winner_commit, base=base_sha,
+        return build_promotion_commit(workspace, contract=contract, trial_commit=r.winner_commit, base=base_sha,
                                       knobs=dict(r.winner_knobs), message=message, trailers=trailers)
     except PromotionError as exc:
         raise ApplyError(str(exc)) from exc
 
 
-def place_branch(repo: Path, branch: str, commit: PromotionCommit) -> str:
+def place_branch(workspace: Workspace, branch: str, commit: PromotionCommit) -> str:
     """Point the promotion branch at ``commit`` unless it already holds the same single commit on the same base."""
-    tip = branch_tip(repo, branch)
+    tip = workspace.branch_tip(branch)
     if tip is not None:
-        current = commit_info(repo, tip)
+        current = workspace.commit_info(tip)
         if list(current.parents) == [commit.base] and current.tree == commit.tree:
             return current.sha  # the same change on the same base: keep it, so nothing moves
-    set_branch(repo, branch, commit.sha)
+    workspace.set_branch(branch, commit.sha)
     return commit.sha
 
 
-def check_no_human_pushes(repo: Path, pr: PullRequest | None, base_sha: str) -> None:
+def check_no_human_pushes(workspace: Workspace, pr: PullRequest | None, base_sha: str) -> None:
     """Refuse when the branch on the forge carries a commit the bot did not make."""
     if pr is None or pr.state != "open":
         return
-    if not has_commit(repo, pr.head_sha):
+    if not workspace.has_commit(pr.head_sha):
         raise ApplyError(f"pull request #{pr.number}: its head {pr.head_sha[:10]} is not a commit InfraRSI made "
                          f"here and cannot be fetched; someone may have pushed to {pr.head}. Stopping: the bot "
                          "does not rewrite human commits")
-    fork = merge_base(repo, pr.head_sha, base_sha)
-    humans = human_commits(repo, pr.head_sha, fork or base_sha)
+    fork = workspace.merge_base(pr.head_sha, base_sha)
+    humans = human_commits(workspace, pr.head_sha, fork or base_sha)
     if humans:
         raise ApplyError(f"pull request #{pr.number}: {pr.head} has commits by someone else "
                          f"({'; '.join(humans)}). Stopping: the bot does not rewrite human commits")
 
 
-def _on_forge(repo: Path, report: Report, forge: Forge) -> tuple[Report, str]:
+def _on_forge(repo: Path, workspace: Workspace, report: Report, forge: Forge) -> tuple[Report, str]:
     """The report as the pull request shows it: its record and the trial branch pushed, its links naming them
     on the forge (the body's diff, full report and ``git checkout`` must exist where the reader is)."""
-    push_record(repo, report.run_id, report.winner_commit or "", forge)
+    push_record(repo, report.run_id, report.winner_commit or "", forge, workspace=workspace)
     record = record_branch(report.run_id)  # the branch, not its commit: report.json's time changes each apply
-    trial = report.winner_branch if report.winner_branch and branch_tip(repo, report.winner_branch) else None
+    trial = report.winner_branch if report.winner_branch and workspace.branch_tip(report.winner_branch) else None
     if trial:
         forge.push(repo, trial, force=True)
     return (replace(report, winner_branch=trial,
@@ -113,18 +114,21 @@ def _on_forge(repo: Path, report: Report, forge: Forge) -> tuple[Report, str]:
             forge.blob_url(record, "report.md"))
 
 
-def apply_run(repo: Path, *, run_id: str | None = None, forge: Forge | None = None, forge_name: str = "local",
-              remote: str = "origin", base: str | None = None, draft: bool = False, dry_run: bool = False,
-              reopen: bool = False, say=print) -> ApplyResult:  # noqa: ANN001 - a print-like callable
+def apply_run(repo: Path, *, workspace: Workspace, run_id: str | None = None, forge: Forge | None = None,
+              forge_name: str = "local", remote: str = "origin", base: str | None = None, draft: bool = False,
+              dry_run: bool = False, reopen: bool = False,
+              say=print) -> ApplyResult:  # noqa: ANN001 - a print-like callable
+    """The promotion of ``repo``'s run (its git: ``workspace``) as one commit and one pull request."""
     repo = repo.resolve()
     contract = load_contract(repo)
-    files = load_report(repo, run_id, write=not dry_run, contract=contract)  # no finished run: ReportError, exit 2
+    # no finished run: ReportError, exit 2
+    files = load_report(repo, run_id, workspace=workspace, write=not dry_run, contract=contract)
     report = files.report
     if not report.promoted:
         raise ApplyError(f"run {report.run_id}: no candidate was verified faster than the baseline; "
                          "nothing to apply (see the report)")
-    base = base or base_branch(repo)
-    base_sha = branch_tip(repo, base)
+    base = base or base_branch(workspace, repo)
+    base_sha = workspace.branch_tip(base)
     if base_sha is None:
         raise ApplyError(f"{repo}: no branch {base!r} to promote onto")
     branch = promotion_branch(report.run_id)
@@ -149,9 +153,9 @@ def apply_run(repo: Path, *, run_id: str | None = None, forge: Forge | None = No
     try:
         existing = forge.find_pr(branch)
         forge.fetch(repo, (branch,), remote=remote)  # with the forge's credentials; a failure stops apply
-        check_no_human_pushes(repo, existing, base_sha)
-        commit = make_commit(repo, contract, files, base_sha)
-        shown, full = _on_forge(repo, report, forge)
+        check_no_human_pushes(workspace, existing, base_sha)
+        commit = make_commit(workspace, contract, files, base_sha)
+        shown, full = _on_forge(repo, workspace, report, forge)
         body = render_pr_body(shown, full_report=full)
         wanted = PullRequestDraft(head=branch, base=base, title=pr_title(report), body=body, labels=LABELS,
                                   draft=draft)
@@ -162,7 +166,7 @@ def apply_run(repo: Path, *, run_id: str | None = None, forge: Forge | None = No
             if reopened.number != existing.number:
                 say(f"pull request #{existing.number} could not be reopened (its branch changed since it was "
                     f"closed); opened #{reopened.number} instead")
-        sha = place_branch(repo, branch, commit)
+        sha = place_branch(workspace, branch, commit)
         say(f"commit {sha[:10]} on {branch}: " + "; ".join(commit.written))
         for line in commit.unwritten:
             say(f"  not written to a file: {line}")

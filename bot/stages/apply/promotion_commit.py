@@ -13,7 +13,8 @@ It holds three things:
   deliberately changes what the contract records as the baseline.
 
 Re-creating the commit on a moved base is the same function with another base
-(Renovate's way): no rebase of anybody's commits.
+(Renovate's way): no rebase of anybody's commits. Git is reached only through
+the :class:`~infrarsi.seams.workspace.Workspace` the caller gives.
 """
 
 from __future__ import annotations
@@ -25,10 +26,8 @@ from pathlib import Path
 import libcst as cst
 import tomlkit
 
-from bot.workspace.commits import BOT_IDENTITY, format_message
 from bot.workspace.errors import MergeConflictError
-from bot.workspace.refs import commit_info, commits_since, has_commit
-from bot.workspace.trees import commit_files, export_tree, merge_change
+from bot.workspace.identity import BOT_IDENTITY, format_message
 from infrarsi.contract import load_contract
 from infrarsi.contract.entry import entry_file
 from infrarsi.contract.knob_codec import python_text, toml_text
@@ -36,6 +35,7 @@ from infrarsi.contract.lock import LOCK_FILE, write_lock
 from bot.workspace.naming import promote_branch
 from infrarsi.contract.model import Contract, Knob, KnobValue
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
+from infrarsi.seams.workspace import Workspace
 
 __all__ = ["PromotionError", "PromotionCommit", "promotion_branch", "build_promotion_commit", "human_commits",
            "set_argparse_defaults", "set_contract_defaults"]
@@ -126,9 +126,9 @@ def set_contract_defaults(text: str, values: dict[str, KnobValue]) -> tuple[str,
 # -- the commit -------------------------------------------------------------------------------------
 
 
-def human_commits(repo: Path, head: str, base: str) -> list[str]:
+def human_commits(workspace: Workspace, head: str, base: str) -> list[str]:
     """Commits on ``head`` since it left ``base``'s history that the bot did not commit ("sha author" lines)."""
-    return [f"{c.sha[:10]} {c.author_name} <{c.author_email}>" for c in commits_since(repo, head, base)
+    return [f"{c.sha[:10]} {c.author_name} <{c.author_email}>" for c in workspace.commits_since(head, base)
             if c.committer_email != BOT_IDENTITY.email]
 
 
@@ -136,15 +136,15 @@ def _entry_file(contract: Contract) -> str | None:
     return entry_file(contract.root, contract.workload.workdir, contract.workload.command)
 
 
-def build_promotion_commit(repo: Path, *, contract: Contract, trial_commit: str, base: str,
+def build_promotion_commit(workspace: Workspace, *, contract: Contract, trial_commit: str, base: str,
                            knobs: dict[str, KnobValue], message: str, trailers: dict[str, str]) -> PromotionCommit:
     """Make (not yet on any branch) the promotion commit of ``trial_commit``'s change on ``base``."""
-    if not has_commit(repo, trial_commit):
-        raise PromotionError(f"trial commit {trial_commit[:10]} is not in {repo}; was the trial branch removed "
-                             "by `infrarsi gc`?")
-    base_sha = commit_info(repo, base).sha
+    if not workspace.has_commit(trial_commit):
+        raise PromotionError(f"trial commit {trial_commit[:10]} is not in {contract.root}; was the trial branch "
+                             "removed by `infrarsi gc`?")
+    base_sha = workspace.commit_info(base).sha
     try:
-        merged = merge_change(repo, trial_commit, onto=base_sha)
+        merged = workspace.merge_change(trial_commit, onto=base_sha)
     except ValueError as exc:
         raise PromotionError(f"trial commit {trial_commit[:10]} has no parent to diff against") from exc
     except MergeConflictError as exc:
@@ -155,7 +155,7 @@ def build_promotion_commit(repo: Path, *, contract: Contract, trial_commit: str,
     unwritten: list[str] = []
     with tempfile.TemporaryDirectory(prefix="infrarsi-promote-") as tmp:
         work = Path(tmp)
-        export_tree(repo, merged, work)
+        workspace.export_tree(merged, work)
         touched: list[str] = []
         entry = _entry_file(contract)
         flags = {contract.knob(k).flag: v for k, v in changed.items()
@@ -188,6 +188,6 @@ def build_promotion_commit(repo: Path, *, contract: Contract, trial_commit: str,
         touched.append(LOCK_FILE)
         written.append(f"{LOCK_FILE}: re-taken over the promoted tree")
         files = {rel: (work / rel).read_bytes() for rel in touched}
-    sha, tree = commit_files(repo, tree=merged, files=files, parents=[base_sha],
-                             message=format_message(message, trailers))
+    sha, tree = workspace.commit_files(tree=merged, files=files, parents=[base_sha],
+                                       message=format_message(message, trailers))
     return PromotionCommit(sha=sha, base=base_sha, tree=tree, written=tuple(written), unwritten=tuple(unwritten))

@@ -15,12 +15,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bot.workspace.refs import branch_tip, commit_info, set_branch
-from bot.workspace.trees import commit_files, list_files, read_blob
 from bot.workspace.naming import record_branch
 from infrarsi.journal import Journal
 from infrarsi.rundir import RunDir, journal_path
 from infrarsi.seams.forge import Forge
+from infrarsi.seams.workspace import Workspace
 from infrarsi.trial import TrialRecord
 
 __all__ = ["record_branch", "push_record", "restore_record"]
@@ -28,7 +27,7 @@ __all__ = ["record_branch", "push_record", "restore_record"]
 JOURNAL_FILE = "journal.json"
 
 
-def push_record(repo: Path, run_id: str, trial_commit: str, forge: Forge) -> str:
+def push_record(repo: Path, run_id: str, trial_commit: str, forge: Forge, *, workspace: Workspace) -> str:
     """Commit the run's record (kept as it is when unchanged) on its branch and push it; the commit id."""
     rundir = RunDir(repo, run_id)
     files = {path.name: path.read_bytes() for path in rundir.record_files() if path.is_file()}
@@ -36,19 +35,19 @@ def push_record(repo: Path, run_id: str, trial_commit: str, forge: Forge) -> str
         records = [r.to_dict() for r in journal.trials(run_id)]
     files[JOURNAL_FILE] = (json.dumps(records, indent=1, sort_keys=True, default=str) + "\n").encode()
     branch = record_branch(run_id)
-    sha, tree = commit_files(repo, tree=None, files=files, parents=[trial_commit],
-                             message=f"InfraRSI: the record of run {run_id}\n")
-    tip = branch_tip(repo, branch)
+    sha, tree = workspace.commit_files(tree=None, files=files, parents=[trial_commit],
+                                       message=f"InfraRSI: the record of run {run_id}\n")
+    tip = workspace.branch_tip(branch)
     if tip is not None:
-        current = commit_info(repo, tip)
+        current = workspace.commit_info(tip)
         if current.tree == tree and list(current.parents) == [trial_commit]:
             sha = tip
-    set_branch(repo, branch, sha)
+    workspace.set_branch(branch, sha)
     forge.push(repo, branch, force=True)
     return sha
 
 
-def restore_record(repo: Path, run_id: str, forge: Forge, *, remote: str = "origin") -> bool:
+def restore_record(repo: Path, run_id: str, forge: Forge, *, workspace: Workspace, remote: str = "origin") -> bool:
     """Fill ``.infrarsi/runs/<run-id>/`` and the journal from the forge's record branch when this clone lacks
     the run (a fresh checkout); False when it already has it or the forge has no record of it."""
     rundir = RunDir(repo, run_id)
@@ -58,12 +57,12 @@ def restore_record(repo: Path, run_id: str, forge: Forge, *, remote: str = "orig
     tips = forge.fetch(repo, (branch,), remote=remote)
     if branch not in tips:
         return False
-    tree = list_files(repo, tips[branch])
+    tree = workspace.list_files(tips[branch])
     rundir.path.mkdir(parents=True, exist_ok=True)
     for path in rundir.record_files():
         if path.name in tree:
-            path.write_bytes(read_blob(repo, tree[path.name]))
-    records = json.loads(read_blob(repo, tree[JOURNAL_FILE])) if JOURNAL_FILE in tree else []
+            path.write_bytes(workspace.read_blob(tree[path.name]))
+    records = json.loads(workspace.read_blob(tree[JOURNAL_FILE])) if JOURNAL_FILE in tree else []
     with Journal(journal_path(repo)) as journal:
         known = {r.trial_no for r in journal.trials(run_id)}
         for data in records:

@@ -2,7 +2,8 @@
 
 The bot side of :mod:`infrarsi.report`: it reads run.json, the doctor report,
 every trial of the run from the journal and the winner's trial commit from git
-(its diff is written beside the report as ``winner.diff``), then renders.
+through the :class:`~infrarsi.seams.workspace.Workspace` it is given (its diff is
+written beside the report as ``winner.diff``), then renders.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from pathlib import Path
 
 from bot.stages.doctor.baseline import load_doctor
 from bot.workspace.naming import trial_branch
-from bot.workspace.trees import diff_to_parent
 from infrarsi.contract import load_contract
 from infrarsi.contract.entry import entry_file
 from infrarsi.contract.model import Contract
@@ -23,6 +23,7 @@ from infrarsi.journal import Journal
 from infrarsi.report import RepoFacts, Report, build_report, render_markdown
 from infrarsi.rundir import RunDir, journal_path, latest_run, write_json, write_text
 from infrarsi.run_summary import RunSummary
+from infrarsi.seams.workspace import Workspace
 from infrarsi.trial import Outcome, TrialRecord
 from infrarsi.verify import Verdict
 
@@ -69,8 +70,8 @@ def read_run_summary(path: Path) -> RunSummary:
                           "rerun `infrarsi run` for this run") from None
 
 
-def _write_diff(root: Path, commit: str, out: Path | None) -> tuple[str | None, Path | None]:
-    found = diff_to_parent(root, commit)
+def _write_diff(workspace: Workspace, commit: str, out: Path | None) -> tuple[str | None, Path | None]:
+    found = workspace.diff_to_parent(commit)
     if found is None:
         return None, None
     base, patch = found
@@ -79,7 +80,8 @@ def _write_diff(root: Path, commit: str, out: Path | None) -> tuple[str | None, 
     return base, out
 
 
-def write_report(contract: Contract, run_id: str | None = None, *, write: bool = True) -> ReportFiles:
+def write_report(contract: Contract, run_id: str | None = None, *, workspace: Workspace,
+                 write: bool = True) -> ReportFiles:
     """Build the run's report and write report.md, report.json (and winner.diff) into its run dir.
 
     With ``write=False`` nothing is written (``apply --dry-run``); the paths say where the files would go."""
@@ -103,7 +105,7 @@ def write_report(contract: Contract, run_id: str | None = None, *, write: bool =
     winner = _winner_commit(records, run.best)
     base = diff = None
     if winner is not None and winner.commit:
-        base, diff = _write_diff(root, winner.commit, rundir.winner_diff if write else None)
+        base, diff = _write_diff(workspace, winner.commit, rundir.winner_diff if write else None)
     from bot.patching.catalog import applicable_patches
 
     try:
@@ -125,10 +127,11 @@ def write_report(contract: Contract, run_id: str | None = None, *, write: bool =
     return ReportFiles(report=report, markdown=md, json=js, diff=diff, records=tuple(records))
 
 
-def load_report(root: Path, run_id: str | None = None, *, write: bool = True,
+def load_report(root: Path, run_id: str | None = None, *, workspace: Workspace, write: bool = True,
                 contract: Contract | None = None) -> ReportFiles:
     """The run's report, built now from the journal (it is cheap and always current).
 
     A command that already loaded the contract passes it, so one command reads it once."""
-    return write_report(contract if contract is not None else load_contract(root), run_id, write=write)
+    return write_report(contract if contract is not None else load_contract(root), run_id, workspace=workspace,
+                        write=write)
 

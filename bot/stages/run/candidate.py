@@ -4,28 +4,28 @@ The promise to a reviewer: every candidate that ran is an ordinary commit on
 ``infrarsi/<run-id>/<trial-no>`` that touched only what the contract allows. A
 candidate whose patch does not apply, or whose change leaves the editable scope,
 is recorded as ``rejected`` with the offending path and symbol, and nothing is
-launched.
+launched. Git is reached only through the :class:`~infrarsi.seams.workspace.Workspace`
+the caller gives (the CLI opens it on the contract's repo).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bot.workspace.commits import BOT_IDENTITY, BotIdentity, commit_worktree
+from bot.workspace.data_links import link_data
 from bot.workspace.errors import GitLayerError
-from bot.workspace.refs import is_git_repo
-from bot.workspace.trees import changed_files
-from bot.workspace.worktrees import create_trial_worktree, link_data, remove_trial_worktree
 from bot.patching.patch_set import apply_patches
 from bot.patching.audit import AuditResult, audit_tree
 from bot.patching.results import Applied, Failed, NotApplicable
+from bot.patching.screen import Reader
 from bot.stages.run.trial import TrialRequest, record_rejected, run_trial
 from infrarsi.contract.lock import Lock
 from infrarsi.contract.model import Contract
 from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.seams.executor import Executor
+from infrarsi.seams.workspace import Workspace
 from infrarsi.journal import Journal
 from infrarsi.patches import PatchSpec
 from infrarsi.trial import Candidate, TrialRecord
@@ -51,17 +51,18 @@ def _patch_failures(results: tuple[Applied | NotApplicable | Failed, ...]) -> li
     return out
 
 
-def run_candidate(contract: Contract, lock: Lock, *, repo: Path, base: str, run_id: str, candidate: Candidate,
-                  patches: Mapping[str, PatchSpec], executor: Executor, journal: Journal,
+def run_candidate(contract: Contract, lock: Lock, *, workspace: Workspace, base: str, run_id: str,
+                  candidate: Candidate, patches: Mapping[str, PatchSpec], executor: Executor, journal: Journal,
                   memory_limit_bytes: int | None = None, timeout_s: float | None = None,
-                  identity: BotIdentity = BOT_IDENTITY, witness: bool = False) -> TrialRecord:
-    """Run one candidate in its own worktree of ``repo`` at ``base``; always returns its record."""
+                  witness: bool = False) -> TrialRecord:
+    """Run one candidate in its own worktree of ``workspace`` at ``base`` (committed as the workspace's
+    identity); always returns its record."""
     missing = [p for p in candidate.patches if p not in patches]
     if missing:
         raise UnknownPatchError(f"unknown patch(es): {', '.join(missing)} (known: {', '.join(sorted(patches))})")
     trial_no = journal.begin_trial(run_id, candidate)
     try:
-        wt = create_trial_worktree(repo, base=base, run_id=run_id, trial_no=trial_no)
+        wt = workspace.create_worktree(base=base, run_id=run_id, trial_no=trial_no)
     except GitLayerError:
         journal.discard_pending(run_id, trial_no)  # nothing ran; the candidate is not to blame
         raise
@@ -74,7 +75,7 @@ def run_candidate(contract: Contract, lock: Lock, *, repo: Path, base: str, run_
         if failures:
             return record_rejected(contract, request, trial_no=trial_no, reason="; ".join(failures),
                                    journal=journal, executor_name=executor.name)
-        before, after = changed_files(wt.path, wt.base_commit)
+        before, after = workspace.changed_files(wt.path, wt.base_commit)
         audit = audit_tree(before, after, editable=contract.scope.editable, locked=contract.scope.locked,
                            allow_imports=contract.scope.allow_imports)
         records = audit_records(audit)
@@ -83,10 +84,9 @@ def run_candidate(contract: Contract, lock: Lock, *, repo: Path, base: str, run_
             return record_rejected(contract, request, trial_no=trial_no, reason=reason, journal=journal,
                                    executor_name=executor.name, audit=records)
         title = candidate.describe()
-        commit = commit_worktree(wt.path, message=f"infrarsi trial {run_id}/{trial_no}: {title}\n",
-                                 author=identity,
-                                 trailers={"InfraRSI-Run": run_id, "InfraRSI-Trial": str(trial_no),
-                                           "InfraRSI-Candidate": candidate.digest()})
+        commit = workspace.commit_trial(wt.path, message=f"infrarsi trial {run_id}/{trial_no}: {title}\n",
+                                        trailers={"InfraRSI-Run": run_id, "InfraRSI-Trial": str(trial_no),
+                                                  "InfraRSI-Candidate": candidate.digest()})
         committed = True
         link_data(contract.root, wt.path, contract.data.paths)  # after the commit: links are never committed
         request = TrialRequest(run_id=run_id, candidate=candidate, tree=wt.path, commit=commit,
@@ -94,7 +94,7 @@ def run_candidate(contract: Contract, lock: Lock, *, repo: Path, base: str, run_
         return run_trial(contract, lock, request, executor=executor, journal=journal, trial_no=trial_no,
                          audit=records)
     finally:
-        remove_trial_worktree(wt, keep_branch=committed)
+        workspace.remove_worktree(wt, keep_branch=committed)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,13 +108,31 @@ class TrialContext:
     journal: Journal
     patches: Mapping[str, PatchSpec]
     base: str | None = None  # the commit trials start from; None: not a git repo (working tree, no patches)
+    workspace: Workspace | None = None  # the repo's git, the only way to it; required with a base
     memory_limit_bytes: int | None = None
     timeout_s: float | None = None
 
+    def __post_init__(self) -> None:
+        if self.base is not None and self.workspace is None:
+            raise ValueError("a trial context with a base commit needs the repo's workspace")
+
+    def base_reader(self) -> Reader | None:
+        """The files of the base commit, read through the workspace (the working tree may differ from it); None
+        outside git."""
+        workspace, base = self.workspace, self.base
+        if workspace is None or base is None:
+            return None
+        blobs = workspace.list_files(base)
+
+        def read(paths: Iterable[str]) -> dict[str, bytes]:
+            return {p: workspace.read_blob(blobs[p]) for p in paths if p in blobs}
+
+        return read
+
     def run(self, run_id: str, candidate: Candidate, *, witness: bool = False) -> TrialRecord:
         """Run ``candidate``; ``witness``: with the witness in its interpreter (see docs/trials.md)."""
-        if self.base is not None:
-            return run_candidate(self.contract, self.lock, repo=self.repo, base=self.base, run_id=run_id,
+        if self.workspace is not None and self.base is not None:
+            return run_candidate(self.contract, self.lock, workspace=self.workspace, base=self.base, run_id=run_id,
                                  candidate=candidate, patches=self.patches, executor=self.executor,
                                  journal=self.journal, memory_limit_bytes=self.memory_limit_bytes,
                                  timeout_s=self.timeout_s, witness=witness)
@@ -127,15 +145,14 @@ class TrialContext:
                          executor=self.executor, journal=self.journal)
 
 
-def trial_context(contract: Contract, lock: Lock, *, executor: Executor, journal: Journal,
-                  memory_limit_bytes: int | None = None, timeout_s: float | None = None) -> TrialContext:
-    """A context for the contract's repo: HEAD as the base and the applicable catalog when it is a git repo."""
+def trial_context(contract: Contract, lock: Lock, *, workspace: Workspace | None, executor: Executor,
+                  journal: Journal, memory_limit_bytes: int | None = None,
+                  timeout_s: float | None = None) -> TrialContext:
+    """A context for the contract's repo; with its ``workspace`` (None: not a git repo), HEAD as the base and the
+    applicable catalog."""
     from bot.patching.catalog import applicable_patches
-    from bot.workspace.commits import repo_head_commit
 
-    repo = contract.root
-    in_git = is_git_repo(repo)
-    return TrialContext(contract=contract, lock=lock, repo=repo, executor=executor, journal=journal,
-                        patches=applicable_patches(contract) if in_git else {},
-                        base=repo_head_commit(repo) if in_git else None,
+    return TrialContext(contract=contract, lock=lock, repo=contract.root, executor=executor, journal=journal,
+                        patches=applicable_patches(contract) if workspace is not None else {},
+                        base=workspace.head_commit() if workspace is not None else None, workspace=workspace,
                         memory_limit_bytes=memory_limit_bytes, timeout_s=timeout_s)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.patching.judged import Judgements
-from bot.patching.screen import Screening, git_reader, screen_patches
+from bot.patching.screen import Screening, screen_patches
 from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.baseline import load_doctor, run_doctor
 from infrarsi.search.design_columns import derived_features
@@ -443,9 +443,10 @@ def _rebuilt(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judge
 def _screen(ctx: TrialContext, patches: list[PatchSpec], session: Any, progress: Progress,
             claims: Mapping[str, Any] | None = None) -> Screening | None:
     """Judge ``patches`` on the base commit (None outside git: no patch can run there)."""
-    if ctx.base is None or not patches:
+    read = ctx.base_reader() if patches else None
+    if read is None:
         return None
-    screening = screen_patches(git_reader(ctx.repo, ctx.base), patches, ctx.contract.scope, claims=claims)
+    screening = screen_patches(read, patches, ctx.contract.scope, claims=claims)
     for pid, why in sorted(screening.rejected.items()):
         if session is None or session.judge(pid, "rejected", why):
             _emit(progress, event="patch", patch=pid, verdict="rejected",

@@ -24,24 +24,25 @@ from typing import Any
 from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.project_metadata import project_metadata
 from bot.stages.run.references import References
-from bot.workspace.trees import export_tree
 from infrarsi.disturbance import disturbance
 from infrarsi.doctor import DoctorReport
 from infrarsi.invariants import InvariantCheck, compared, not_checked
+from infrarsi.seams.workspace import Workspace
 from infrarsi.stats.sequential import LookResult, SequentialPlan, look, plan_sequential
 from infrarsi.trial import Candidate, Outcome, TrialRecord
 from infrarsi.verify import Verdict, VerdictKind, VerifyPolicy, judge, trial_invariants
 
 
-def metadata_check(repo: Path, commit: str | None, base: Mapping[str, Any] | None) -> InvariantCheck | None:
+def metadata_check(repo: Path, commit: str | None, base: Mapping[str, Any] | None, *,
+                   workspace: Workspace | None) -> InvariantCheck | None:
     """A patched pyproject-based project must still prepare its metadata through its own backend, in an isolated
     build environment as pip would. Broken only when the base prepares it and the candidate does not; when the
     bot cannot run the backend (it cannot be installed, the base fails too) the row is not checked, and the
-    candidate is not blamed."""
-    if commit is None or not (repo / "pyproject.toml").is_file():
+    candidate is not blamed. ``commit`` is read through ``workspace`` (None: not a git repo, so no commit)."""
+    if commit is None or workspace is None or not (repo / "pyproject.toml").is_file():
         return None
     with tempfile.TemporaryDirectory(prefix="infrarsi-meta-") as tmp:
-        export_tree(repo, commit, Path(tmp))
+        workspace.export_tree(commit, Path(tmp))
         meta = project_metadata(Path(tmp))
     if meta is None:
         return None
@@ -128,7 +129,8 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
         cand_runs.append(record)
         broken = [c for c in trial_invariants(record, reference) if c.broken]
         if i == 0 and record.outcome is Outcome.OK and candidate.patches:
-            check = metadata_check(ctx.repo, record.commit, (doctor.fingerprint or {}).get("project"))
+            check = metadata_check(ctx.repo, record.commit, (doctor.fingerprint or {}).get("project"),
+                                   workspace=ctx.workspace)
             if check is not None:
                 extra.append(check)
                 broken += [check] if check.broken else []

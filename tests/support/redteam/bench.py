@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from pathlib import Path
 
 from bot.executors.local import LocalExecutor
+from bot.workspace import GitWorkspace
 from bot.stages.doctor.baseline import calibrate_work
 from bot.stages.run.candidate import TrialContext, trial_context
 from bot.stages.run.references import References
@@ -170,7 +171,8 @@ class Bench:
         contract = load_contract(repo)
         journal = Journal(journal_path(repo))
         journal.ensure_run(run_id, kind="run")
-        ctx = trial_context(contract, read_lock(repo), executor=executor or LocalExecutor(), journal=journal)
+        ctx = trial_context(contract, read_lock(repo), workspace=GitWorkspace(repo),
+                            executor=executor or LocalExecutor(), journal=journal)
         baseline = Candidate.of(contract.defaults())
         records = [ctx.run(run_id, baseline, witness=True) for _ in range(repeats)]
         assert all(r.outcome is Outcome.OK for r in records), [(r.reason, r.stderr_tail[-800:]) for r in records]
@@ -187,7 +189,7 @@ class Bench:
         values = {**contract.defaults(), **dict(knobs)}
         candidate = Candidate.of(values, tuple(p.id for p in patches))
         ctx = TrialContext(**{**{f: getattr(self.ctx, f) for f in ("contract", "lock", "repo", "executor",
-                                                                    "journal", "base")},
+                                                                    "journal", "base", "workspace")},
                               "patches": {**self.ctx.patches, **{p.id: p for p in patches}}})
         reference, extra = self.references.for_candidate(candidate)
         record = ctx.run(run_id, candidate, witness=True)

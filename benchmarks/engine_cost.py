@@ -40,7 +40,7 @@ from benchmarks.search_tuners import Trial, engine_space, key, random_configs, t
 from infrarsi.search.builtin_priors import builtin_priors
 from infrarsi.search.engine import SearchEngine
 from simlab.cluster import SimulatedJob
-from infrarsi.trial import TrialRecord
+from infrarsi.trial_record import TrialRecord
 
 #: A default tinygpt trial, wall seconds including start-up (fixtures/tinygpt/README.md).
 FIXTURE_TRIAL_S = 14.0

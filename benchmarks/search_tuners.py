@@ -39,7 +39,7 @@ from infrarsi.search.engine import SearchEngine
 from infrarsi.search.space import SearchSpace
 from simlab.cluster import SimulatedJob
 from simlab.cluster.knobs import DEFAULT, Dimension, Value
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 
 Config = dict[str, Value]
 

@@ -26,7 +26,7 @@ from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.patches import PatchSpec
 from infrarsi.search.space import SearchSpace
 from simlab.cluster.knobs import Dimension, Value
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 SCHEMA_VERSION = 1
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from infrarsi.contract.knob_codec import KnobValueError
 from infrarsi.contract.model import Contract, KnobValue
 from infrarsi.errors import BAD_INPUT, InfraRSIError
-from infrarsi.trial import Candidate, parse_description
+from infrarsi.trial_record import Candidate, parse_description
 
 __all__ = ["CandidateError", "candidate_from_description", "make_candidate", "parse_knob_value"]
 

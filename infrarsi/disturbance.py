@@ -27,7 +27,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from infrarsi.trial import Outcome, TrialRecord
+from infrarsi.trial_record import Outcome, TrialRecord
 
 STEAL_SHARE = 0.05
 PSI_EXCESS = 0.25

@@ -23,7 +23,7 @@ from infrarsi.loss_band import LossBand, calibrate_band
 from infrarsi.mfu import compute_dtype, datasheet_peaks, six_n_flops
 from infrarsi.mfu import mfu as mfu_of
 from infrarsi.stats import minimum_detectable_effect, noise_profile, repeats_for_effect
-from infrarsi.trial import Outcome, TrialRecord, median_bytes
+from infrarsi.trial_record import Outcome, TrialRecord, median_bytes
 
 PHASES = ("data", "forward", "backward", "optimizer", "communication")
 PHASE_TOLERANCE = 0.15  # the phases must account for the step time within this fraction

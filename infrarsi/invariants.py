@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Sequence
 
-from infrarsi.trial import Outcome, TrialRecord
+from infrarsi.trial_record import Outcome, TrialRecord
 from infrarsi.witness import WitnessReport
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from infrarsi.sqlite_wal import open_wal, write_transaction
 from infrarsi.seams.proposer import LLMCall
-from infrarsi.trial import Candidate, Outcome, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialRecord
 
 JOURNAL_SCHEMA = 2  # 2: llm_calls (added to older journals on open)
 

@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Sequence
 
 from infrarsi.seams.executor import Execution
-from infrarsi.trial import Outcome, StepEvent, TrialMetrics
+from infrarsi.trial_record import Outcome, StepEvent, TrialMetrics
 
 _OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "std::bad_alloc",
                 "DefaultCPUAllocator: can't allocate memory")

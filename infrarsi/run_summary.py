@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from infrarsi.trial import Outcome, TrialRecord
-from infrarsi.verify import Verdict
+from infrarsi.trial_record import Outcome, TrialRecord
+from infrarsi.verdict import Verdict
 
 #: 1: the dict ``run.json`` held before it had a version; 2: this record; 3: the search's baseline controls and
 #: each trial's drift-adjusted step time (absent in a 2, they read as none).

@@ -28,7 +28,7 @@ from infrarsi.patches import Effect, PatchSpec
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.features import Priors
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 
 LIMIT: int = 8 * 2 ** 30
 BASE_STEP_S: float = 0.5

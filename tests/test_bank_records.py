@@ -9,7 +9,7 @@ import pytest
 
 from infrarsi.bank import FINDING_SCHEMA_VERSION, WORKLOAD_KEYS, Effect, Finding, FindingOutcome
 from tests.support.findings import H100, dense, make_finding
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 
 def test_id_is_sha256_of_content_and_ignores_created_at() -> None:

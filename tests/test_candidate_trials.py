@@ -18,7 +18,7 @@ from infrarsi.contract.lock import read_lock
 from infrarsi.seams.executor import Executor, Execution, TrialSpec
 from infrarsi.journal import Journal
 from infrarsi.patches import Effect, PatchSpec
-from infrarsi.trial import Candidate, Outcome
+from infrarsi.trial_record import Candidate, Outcome
 from tests.support.tinygpt import infrarsi
 from tests.support.repos import commit_tree, git
 

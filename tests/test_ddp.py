@@ -19,7 +19,7 @@ from infrarsi.contract.load import load_contract
 from infrarsi.contract.model import Launch
 from infrarsi.seams.executor import TrialSpec
 from infrarsi.measure import classify, summarize
-from infrarsi.trial import Outcome
+from infrarsi.trial_record import Outcome
 from tests.support.tinygpt import REPO, infrarsi
 
 DDP = REPO / "fixtures" / "ddp"

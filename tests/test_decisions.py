@@ -16,7 +16,7 @@ from infrarsi.contract.model import Knob
 from infrarsi.conflicts import clashes
 from infrarsi.decisions import knob_decides
 from infrarsi.search.engine import SearchEngine
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 from tests.support.demo_space import DEMO_KNOBS, PATCHES, SPACE, demo_record
 
 

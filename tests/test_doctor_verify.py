@@ -17,8 +17,8 @@ from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
 from infrarsi.journal import Journal
 from infrarsi.patches import Effect, PatchSpec
-from infrarsi.trial import Candidate
-from infrarsi.verify import VerdictKind
+from infrarsi.trial_record import Candidate
+from infrarsi.verdict import VerdictKind
 from tests.support.tinygpt import infrarsi
 from tests.support.repos import commit_tree
 

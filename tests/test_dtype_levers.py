@@ -7,14 +7,14 @@ from types import SimpleNamespace
 import pytest
 
 from bot.patching.catalog import CATALOG
-from bot.patching.judged import Judgements
+from infrarsi.search.blame import Judgements
 from bot.stages.run.search import _space
 from infrarsi.contract.model import Knob
 from infrarsi.doctor import allowed_dtypes
 from infrarsi.dtype_levers import (device_exclusions, emulated_dtypes, for_doctor, knob_dtypes, knob_value_dtype,
                                    patch_dtype, precision_exclusions)
 from infrarsi.patches import Effect, PatchSpec
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 AVX2 = {"fp32": 150e9, "bf16": 10e9}  # what the doctor measured on an AVX2-only EPYC
 AMX = {"fp32": 150e9, "bf16": 900e9}

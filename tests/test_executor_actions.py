@@ -38,7 +38,7 @@ from infrarsi.seams.executor import TrialSpec
 from infrarsi.seams.executor_codec import spec_to_dict
 from infrarsi.contract.model import ActionsLaunch
 from infrarsi.measure import classify, summarize
-from infrarsi.trial import Outcome
+from infrarsi.trial_record import Outcome
 from tests.support.fake_github import TOKEN, FakeGitHub, RunPlan, TrialWorkflowRunner
 from tests.support.probe_job import PROBE  # the executor contract suite itself runs over "actions" too
 

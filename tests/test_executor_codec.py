@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.seams.executor_codec import (CODEC_VERSION, EXECUTION_FIELDS, SPEC_FIELDS, CodecError,
                                            execution_from_dict, execution_to_dict, spec_from_dict, spec_to_dict)
-from infrarsi.trial import StepEvent
+from infrarsi.trial_record import StepEvent
 
 text = st.text(max_size=20)
 ints = st.integers(min_value=-(2**40), max_value=2**40)

@@ -29,7 +29,7 @@ from infrarsi.contract.model import Launch
 from infrarsi.seams.executor import Execution, Executor, TrialSpec
 from infrarsi.measure import classify, summarize
 from infrarsi.invariants import build_reference, record_invariants, witnessed_report
-from infrarsi.trial import Candidate, Outcome, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialRecord
 from infrarsi.witness import WitnessReport
 from tests.support.probe_job import PROBE
 

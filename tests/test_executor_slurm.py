@@ -30,7 +30,7 @@ from bot.executors.slurm.records import read_ranks
 from infrarsi.contract.model import SlurmLaunch
 from infrarsi.measure import classify, summarize
 from infrarsi.seams.executor import Execution, TrialSpec
-from infrarsi.trial import Outcome
+from infrarsi.trial_record import Outcome
 from infrarsi.witness import WitnessReport
 from tests.support.slurm import SlurmCluster
 from tests.support.tinygpt import REPO

@@ -18,7 +18,7 @@ from infrarsi.contract.errors import ContractError
 from infrarsi.contract.load import parse_contract
 from infrarsi.contract.model import SlurmLaunch
 from infrarsi.seams.executor import Execution, TrialSpec
-from infrarsi.trial import StepEvent
+from infrarsi.trial_record import StepEvent
 from tests.support.tinygpt import REPO
 
 DDP = REPO / "fixtures" / "ddp"

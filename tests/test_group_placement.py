@@ -12,7 +12,7 @@ from infrarsi.contract.model import Knob
 from infrarsi.search.derived import GroupPlacement
 from infrarsi.search.features import build_features
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 MEGATRON = [Knob(name="tp", kind="int", default=1, values=(1, 2, 4, 8), flag="--tensor-model-parallel-size"),
             Knob(name="experts", kind="int", default=1, values=(1, 2, 4, 8), flag="--expert-model-parallel-size")]

@@ -15,7 +15,7 @@ import pytest
 
 from bot.stages.init.classify import classify
 from bot.stages.init.discover import discover
-from bot.stages.init.knob_tables import infer_tokens, plan_knobs
+from bot.stages.init.knob_entries import infer_tokens, plan_knobs
 from infrarsi.contract.entry import given_values
 
 ARGPARSE = '''

@@ -118,7 +118,7 @@ def test_a_micro_batch_of_one_is_not_a_toggle() -> None:
     # where 0 would be no batch at all; `trainer.compile=0` beside it is a toggle
     from bot.stages.init.classify import classify
     from bot.stages.init.setting import Setting
-    from bot.stages.init.knob_tables import plan_knobs
+    from bot.stages.init.knob_entries import plan_knobs
 
     settings = [Setting(key=f"trainer.{k}", convention="hydra", passing="hydra", token=f"trainer.{k}", default=v,
                         has_default=True, type="int") for k, v in (("micro_batch_size", 1), ("compile", 0))]

@@ -20,7 +20,7 @@ from infrarsi.contract.knob_codec import (KnobValueError, assignment_text, guess
                                           python_text, toml_text)
 from infrarsi.contract.model import Knob
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,13 +7,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from bot.patching.judged import Judgements
+from infrarsi.search.blame import Judgements
 from infrarsi.parallel.launcher_checks import launcher_constraints
 from infrarsi.parallel.roles import find_roles, fixed_global_batch
 from bot.stages.run.search import _space
 from infrarsi.contract.model import Constraint, Knob
 from simlab.cluster import SimulatedJob
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 TP = Knob(name="tensor_model_parallel_size", kind="int", default=1, values=(1, 2, 4, 8),
           flag="--tensor-model-parallel-size")

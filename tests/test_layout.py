@@ -33,11 +33,11 @@ def test_only_the_workspace_seam_imports_pygit2() -> None:
 
 
 def test_the_workspace_internals_stay_inside_it() -> None:
-    """``bot.workspace._repo`` hands out pygit2 objects; outside the seam it would be pygit2 by another name."""
+    """``bot.workspace._access`` hands out pygit2 objects; outside the seam it would be pygit2 by another name."""
     workspace = ROOT / "bot" / "workspace"
     offenders = [str(p.relative_to(ROOT)) for p in _modules() if not p.is_relative_to(workspace)
                  and re.search(r"bot\.workspace\._repo\b", p.read_text(encoding="utf-8"))]
-    assert offenders == [], f"bot.workspace._repo used outside bot/workspace/: {', '.join(offenders)}"
+    assert offenders == [], f"bot.workspace._access used outside bot/workspace/: {', '.join(offenders)}"
 
 
 def test_the_engine_never_imports_the_bot() -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from infrarsi.measure import classify, summarize
 from infrarsi.seams.executor import Execution
-from infrarsi.trial import Outcome, StepEvent
+from infrarsi.trial_record import Outcome, StepEvent
 
 
 def _execution(stamps: list[float]) -> Execution:
@@ -48,7 +48,7 @@ def test_uneven_steps_are_left_as_they_came() -> None:
 
 def test_lines_that_all_arrive_at_once_give_the_doctor_a_clear_error_not_a_traceback() -> None:
     from infrarsi.doctor import DoctorError, good_baseline_runs
-    from infrarsi.trial import Candidate, TrialRecord
+    from infrarsi.trial_record import Candidate, TrialRecord
 
     stamps = [5.0] * 8
     m = summarize(_execution(stamps), warmup=2, measured=6)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from infrarsi.measure import classify, error_line, summarize
 from infrarsi.seams.executor import Execution
-from infrarsi.trial import Outcome
+from infrarsi.trial_record import Outcome
 
 TRACEBACK = """\
 [rank1]: Traceback (most recent call last):

@@ -53,7 +53,7 @@ def test_datasheet_peaks_by_gpu_name() -> None:
 from infrarsi.doctor import DoctorReport  # noqa: E402
 from infrarsi.doctor import render_markdown as doctor_markdown  # noqa: E402
 from infrarsi.report.model import mfu_figures  # noqa: E402
-from infrarsi.trial import Candidate  # noqa: E402
+from infrarsi.trial_record import Candidate  # noqa: E402
 from tests.support.reports import FLOPS, mfu_record, sample_doctor  # noqa: E402
 
 

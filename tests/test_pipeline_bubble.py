@@ -12,7 +12,7 @@ from infrarsi.contract.model import Constraint, Knob
 from infrarsi.search.derived import PIPELINE_BUBBLE, PipelineRoles
 from infrarsi.search.features import build_features
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 MEGATRON = [Knob(name="tensor_model_parallel_size", kind="int", default=1, values=(1, 2, 4, 8)),
             Knob(name="pipeline_model_parallel_size", kind="int", default=1, values=(1, 2, 4)),

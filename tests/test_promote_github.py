@@ -47,8 +47,8 @@ from bot.stages.apply.merge import PromoteError, PromoteResult, promote
 from bot.stages.apply.open_pr import apply_run
 from bot.workspace import GitWorkspace
 from bot.workspace.refs import set_branch
-from infrarsi.trial import Candidate
-from infrarsi.verify import Verdict
+from infrarsi.trial_record import Candidate
+from infrarsi.verdict import Verdict
 from tests.support.tinygpt import infrarsi
 from tests.support.fake_github import TOKEN, FakeGitHub, State
 from tests.support.promotion import RUN_ID, clone_template, passing_verdict, promoted_template  # noqa: F401

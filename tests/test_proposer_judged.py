@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bot.patching.judged import Judgements
+from infrarsi.search.blame import Judgements
 from bot.patching.screen import dir_reader, screen_patches
 from bot.proposers.session import ProposerSession, editable_sources
 from infrarsi.contract import load_contract
 from infrarsi.journal import Journal
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 from tests.support.tinygpt import TINY_ARGS, copy_fixture
 from tests.support.anthropic_replay import replayed_proposer
 

@@ -30,8 +30,8 @@ from infrarsi.contract.lock import read_lock
 from infrarsi.journal import Journal
 from infrarsi.rundir import journal_path
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial import Candidate, Outcome
-from infrarsi.verify import VerdictKind
+from infrarsi.trial_record import Candidate, Outcome
+from infrarsi.verdict import VerdictKind
 from tests.support.anthropic_replay import replayed_proposer
 from tests.support.tinygpt import committed_tinygpt
 

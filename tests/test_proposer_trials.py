@@ -25,7 +25,7 @@ from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
 from infrarsi.seams.executor import Executor, Execution, TrialSpec
 from infrarsi.journal import Journal
-from infrarsi.trial import Candidate, Outcome
+from infrarsi.trial_record import Candidate, Outcome
 from tests.support.tinygpt import INJECTION, committed_tinygpt
 
 SECRETS = {"ANTHROPIC_API_KEY": "sk-ant-api03-CANARY-anthropic-0123456789",

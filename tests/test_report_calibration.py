@@ -10,7 +10,7 @@ import numpy as np
 from infrarsi.report.model import _calibration
 from infrarsi.report.render import render_sections
 from infrarsi.search.engine import SearchEngine
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 from tests.support.demo_space import DEMO_KNOBS, SPACE, demo_record
 from tests.support.reports import sample_report
 

@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.repos import commit_tree
 from infrarsi.journal import Journal
-from infrarsi.trial import Outcome
+from infrarsi.trial_record import Outcome
 from tests.support.tinygpt import NO_COMPILE, infrarsi
 from tests.support.fake_github import TOKEN, FakeGitHub, TrialWorkflowRunner
 

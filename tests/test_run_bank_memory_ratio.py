@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bot.stages.run.search import memory_ratio
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 
 GIB = 2**30
 FAST = Candidate.of({"micro_batch": 8}, ["fused_adamw"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from infrarsi.journal import Journal
-from infrarsi.trial import Outcome
+from infrarsi.trial_record import Outcome
 from tests.support.tinygpt import NO_COMPILE, infrarsi
 from tests.support.processes import wait_for_job
 from tests.support.repos import commit_tree

@@ -9,9 +9,9 @@ import pytest
 
 from infrarsi.run_summary import RUN_SUMMARY_VERSION, RunSummary, SearchTrial
 from infrarsi.stats import compare
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 from infrarsi.invariants import compared, not_checked
-from infrarsi.verify import Verdict, VerdictKind
+from infrarsi.verdict import Verdict, VerdictKind
 
 BASE = (0.0120, 0.0124, 0.0119, 0.0122, 0.0121)
 FAST = (0.0090, 0.0093, 0.0091, 0.0089, 0.0092)

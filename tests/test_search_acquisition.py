@@ -23,7 +23,7 @@ from infrarsi.search.acquisition import (
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.features import Priors
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 from tests.support.patches import patch
 
 GiB = 2 ** 30

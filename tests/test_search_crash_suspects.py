@@ -15,7 +15,7 @@ from infrarsi.search.crash_suspects import MAX_BLAME, CrashSuspects
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.features import Priors
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 
 
 def c(*patches: str, pp: int = 1, vpp: int = 1, tp: int = 1) -> Candidate:

@@ -21,7 +21,7 @@ from infrarsi.search.memory_source import MemorySource, memory_source
 from infrarsi.search.models import baseline_states_share, fit_models
 from infrarsi.search.space import SearchSpace
 from infrarsi.seams.executor import Execution
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 
 GiB = float(1 << 30)
 HOST_LIMIT = 200 * GiB  # the host has plenty: never the memory that runs out here

@@ -9,7 +9,7 @@ import pytest
 
 from bot.stages.run.search import _worth_measuring_again, top_candidates
 from infrarsi.search.drift import ControlSchedule, Drift
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 
 BASE = Candidate.of({"variant": "a"})
 TRUE = {"a": 1.0, "b": 0.85, "c": 0.7, "d": 0.92}  # step times at the doctor's machine speed

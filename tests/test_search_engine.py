@@ -11,7 +11,7 @@ import pytest
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.features import Priors
 from simlab.synthetic import best_found, make_job, run_engine, run_random
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from infrarsi.search.memory_parts import (
 )
 from infrarsi.search.models import STEADY_SHARE_RANGE, baseline_states_share, fit_models
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 
 GiB = float(1 << 30)
 NAMES = ("shard", "mb")  # shard: 0/1 (1 = states sharded 4x); mb: log2 micro-batch

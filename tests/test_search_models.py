@@ -16,7 +16,7 @@ from infrarsi.search.features import Priors, noise_log_prior
 from infrarsi.search.memory_model import fit_memory, hessian, neg_log_posterior
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import fit_time
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 from tests.support.patches import patch
 
 BETA = np.array([0.5, 0.3, -0.4, 0.6])

@@ -14,7 +14,7 @@ from infrarsi.contract.model import Constraint, Knob
 from tests.support.patches import patch
 from infrarsi.search.features import ALL_PAIRS_MAX, Priors, build_features
 from infrarsi.search.space import GRID_POINTS, SearchSpace
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 
 KNOBS = (

@@ -14,7 +14,7 @@ from infrarsi.search.models import fit_models
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import TimePosterior, fit_time
 from infrarsi.search.time_parts import COMMUNICATION, COMPUTE, TIME_PARTS, PartsTimePosterior, fit_time_parts
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 
 NAMES = ("no_recompute", "zero1")  # 0/1 each: drop recomputation (compute); ZeRO-1 instead of 3 (communication)
 PARTS = column_parts([COMPUTE, COMMUNICATION], (), (), TIME_PARTS)

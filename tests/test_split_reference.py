@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from infrarsi.contract.load import parse_contract
 from infrarsi.invariants import DTYPE_MARGIN, SPLIT, DtypeDeviation, WorkReference, tolerance
 from infrarsi.loss_band import calibrate_band
-from infrarsi.trial import Candidate
-from infrarsi.verify import VerdictKind, judge
+from infrarsi.trial_record import Candidate
+from infrarsi.verdict import VerdictKind, judge
 from bot.stages.run.references import candidate_split, split_knobs, split_reference
 from tests.support.witnessed import report, trial
 
@@ -98,7 +98,7 @@ def test_a_split_knob_that_changes_the_job_is_caught_on_the_split_baseline(tmp_p
 def test_a_split_baseline_that_did_not_run_leaves_the_candidate_unverified() -> None:
     contract = SimpleNamespace(loss=SimpleNamespace(rtol=0.02, final_rtol=0.01), knobs=(), constraints=())
     doctor = _doctor(None)
-    from infrarsi.trial import Outcome
+    from infrarsi.trial_record import Outcome
 
     oom = [trial(11, 1.0, cand=Candidate.of({"micro_batch": 16}), loss=LOSS, outcome=Outcome.OOM,
                  reason="peak memory reached the limit")]

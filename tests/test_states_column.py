@@ -11,7 +11,7 @@ from infrarsi.parallel.sharding_priors import states_bytes
 from infrarsi.parallel.states_column import MODEL_STATES, STATES_PRIOR, states_feature
 from infrarsi.contract.model import Knob
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 KNOBS = [Knob(name="tp", kind="int", default=1, values=(1, 2, 4, 8), flag="--tensor-model-parallel-size"),
          Knob(name="pp", kind="int", default=1, values=(1, 2, 4)),

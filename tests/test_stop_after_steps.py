@@ -13,7 +13,7 @@ from bot.executors import supervise
 from bot.executors.local import LocalExecutor
 from infrarsi.measure import classify, summarize
 from infrarsi.seams.executor import TrialSpec
-from infrarsi.trial import Outcome
+from infrarsi.trial_record import Outcome
 
 JOB = textwrap.dedent('''
     import signal, sys, time

@@ -21,7 +21,7 @@ from infrarsi.contract.errors import ContractError
 from infrarsi.contract.load import load_contract
 from infrarsi.seams.executor import TrialSpec
 from infrarsi.measure import classify, summarize
-from infrarsi.trial import Outcome
+from infrarsi.trial_record import Outcome
 from tests.support.tinygpt import REPO, infrarsi
 
 TINYMOE = REPO / "fixtures" / "tinymoe"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from infrarsi.trial import TRIAL_SCHEMA_VERSION, Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import TRIAL_SCHEMA_VERSION, Candidate, Outcome, TrialMetrics, TrialRecord
 
 
 def _record() -> TrialRecord:

@@ -8,8 +8,8 @@ import pytest
 from infrarsi.invariants import CheckStatus
 from infrarsi.loss_band import calibrate, final_loss_worse, first_step_outside
 from infrarsi.stats import repeats_for_effect
-from infrarsi.trial import Candidate, Outcome, TrialRecord
-from infrarsi.verify import Reference, Verdict, VerdictKind, VerifyPolicy, judge
+from infrarsi.trial_record import Candidate, Outcome, TrialRecord
+from infrarsi.verdict import Reference, Verdict, VerdictKind, VerifyPolicy, judge
 from tests.support.witnessed import reference, trial
 
 LOSS = (5.0, 4.8, 4.6, 4.5, 4.4, 4.3)

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 from bot.stages.run.verify import verify_candidate
 from infrarsi.contract.model import WAIVABLE
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
-from infrarsi.verify import VerdictKind
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.verdict import VerdictKind
 
 BASE = Candidate.of({"dtype": "fp32"})
 CAND = Candidate.of({"dtype": "bf16"})

@@ -14,8 +14,8 @@ from bot.stages.run.verify import verify_candidate
 from infrarsi.contract.model import Constraint, Knob
 from infrarsi.search.space import SearchSpace
 from infrarsi.stats.sequential import plan_sequential
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
-from infrarsi.verify import Verdict, VerdictKind
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.verdict import Verdict, VerdictKind
 from tests.support.simulated import CANDIDATE, Burst, SimulatedMachine
 
 

@@ -13,13 +13,13 @@ import sys
 from typing import NoReturn
 
 from bot import __doc__ as _bot_doc
-from bot.cli import apply, bank, contract, doctor, report, run, trials
+from bot.cli import apply, bank, doctor, init, journal, report, run
 from infrarsi.errors import BAD_INPUT
 
 __all__ = ["GROUPS", "Parser", "build_parser"]
 
 # In the order of the stages: contract, baseline, trials, search, report, promotion; then the bank.
-GROUPS = (contract, doctor, trials, run, report, apply, bank)
+GROUPS = (init, doctor, journal, run, report, apply, bank)
 
 
 class Parser(argparse.ArgumentParser):

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, TYPE_CHECKING
 
 from bot.cli.common import UsageError, add_repo_argument, add_run_id_argument, repo_dir, say
-from bot.cli.contract import proposer
+from bot.cli.init import proposer
 from bot.cli.doctor import doctor_failure, trial_context_for
 from bot.executors.registry import add_executor_argument
 from bot.proposers import add_proposer_arguments, spent_text
@@ -18,15 +18,15 @@ from infrarsi.bank import open_bank
 from infrarsi.contract import load_contract
 
 if TYPE_CHECKING:  # the CLI imports stages when a verb runs, not to build its parser
-    from infrarsi.trial import Candidate
-    from infrarsi.verify import Verdict
+    from infrarsi.trial_record import Candidate
+    from infrarsi.verdict import Verdict
 
 __all__ = ["register"]
 
 
 def _candidate_from(args: argparse.Namespace, contract) -> Candidate:  # noqa: ANN001
     from infrarsi.candidates import CandidateError, make_candidate
-    from infrarsi.trial import parse_description
+    from infrarsi.trial_record import parse_description
 
     described, patched = parse_description(args.candidate or "")
     knobs = list(args.knob or []) + [f"{name}={value}" if value else name for name, value in described]

@@ -1,6 +1,6 @@
 """The lock, checked by the launcher where the job runs: before it starts and after it ends.
 
-The bot checks the lock in its own tree too (``bot/stages/run/trial.py``), but a
+The bot checks the lock in its own tree too (``bot/stages/run/run_trial.py``), but a
 runner's checkout is not the bot's tree: only a check made where the job ran
 says that no locked file changed under it. The spec carries the hashes the bot
 read before launch (``TrialSpec.lock``), so a job that edits a locked file and

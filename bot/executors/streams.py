@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from infrarsi.seams.executor import TrialSpec
-from infrarsi.trial import StepEvent
+from infrarsi.trial_record import StepEvent
 
 Clock = Callable[[], float]
 _LINE_END = re.compile(rb"\r\n|\r|\n")

@@ -24,7 +24,7 @@ from infrarsi.journal import Journal
 from infrarsi.patches import PatchSpec
 from infrarsi.seams.proposer import LLMCall, ProposalFailure, Proposer, TrialSummary
 from infrarsi.search.features import Priors
-from infrarsi.trial import TrialRecord
+from infrarsi.trial_record import TrialRecord
 
 
 

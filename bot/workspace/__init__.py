@@ -46,7 +46,7 @@ from bot.workspace.gc import (
 )
 from bot.workspace.identity import BOT_IDENTITY, BotIdentity, format_message
 from bot.workspace.naming import parse_trial_branch, trial_branch
-from bot.workspace.repository import GitWorkspace
+from bot.workspace.git_workspace import GitWorkspace
 from bot.workspace.worktrees import (
     Worktree,
     create_trial_worktree,

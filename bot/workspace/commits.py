@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import pygit2
 
-from bot.workspace._repo import open_repository
+from bot.workspace._access import open_repository
 from bot.workspace.errors import CommitError, RevisionNotFoundError
 from bot.workspace.identity import BOT_IDENTITY, BotIdentity, format_message
 from bot.workspace.worktrees import resolve_commit

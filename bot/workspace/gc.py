@@ -21,7 +21,7 @@ from typing import Literal
 
 import pygit2
 
-from bot.workspace._repo import main_workdir, open_main_repository, worktree_admin_dir
+from bot.workspace._access import main_workdir, open_main_repository, worktree_admin_dir
 from bot.workspace.errors import GitLayerError
 from bot.workspace.naming import (
     BRANCH_PREFIX,

@@ -4,7 +4,7 @@ What the stages ask of git outside a trial worktree: which branch HEAD is on,
 where a branch points, moving the promotion branch, merge bases and who
 committed what. Like the rest of ``bot.workspace`` every call opens its own
 repository (libgit2 objects are not thread-safe) and ref updates go through
-:func:`bot.workspace._repo.ref_lock`.
+:func:`bot.workspace._access.ref_lock`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pygit2
 
-from bot.workspace._repo import main_workdir, open_main_repository, open_repository, ref_lock, retry_locked
+from bot.workspace._access import main_workdir, open_main_repository, open_repository, ref_lock, retry_locked
 from bot.workspace.errors import NotARepositoryError
 from bot.workspace.worktrees import resolve_commit
 from infrarsi.seams.workspace import CommitInfo

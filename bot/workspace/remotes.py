@@ -16,7 +16,7 @@ from typing import Any
 import pygit2
 from pygit2.enums import CredentialType
 
-from bot.workspace._repo import open_repository
+from bot.workspace._access import open_repository
 from bot.workspace.errors import RemoteError
 
 __all__ = ["CredentialSource", "Credentials", "add_remote", "fetch", "fetch_branches", "list_heads", "push",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pygit2
 
-from bot.workspace._repo import open_repository, ref_lock, retry_locked
+from bot.workspace._access import open_repository, ref_lock, retry_locked
 from bot.workspace.commits import signature
 from bot.workspace.errors import MergeConflictError, RevisionNotFoundError
 from bot.workspace.identity import BOT_IDENTITY, BotIdentity

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pygit2
 
-from bot.workspace._repo import (
+from bot.workspace._access import (
     open_main_repository,
     main_workdir,
     ref_lock,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NoReturn
 
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 FINDING_SCHEMA_VERSION = 1
 

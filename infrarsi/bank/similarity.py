@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from infrarsi.bank.records import FAILURE_OUTCOMES, Finding, FindingOutcome, Scalar
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 #: Weight factor for findings made on other hardware (see :func:`same_hardware`).
 OTHER_HARDWARE_DISCOUNT: float = 0.5

@@ -37,7 +37,7 @@ from infrarsi.contract.model import (
     Workload,
 )
 from infrarsi.contract.scope import check_scope
-from infrarsi.contract.tables import Table, describe
+from infrarsi.contract.strict_toml import Table, describe
 from infrarsi.rundir import STATE_DIR
 
 CONTRACT_FILE = "infrarsi.toml"

@@ -185,7 +185,7 @@ class Budget:
     memory_limit_bytes: int | None = None
 
 
-#: The verdict rows a contract may waive when they cannot be checked (infrarsi/verify.py makes them;
+#: The verdict rows a contract may waive when they cannot be checked (infrarsi/verdict.py makes them;
 #: ``outcome`` and ``clock`` are always checked). A broken row is never waived.
 WAIVABLE = ("tokens_per_step", "lock", "optimizer_steps", "work", "precision", "trainable", "first_step", "weights",
             "work_total", "loss_band", "final_loss", "project_metadata", "split_reference")
@@ -202,7 +202,7 @@ class VerifySpec:
     max_pairs: int = 12  # interleaved A/B pairs at most
     max_speedup: float = 10.0  # above it a result is quarantined for review
     top_k: int = 3  # candidates the run stage re-verifies
-    # Verdict rows whose "not checked" may not stop a promotion (infrarsi.verify.WAIVABLE; the PR body lists
+    # Verdict rows whose "not checked" may not stop a promotion (infrarsi.verdict.WAIVABLE; the PR body lists
     # them). A broken row is never waived.
     waive: tuple[str, ...] = ()
 

@@ -25,8 +25,8 @@ from infrarsi.dtype_levers import for_doctor, precision_exclusions
 from infrarsi.mfu import compute_dtype, mfu
 from infrarsi.patches import PatchSpec
 from infrarsi.run_summary import RunSummary
-from infrarsi.trial import Candidate, Outcome, TrialRecord, median_bytes
-from infrarsi.verify import TEST, Verdict
+from infrarsi.trial_record import Candidate, Outcome, TrialRecord, median_bytes
+from infrarsi.verdict import TEST, Verdict
 
 REPORT_VERSION = 1
 # Main effects shown under "Model calibration": the winner's, then the largest revisions, at most this many;

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
-from infrarsi.trial import StepEvent
+from infrarsi.trial_record import StepEvent
 
 KillReason = Literal["timeout", "memory", "interrupt"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.seams.executor import Execution, TrialSpec
-from infrarsi.trial import StepEvent
+from infrarsi.trial_record import StepEvent
 
 #: 1-3: Execution fields as the Actions and Slurm records held them (2: steady_rss_bytes; 3: the GPU's held
 #: memory and capacity); 4: one codec for both, TrialSpec.root/commit/lock, Execution.witness_ranks,

@@ -56,7 +56,7 @@ from scipy import special
 
 from infrarsi.contract.knob_codec import assignment_text
 from infrarsi.search.models import Models, TimeModel
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 #: Once something has run ok, a candidate is proposed only if P(fit) >= this, while any candidate is.
 #: 0.7 found more of the simulator's optima at its memory limit but lost on the tables of real trials

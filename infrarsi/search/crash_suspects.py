@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 #: The most one failure says about a candidate holding all of its suspects (one-off failures exist).
 MAX_BLAME = 0.9

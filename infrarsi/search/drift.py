@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from infrarsi.trial import Outcome, TrialRecord
+from infrarsi.trial_record import Outcome, TrialRecord
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

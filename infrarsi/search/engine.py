@@ -24,7 +24,7 @@ from infrarsi.search.memory_model import MemoryPrice
 from infrarsi.search.models import Models, fit_models, in_domain
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.start import SPREAD_MIN_FEASIBLE, initial_batch
-from infrarsi.trial import Candidate, Outcome, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialRecord
 
 _PURPOSE = {"initial": 1, "next": 2, "stop": 3}
 

@@ -25,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from infrarsi.trial import Outcome, TrialRecord
+from infrarsi.trial_record import Outcome, TrialRecord
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -35,7 +35,7 @@ from infrarsi.search.memory_source import MemorySource, memory_source
 from infrarsi.search.space import SearchSpace
 from infrarsi.search.time_model import TimePosterior, fit_time
 from infrarsi.search.time_parts import TIME_PARTS, PartsTimePosterior, fit_time_parts, intercept_for
-from infrarsi.trial import Candidate, Outcome, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialRecord
 
 FAILED: frozenset[Outcome] = frozenset({Outcome.CRASH, Outcome.TIMEOUT, Outcome.INVALID})
 RAN: frozenset[Outcome] = frozenset({Outcome.OK, Outcome.OOM})

@@ -1,6 +1,6 @@
 """The joint search space: launch-knob assignments times sets of code patches.
 
-A point is a :class:`~infrarsi.trial.Candidate` that names every knob of the
+A point is a :class:`~infrarsi.trial_record.Candidate` that names every knob of the
 space (the bot passes every knob explicitly, so a candidate that leaves one out
 would be a different launch than it looks) plus a set of patch ids closed under
 ``requires`` in which no two settings conflict (:mod:`infrarsi.conflicts`: two
@@ -33,7 +33,7 @@ from infrarsi.contract.model import Constraint, Knob, KnobValue
 from infrarsi.conflicts import at_default, conflicts, held_knobs
 from infrarsi.search.derived import DerivedFeature
 from infrarsi.patches import PatchSpec
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 #: Levels proposed for a continuous knob without ``values``: enough to see a
 #: curve, few enough that enumeration and one-change moves stay cheap.

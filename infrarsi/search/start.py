@@ -28,7 +28,7 @@ import numpy as np
 
 from infrarsi.search.acquisition import ENUM_LIMIT, Incumbent, Proposal, build_pool, propose_batch, score
 from infrarsi.search.models import Models
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 #: Space-filling picks are drawn from points with at least this P(fit) x P(ok), if enough exist.
 SPREAD_MIN_FEASIBLE: float = 0.5

@@ -16,8 +16,8 @@ import statistics
 
 import pytest
 
-from infrarsi.trial import Candidate
-from infrarsi.verify import trial_invariants
+from infrarsi.trial_record import Candidate
+from infrarsi.verdict import trial_invariants
 from tests.support.redteam.bench import Bench
 
 pytestmark = pytest.mark.slow

@@ -25,8 +25,8 @@ from bot.stages.run.verify import verify_candidate
 from infrarsi.contract import load_contract
 from infrarsi.contract.lock import read_lock
 from infrarsi.journal import Journal
-from infrarsi.trial import Candidate
-from infrarsi.verify import VerdictKind
+from infrarsi.trial_record import Candidate
+from infrarsi.verdict import VerdictKind
 from tests.support.redteam.bench import gpt_repo
 
 pytestmark = pytest.mark.slow

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
-from infrarsi.trial import Candidate
-from infrarsi.verify import trial_invariants
+from infrarsi.trial_record import Candidate
+from infrarsi.verdict import trial_invariants
 from tests.support.redteam.bench import RESPLIT, Bench
 from tests.support.redteam.cheats import GPT, SHARED, Cheat
 

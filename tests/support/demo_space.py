@@ -6,7 +6,7 @@ from bot.patching.catalog import CATALOG
 from infrarsi.contract.model import Knob
 from infrarsi.patches import PatchSpec
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 
 # The knobs `infrarsi init` drafts for the demo's tinygpt (fixtures/tinygpt/train.py's performance flags).
 DEMO_KNOBS = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from infrarsi.bank.records import Effect, Finding, FindingOutcome, FrozenMap, hardware_fingerprint, workload_fingerprint
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 H100 = hardware_fingerprint({"device": "cuda", "cpu_model": "AMD EPYC 9654", "cpu_count": 192,
                              "memory_bytes": 2 * 2**40, "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8,

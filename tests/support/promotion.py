@@ -23,8 +23,8 @@ from infrarsi.contract import load_contract
 from infrarsi.doctor import DoctorReport
 from infrarsi.journal import Journal
 from infrarsi.stats import compare
-from infrarsi.trial import Candidate
-from infrarsi.verify import Reference, Verdict, VerdictKind, trial_invariants
+from infrarsi.trial_record import Candidate
+from infrarsi.verdict import Reference, Verdict, VerdictKind, trial_invariants
 from tests.support.tinygpt import TINY_ARGS, copy_fixture, infrarsi
 
 RUN_ID = "r1"

@@ -17,7 +17,7 @@ from infrarsi.report.model import (
     SourceChange,
     Verification,
 )
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 from infrarsi.witness import WitnessReport
 
 

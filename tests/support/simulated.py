@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from infrarsi.loss_band import calibrate
-from infrarsi.trial import Candidate, TrialRecord
+from infrarsi.trial_record import Candidate, TrialRecord
 from tests.support.witnessed import trial, work_reference
 
 LOSS = (5.0, 4.8, 4.6, 4.5, 4.4, 4.3)

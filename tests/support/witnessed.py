@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from infrarsi.invariants import WorkReference
 from infrarsi.loss_band import LossBand
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
-from infrarsi.verify import Reference
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.verdict import Reference
 from infrarsi.witness import WitnessReport
 
 SHA = "ab" * 32

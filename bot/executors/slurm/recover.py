@@ -22,7 +22,7 @@ from infrarsi.journal import Journal
 from infrarsi.measure import classify, summarize
 from infrarsi.seams.executor import TrialSpec
 from infrarsi.candidates import CandidateError, candidate_from_description, parse_knob_value
-from infrarsi.trial import Candidate, TrialRecord
+from infrarsi.trial_record import Candidate, TrialRecord
 
 from bot.executors.slurm.logs import copy_logs
 

@@ -53,8 +53,8 @@ from infrarsi.contract.lock import read_lock
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from infrarsi.seams.forge import Forge, ForgeError, MergeMethod, MergeMethodRefused, PullRequest, Review, approvals
 from infrarsi.seams.workspace import Workspace
-from infrarsi.trial import Candidate
-from infrarsi.verify import Verdict
+from infrarsi.trial_record import Candidate
+from infrarsi.verdict import Verdict
 
 __all__ = ["PromoteError", "PromoteResult", "Reverify", "promote", "real_reverify"]
 

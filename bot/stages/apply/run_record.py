@@ -20,7 +20,7 @@ from infrarsi.journal import Journal
 from infrarsi.rundir import RunDir, journal_path
 from infrarsi.seams.forge import Forge
 from infrarsi.seams.workspace import Workspace
-from infrarsi.trial import TrialRecord
+from infrarsi.trial_record import TrialRecord
 
 __all__ = ["record_branch", "push_record", "restore_record"]
 

@@ -16,14 +16,14 @@ from bot.stages.run.candidate import TrialContext
 from bot.executors.environment import scrubbed_environment
 from bot.stages.doctor.device_cache import cached_probe
 from bot.stages.doctor.project_metadata import project_metadata
-from bot.stages.run.trial import trial_spec
+from bot.stages.run.run_trial import trial_spec
 from infrarsi.doctor import (DoctorReport, allowed_dtypes, build_report, good_baseline_runs, lower_dtype_values,
                              render_markdown)
 from infrarsi.invariants import WorkReference, build_reference
 from infrarsi.loss_band import LossBand, calibrate_band
 from infrarsi.contract.model import Contract
 from infrarsi.rundir import RunDir, read_json, write_text
-from infrarsi.trial import Candidate, Outcome, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialRecord
 
 
 def new_run_id() -> str:

@@ -1,7 +1,7 @@
 """What ``init`` learns from a repo beyond its argparse flags, gathered in one place for the drafter.
 
 Settings in every config convention (:mod:`discover`), their roles (:mod:`classify`)
-and knob tables (:mod:`knob_tables`), tokens per step and training length from
+and knob tables (:mod:`knob_entries`), tokens per step and training length from
 them, the step line (:mod:`steplines`), the paths the job names (:mod:`path_refs`) and the data outside
 git among them (:mod:`data_paths`).
 """
@@ -18,9 +18,9 @@ from bot.stages.init.classify import Classified, classify, current
 from bot.stages.init.data_paths import draft_data_paths
 from bot.stages.init.discover import discover
 from bot.stages.init.setting import Setting
-from bot.stages.init.knob_tables import KnobPlan, infer_tokens, plan_knobs
+from bot.stages.init.knob_entries import KnobPlan, infer_tokens, plan_knobs
 from infrarsi.contract.entry import given_values
-from bot.stages.init.meter_lines import meter_step_lines
+from bot.stages.init.steplines_meters import meter_step_lines
 from bot.stages.init.path_refs import OUTPUT_SETTING, PathRef, path_references
 from bot.stages.init.steplines import StepLine, find_step_lines
 

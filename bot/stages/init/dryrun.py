@@ -54,8 +54,8 @@ def no_step_line_message(lines: list[str], *, regex: str | None, seen: int, expe
 
 def dry_run(contract: Contract, *, executor: Executor, log_dir: Path, timeout_s: float | None = None) -> DryRun:
     """Run the baseline once (no journal, no lock re-check) and judge its step events."""
-    from bot.stages.run.trial import trial_spec
-    from infrarsi.trial import Candidate
+    from bot.stages.run.run_trial import trial_spec
+    from infrarsi.trial_record import Candidate
 
     spec = trial_spec(contract, Candidate.of(contract.defaults(), ()), tree=contract.root, memory_limit_bytes=None,
                       timeout_s=timeout_s, log_dir=log_dir)

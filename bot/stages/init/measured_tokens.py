@@ -18,14 +18,14 @@ from pathlib import Path
 from infrarsi.contract.model import Contract
 from infrarsi.invariants import rank_reports, step_tokens, witnessed_report
 from infrarsi.measure import error_line, summarize
-from infrarsi.trial import Candidate, Outcome, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialRecord
 from infrarsi.witness import WitnessReport
 
 
 def measure_tokens(contract: Contract, *, timeout_s: float | None = None) -> tuple[int | None, str]:
     """(tokens one optimizer step consumed, how they were counted), or (None, why not)."""
     from bot.executors.registry import build_executor
-    from bot.stages.run.trial import trial_spec, witness_step
+    from bot.stages.run.run_trial import trial_spec, witness_step
 
     baseline = Candidate.of(contract.defaults())
     with tempfile.TemporaryDirectory(prefix="infrarsi-tokens-") as tmp:

@@ -19,7 +19,7 @@ from typing import Any
 
 from bot.stages.init.classify import current
 from bot.stages.init.setting import Setting
-from bot.stages.init.knob_tables import EXPRESSIBLE, knob_name, passing_table
+from bot.stages.init.knob_entries import EXPRESSIBLE, knob_name, passing_table
 from infrarsi.parallel.roles import ROLES, spellings_of
 from infrarsi.parallel.sharding_priors import FSDP_STAGES, HYBRID_STAGES, SHARDING_KNOB
 

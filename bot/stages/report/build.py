@@ -24,8 +24,8 @@ from infrarsi.report import RepoFacts, Report, build_report, render_markdown
 from infrarsi.rundir import RunDir, journal_path, latest_run, write_json, write_text
 from infrarsi.run_summary import RunSummary
 from infrarsi.seams.workspace import Workspace
-from infrarsi.trial import Outcome, TrialRecord
-from infrarsi.verify import Verdict
+from infrarsi.trial_record import Outcome, TrialRecord
+from infrarsi.verdict import Verdict
 
 __all__ = ["ReportError", "ReportFiles", "latest_finished_run", "load_report", "write_report"]
 

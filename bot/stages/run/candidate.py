@@ -20,7 +20,7 @@ from bot.patching.patch_set import apply_patches
 from bot.patching.audit import AuditResult, audit_tree
 from bot.patching.results import Applied, Failed, NotApplicable
 from bot.patching.screen import Reader
-from bot.stages.run.trial import TrialRequest, record_rejected, run_trial
+from bot.stages.run.run_trial import TrialRequest, record_rejected, run_trial
 from infrarsi.contract.lock import Lock
 from infrarsi.contract.model import Contract
 from infrarsi.errors import BAD_INPUT, InfraRSIError
@@ -28,7 +28,7 @@ from infrarsi.seams.executor import Executor
 from infrarsi.seams.workspace import Workspace
 from infrarsi.journal import Journal
 from infrarsi.patches import PatchSpec
-from infrarsi.trial import Candidate, TrialRecord
+from infrarsi.trial_record import Candidate, TrialRecord
 
 
 class UnknownPatchError(InfraRSIError, KeyError):

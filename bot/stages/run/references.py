@@ -30,8 +30,8 @@ from infrarsi.invariants import InvariantCheck, WorkReference, build_reference, 
 from infrarsi.invariants import work_invariants
 from infrarsi.loss_band import LossBand, calibrate_band
 from infrarsi.rundir import RunDir, read_json, write_json
-from infrarsi.trial import Candidate, Outcome, TrialRecord
-from infrarsi.verify import Reference
+from infrarsi.trial_record import Candidate, Outcome, TrialRecord
+from infrarsi.verdict import Reference
 
 #: Witnessed runs of the baseline at a split: two, so that its own run-to-run spread is measured.
 SPLIT_REPEATS = 2

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bot.patching.judged import Judgements
+from infrarsi.search.blame import Judgements
 from bot.patching.screen import Screening, screen_patches
 from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.baseline import load_doctor, run_doctor
@@ -40,9 +40,9 @@ from infrarsi.search.acquisition import Proposal
 from infrarsi.search.drift import ControlSchedule, Drift
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial import Candidate, Outcome, TrialRecord, median_bytes
+from infrarsi.trial_record import Candidate, Outcome, TrialRecord, median_bytes
 from infrarsi.patches import PatchSpec
-from infrarsi.verify import Reference, Verdict, VerdictKind, trial_invariants
+from infrarsi.verdict import Reference, Verdict, VerdictKind, trial_invariants
 
 Progress = Callable[[dict[str, Any]], None]
 

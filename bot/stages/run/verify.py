@@ -29,8 +29,8 @@ from infrarsi.doctor import DoctorReport
 from infrarsi.invariants import InvariantCheck, compared, not_checked
 from infrarsi.seams.workspace import Workspace
 from infrarsi.stats.sequential import LookResult, SequentialPlan, look, plan_sequential
-from infrarsi.trial import Candidate, Outcome, TrialRecord
-from infrarsi.verify import Verdict, VerdictKind, VerifyPolicy, judge, trial_invariants
+from infrarsi.trial_record import Candidate, Outcome, TrialRecord
+from infrarsi.verdict import Verdict, VerdictKind, VerifyPolicy, judge, trial_invariants
 
 
 def metadata_check(repo: Path, commit: str | None, base: Mapping[str, Any] | None, *,

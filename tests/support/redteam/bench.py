@@ -30,8 +30,8 @@ from infrarsi.journal import Journal
 from infrarsi.loss_band import LossBand
 from infrarsi.patches import PatchSpec
 from infrarsi.seams.executor import Executor
-from infrarsi.trial import Candidate, Outcome, TrialRecord
-from infrarsi.verify import trial_invariants
+from infrarsi.trial_record import Candidate, Outcome, TrialRecord
+from infrarsi.verdict import trial_invariants
 from tests.support.tinygpt import REPO, infrarsi
 
 # Three blocks, so that skipping blocks is possible; milliseconds per step. With dropout: a re-split draws other

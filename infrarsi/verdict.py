@@ -22,7 +22,7 @@ from infrarsi.invariants import (WITNESS_ROWS, CheckStatus, InvariantCheck, Work
                                  record_invariants, rank_reports, step_tokens, witnessed_report)
 from infrarsi.loss_band import LossBand, final_loss_worse, first_step_outside
 from infrarsi.stats import Comparison, compare
-from infrarsi.trial import Candidate, Outcome, TrialRecord, parse_description
+from infrarsi.trial_record import Candidate, Outcome, TrialRecord, parse_description
 
 # A job whose own clock claims steps this much shorter than the bot saw is lying or broken.
 CLOCK_DISAGREEMENT = 0.5

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from infrarsi.trial import Candidate
+from infrarsi.trial_record import Candidate
 
 
 @dataclass(kw_only=True)

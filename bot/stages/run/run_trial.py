@@ -20,7 +20,7 @@ from infrarsi.seams.executor import Executor, TrialSpec
 from infrarsi.journal import Journal
 from infrarsi.rundir import logs_dir
 from infrarsi.measure import classify, summarize
-from infrarsi.trial import Candidate, Outcome, TrialMetrics, TrialRecord
+from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 
 
 def trial_spec(contract: Contract, candidate: Candidate, *, tree: Path, memory_limit_bytes: int | None,

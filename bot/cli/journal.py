@@ -18,7 +18,7 @@ from infrarsi.contract.lock import read_lock
 from infrarsi.patches import PatchSpec
 
 if TYPE_CHECKING:  # the CLI imports stages when a verb runs, not to build its parser
-    from infrarsi.trial import TrialMetrics, TrialRecord
+    from infrarsi.trial_record import TrialMetrics, TrialRecord
 
 __all__ = ["register"]
 
@@ -26,13 +26,13 @@ __all__ = ["register"]
 def cmd_trial(args: argparse.Namespace) -> int:
     from bot.patching.catalog import applicable_patches
     from bot.stages.run.candidate import run_candidate
-    from bot.stages.run.trial import TrialRequest, metrics_summary, run_trial
+    from bot.stages.run.run_trial import TrialRequest, metrics_summary, run_trial
     from bot.workspace import GitWorkspace
     from bot.workspace.commits import is_dirty
     from bot.workspace.refs import is_git_repo
     from infrarsi.candidates import CandidateError, make_candidate
     from infrarsi.journal import Journal
-    from infrarsi.trial import Outcome
+    from infrarsi.trial_record import Outcome
 
     root = repo_dir(args.repo)
     contract = select_executor(load_contract(root), args.executor)

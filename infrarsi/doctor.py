@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from infrarsi.contract.model import Contract
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from infrarsi.dtype_levers import knob_dtypes
-from infrarsi.dtypes import DTYPE_KNOB_NAMES, torch_name
+from infrarsi.dtypes import DTYPE_KNOB_NAMES, PRECISION_RANK, torch_name
 from infrarsi.invariants import WorkReference
 from infrarsi.loss_band import LossBand, calibrate_band
 from infrarsi.mfu import compute_dtype, datasheet_peaks, six_n_flops
@@ -167,15 +167,13 @@ def allowed_dtypes(contract: Contract) -> tuple[str, ...]:
 def lower_dtype_values(contract: Contract) -> list[tuple[str, str, str]]:
     """(knob, value, torch dtype) for each value of the dtype knob below the default's precision: the runs
     the doctor makes to measure what a legitimate dtype change does to the loss and the gradients."""
-    from infrarsi.invariants import PRECISION
-
     found = dtype_knob(contract)
     if found is None:
         return []
     name, named = found
     default = named.get(str(contract.knob(name).default), "float32")
     return [(name, value, dtype) for value, dtype in named.items()
-            if PRECISION.get(dtype, 1) > PRECISION.get(default, 1)]
+            if PRECISION_RANK.get(dtype, 1) > PRECISION_RANK.get(default, 1)]
 
 
 def good_baseline_runs(records: Sequence[TrialRecord]) -> list[TrialRecord]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Sequence
 
+from infrarsi.dtypes import PRECISION_RANK, lowest_precision
 from infrarsi.trial_record import Outcome, TrialRecord
 from infrarsi.witness import WitnessReport
 
@@ -78,7 +79,6 @@ WITNESS_ROWS = ("optimizer_steps", "work", "precision", "trainable", "first_step
 ASSERT_CLOSE = {"float64": (1e-7, 1e-7), "float32": (1.3e-6, 1e-5), "bfloat16": (1.6e-2, 1e-5),
                 "float16": (1e-3, 1e-5)}
 # Lower precision ranks higher; a candidate is judged at the lowest precision its matrix products used.
-PRECISION = {"float64": 0, "float32": 1, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 3, "float8_e5m2": 3}
 # A whole step is thousands of operations: re-associating them (fused kernels, other micro-batch sizes,
 # SDPA instead of explicit matmuls) moves fp32 results by far more than one op's rtol. Floors from the
 # fixtures (docs/trials.md): honest fp32 changes moved the step-1 gradient vector by <= 7e-8 and the loss
@@ -175,11 +175,6 @@ def step_tokens(main: WitnessReport, ranks: Sequence[WitnessReport] = ()) -> int
     return sum(c for c in counts if c) if all(counts) else None
 
 
-def lowest_precision(dtypes: Sequence[str]) -> str:
-    known = [d for d in dtypes if d in PRECISION]
-    return max(known, key=lambda d: PRECISION[d]) if known else "float32"
-
-
 def _mean(values: Sequence[float]) -> float:
     return statistics.fmean(values)
 
@@ -232,9 +227,9 @@ def tolerance(reference: WorkReference, dtype: str, figure: str) -> float:
     candidate that re-splits is held to a reference taken at its own split (bot/stages/run/references.py)."""
     tol = max(ASSERT_CLOSE.get(dtype, ASSERT_CLOSE["float32"])[0], FLOOR[figure])
     base = lowest_precision(reference.reports[0].matmul_dtypes) if reference.reports else "float32"
-    if PRECISION.get(dtype, 1) > PRECISION.get(base, 1):
+    if PRECISION_RANK.get(dtype, 1) > PRECISION_RANK.get(base, 1):
         measured = [getattr(d, figure) for d in reference.deviations
-                    if d.dtype != SPLIT and PRECISION.get(d.dtype, 1) >= PRECISION.get(dtype, 1)]
+                    if d.dtype != SPLIT and PRECISION_RANK.get(d.dtype, 1) >= PRECISION_RANK.get(dtype, 1)]
         if measured:
             tol = max(tol, DTYPE_MARGIN * max(measured))
     return tol

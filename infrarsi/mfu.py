@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from infrarsi.dtypes import lowest_precision, short_name
+
 #: Dense (no sparsity) peak FLOP/s per dtype from the vendors' datasheets, by a substring of the
 #: device name torch reports. fp32 is the non-tensor-core rate (torch's default: TF32 off for matmuls);
 #: tf32 the tensor-core rate for fp32 tensors, which a job that allows TF32 is measured against.
@@ -37,11 +39,6 @@ DATASHEET_PEAKS: tuple[tuple[str, Mapping[str, float]], ...] = (
 DATASHEET_SOURCE = ("NVIDIA datasheets (H100/H200 SXM: 989 TFLOP/s bf16 dense, 67 fp32; H100 PCIe, H100 NVL, "
                     "A100 SXM, L40S, L4), dense figures without sparsity, as read on 2026-12-03")
 
-#: torch's dtype names to the short names peaks are keyed by.
-SHORT_DTYPE = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64",
-               "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
-#: Lower precision ranks higher: a step that ran any matmul in bf16 is judged against the bf16 peak.
-_RANK = {"fp64": 0, "fp32": 1, "bf16": 2, "fp16": 2, "fp8": 3}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -70,10 +67,10 @@ class MfuFigure:
 
 
 def compute_dtype(matmul_dtypes: Sequence[str], fallback: str = "fp32") -> str:
-    """The short dtype a step computes in: the lowest precision its matrix products used."""
-    short = [SHORT_DTYPE.get(d, d) for d in matmul_dtypes]
-    known = [d for d in short if d in _RANK]
-    return max(known, key=lambda d: _RANK[d]) if known else fallback
+    """The short dtype a step computes in: the lowest precision its matrix products used (a step that ran any
+    matmul in bf16 is judged against the bf16 peak)."""
+    lowest = lowest_precision(matmul_dtypes, fallback="")
+    return short_name(lowest) if lowest else fallback
 
 
 def six_n_flops(*, parameters: int, tokens_per_step: int, embedding_parameters: int = 0) -> float:

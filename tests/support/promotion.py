@@ -131,7 +131,7 @@ def promoted_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def passing_verdict(candidate: Candidate) -> Verdict:
-    """A re-verification verdict that passes (the statistics are tested in test_verify_judge.py)."""
+    """A re-verification verdict that passes (the statistics are tested in test_verdict_judge.py)."""
     c = compare((0.012, 0.0124, 0.0119, 0.0122), (0.009, 0.0093, 0.0091, 0.0089), min_effect=0.01, alpha=0.05,
                 n_boot=200, seed=0)
     return Verdict(kind=VerdictKind.PROMOTED, reason=c.reason, candidate=candidate, baseline_trials=(),

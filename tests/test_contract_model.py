@@ -22,7 +22,7 @@ def test_knob_domains() -> None:
     assert lr.domain_text() == "a number in [0.001, 1]"
     steps = Knob(name="steps", kind="int", default=10, low=1, high=100, flag="--s")
     assert steps.contains(50) and not steps.contains(50.0)
-    assert steps.domain_text().endswith("integer in [1, 100]")  # reads "a integer" today (reported, not fixed here)
+    assert steps.domain_text() == "an integer in [1, 100]"
     assert micro.codec.from_cli("4") == 4
 
 

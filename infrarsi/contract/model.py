@@ -125,7 +125,7 @@ class Knob:
             return "true or false"
         if self.values is not None:
             return "one of " + ", ".join(repr(v) for v in self.values)
-        return f"a {'number' if self.kind == 'float' else 'integer'} in [{self.low:g}, {self.high:g}]"
+        return f"{'a number' if self.kind == 'float' else 'an integer'} in [{self.low:g}, {self.high:g}]"
 
     @property
     def codec(self) -> KnobCodec:

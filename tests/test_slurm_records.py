@@ -16,7 +16,8 @@ from infrarsi.trial_record import StepEvent
 
 
 def _ex(**kw: object) -> Execution:
-    return Execution(**{"events": (), "returncode": 0, "wall_s": 1.0, "peak_rss_bytes": 0, **kw})  # type: ignore[arg-type]
+    fields: dict = {"events": (), "returncode": 0, "wall_s": 1.0, "peak_rss_bytes": 0, **kw}
+    return Execution(**fields)
 
 
 def test_ranks_merge_into_one_execution() -> None:

@@ -14,7 +14,8 @@ def test_the_sbatch_line_asks_for_the_contract_and_exports_nothing(tmp_path: Pat
     args = sbatch_args(s, job_dir=tmp_path, name="infrarsi-r1-3", timeout_s=100, exclude=("n7",))
     assert args[0] == "--export=NIL"
     assert {"--job-name=infrarsi-r1-3", "--nodes=2", "--ntasks-per-node=4", "--gpus-per-node=4", "--mem=1024M",
-            "--partition=gpu", "--account=ml", "--time=3", "--no-requeue", f"--output={tmp_path}/slurm.out"} <= set(args)
+            "--partition=gpu", "--account=ml", "--time=3", "--no-requeue",
+            f"--output={tmp_path}/slurm.out"} <= set(args)
     assert args.index("--exclude=n7") > args.index("--exclude=bad1")  # the bot's retry elsewhere wins
     assert args[-1] == str(tmp_path / "job.sh")
     assert time_limit_min(SlurmLaunch(time_limit_min=7), 10_000) == 7

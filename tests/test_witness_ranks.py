@@ -47,7 +47,8 @@ def test_each_rank_is_authenticated_under_its_own_key(tmp_path: Path) -> None:
 
 
 def _ex(**kw: object) -> Execution:
-    return Execution(**{"events": (), "returncode": 0, "wall_s": 1.0, "peak_rss_bytes": 0, **kw})  # type: ignore[arg-type]
+    fields: dict = {"events": (), "returncode": 0, "wall_s": 1.0, "peak_rss_bytes": 0, **kw}
+    return Execution(**fields)
 
 
 def test_one_rank_is_the_trials_own_report_without_a_rank_prefix() -> None:

@@ -1,5 +1,6 @@
 """The Slurm executor's pure parts, without a cluster: ``[launch.slurm]``, the sbatch line, the script,
-``scontrol`` parsing and the merge of the ranks' records. The cluster tests are test_executor_slurm*.py."""
+``scontrol`` parsing. The script and the ranks' records: test_slurm_script.py, test_slurm_records.py; the cluster
+tests are test_executor_slurm*.py."""
 
 from __future__ import annotations
 
@@ -12,13 +13,10 @@ import pytest
 from bot.executors.registry import build_executor
 from bot.executors.slurm.cli import parse_job
 from bot.executors.slurm.executor import client_environment, job_name
-from bot.executors.slurm.records import merge_ranks
-from bot.executors.slurm.script import batch_script, sbatch_args, time_limit_min
 from infrarsi.contract.errors import ContractError
 from infrarsi.contract.load import parse_contract
 from infrarsi.contract.model import SlurmLaunch
-from infrarsi.seams.executor import Execution, TrialSpec
-from infrarsi.trial_record import StepEvent
+from infrarsi.seams.executor import TrialSpec
 from tests.support.tinygpt import REPO
 
 DDP = REPO / "fixtures" / "ddp"
@@ -76,28 +74,6 @@ def test_the_registry_builds_it_with_the_repo_workdir() -> None:
     assert ex.name == "slurm" and ex.workdir == DDP / ".infrarsi" / "slurm" and ex.settings.nodes == 2
 
 
-def test_the_sbatch_line_asks_for_the_contract_and_exports_nothing(tmp_path: Path) -> None:
-    s = SlurmLaunch(partition="gpu", account="ml", nodes=2, tasks_per_node=4, gpus_per_node=4, memory_bytes=2**30,
-                    sbatch_args=("--exclude=bad1",))
-    args = sbatch_args(s, job_dir=tmp_path, name="infrarsi-r1-3", timeout_s=100, exclude=("n7",))
-    assert args[0] == "--export=NIL"
-    assert {"--job-name=infrarsi-r1-3", "--nodes=2", "--ntasks-per-node=4", "--gpus-per-node=4", "--mem=1024M",
-            "--partition=gpu", "--account=ml", "--time=3", "--no-requeue", f"--output={tmp_path}/slurm.out"} <= set(args)
-    assert args.index("--exclude=n7") > args.index("--exclude=bad1")  # the bot's retry elsewhere wins
-    assert args[-1] == str(tmp_path / "job.sh")
-    assert time_limit_min(SlurmLaunch(time_limit_min=7), 10_000) == 7
-
-
-def test_the_script_holds_paths_only_and_srun_for_several_ranks(tmp_path: Path) -> None:
-    one = batch_script(SlurmLaunch(), job_dir=tmp_path, python="/venv/bin/python", slurm_conf="/etc/s.conf",
-                       path="/usr/bin")
-    assert "srun" not in one and one.rstrip().endswith(f"-m bot.executors.slurm.agent --job-dir {tmp_path}")
-    many = batch_script(SlurmLaunch(nodes=2, tasks_per_node=2), job_dir=tmp_path, python="/venv/bin/python",
-                        slurm_conf=None)
-    assert "export SLURM_EXPORT_ENV=ALL" in many
-    assert "exec srun --kill-on-bad-exit=1 --nodes=2 --ntasks-per-node=2 /venv/bin/python -m bot" in many
-
-
 def test_clients_run_with_a_minimal_environment() -> None:
     env = client_environment({"PATH": "/bin", "SLURM_CONF": "/c", "GITHUB_TOKEN": "x", "SBATCH_ACCOUNT": "a",
                               "AWS_SECRET_ACCESS_KEY": "y", "HOME": "/root"})
@@ -119,47 +95,3 @@ def test_scontrol_lines_are_parsed() -> None:
     assert job.start_time == datetime(2026, 12, 3, 19, 9, 11)
     assert not parse_job("JobId=1 JobState=RUNNING RunTime=1-00:00:01").terminal
     assert parse_job("JobId=1 JobState=RUNNING RunTime=1-00:00:01").run_time_s == 86401
-
-
-def _ex(**kw: object) -> Execution:
-    return Execution(**{"events": (), "returncode": 0, "wall_s": 1.0, "peak_rss_bytes": 0, **kw})  # type: ignore[arg-type]
-
-
-def test_ranks_merge_into_one_execution() -> None:
-    steps = (StepEvent(step=1, stamp=1.0), StepEvent(step=2, stamp=2.0))
-    ok = merge_ranks({0: _ex(events=steps, peak_rss_bytes=100, pids=(1,)), 1: _ex(peak_rss_bytes=300, pids=(2,))})
-    assert ok is not None and ok.events == steps and ok.peak_rss_bytes == 300 and ok.pids == (1, 2)
-    assert ok.returncode == 0 and ok.failed_rank is None
-    # rank 1 failed on its own; rank 0 was stopped by srun afterwards
-    crashed = merge_ranks({0: _ex(returncode=-9, stderr_tail="killed"), 1: _ex(returncode=1, stderr_tail="boom")})
-    assert crashed is not None and (crashed.returncode, crashed.failed_rank, crashed.stderr_tail) == (1, 1, "boom")
-    oom = merge_ranks({0: _ex(returncode=-9), 1: _ex(returncode=-9, killed_for="memory", peak_rss_bytes=9)})
-    assert oom is not None and oom.killed_for == "memory" and oom.peak_rss_bytes == 9
-    assert merge_ranks({}) is None
-    # GPU memory: the fullest rank's peak and held memory, the tightest rank's capacity
-    gpus = merge_ranks({0: _ex(device_peak_mem_bytes=50, device_steady_bytes=30, device_capacity_bytes=79),
-                        1: _ex(device_peak_mem_bytes=60, device_steady_bytes=35, device_capacity_bytes=78),
-                        2: _ex()})
-    assert gpus is not None
-    assert (gpus.device_peak_mem_bytes, gpus.device_steady_bytes, gpus.device_capacity_bytes) == (60, 35, 78)
-    single = merge_ranks({0: _ex(returncode=1)})
-    assert single is not None and single.failed_rank is None
-
-
-def test_ranks_stopped_after_rank_0_saw_every_step_are_collateral_and_every_rank_reports() -> None:
-    # rank 0's agent ended its job after the measured steps; rank 1 lost its collective and srun stopped it
-    done = merge_ranks({0: _ex(returncode=-15, stopped_after_steps=True, witness={"rank": "0", "flops": 1},
-                               lock_changed=()),
-                        1: _ex(returncode=-9, killed_for="interrupt", witness={"rank": "1", "flops": 1},
-                               lock_changed=())})
-    assert done is not None and done.killed_for is None and done.failed_rank is None and done.stopped_after_steps
-    assert [w["rank"] for w in done.witness_ranks] == [0, 1] and done.witness == {"rank": 0, "flops": 1}
-    assert done.lock_changed == ()
-    # a rank over its memory limit is not collateral, and a rank that found a locked file changed is named
-    oom = merge_ranks({0: _ex(returncode=-15, stopped_after_steps=True, lock_changed=()),
-                       1: _ex(returncode=-9, killed_for="memory", lock_changed=("harness.py",))})
-    assert oom is not None and oom.killed_for == "memory" and oom.lock_changed == ("harness.py",)
-    # one rank's witness could not be trusted: the trial says which
-    spoofed = merge_ranks({0: _ex(witness={"flops": 1}), 1: _ex(witness_error="a witness report failed "
-                                                                 "authentication (spoofed)")})
-    assert spoofed is not None and spoofed.witness_error == "rank 1: a witness report failed authentication (spoofed)"

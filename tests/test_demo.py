@@ -2,7 +2,7 @@
 
 CI runs the tiny config (seconds per trial), where bf16 brings nothing on a CPU, so the test accepts the
 demo's honest ending either way: a merged pull request with a verified speedup, or the report saying that
-nothing was verified. The path with a winner is covered stage by stage in test_apply.py and test_promote.py.
+nothing was verified. The path with a winner is covered stage by stage in test_apply.py and test_merge_promote.py.
 """
 
 from __future__ import annotations

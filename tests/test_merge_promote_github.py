@@ -3,7 +3,7 @@
 One finished run (the session's shared template: real trials, recorded verdict) is applied once per
 module to ``tests/support/fake_github.py`` with the GitHub forge; each test starts a server on a copy of that
 state, plays what people and GitHub do, and runs ``promote``. The re-verification is a recorder that notes the base it was asked to run on and passes
-(the A/B itself is tested in ``test_verify*``; ``test_promote.py`` runs a real one), so each scenario
+(the A/B itself is tested in ``test_verify*``; ``test_merge_promote.py`` runs a real one), so each scenario
 costs seconds, not trials.
 
 | scenario | merged | verified on | the pull request shows |

@@ -87,3 +87,38 @@ def test_a_command_line_is_split_in_one_place() -> None:
     offenders = [str(p.relative_to(ROOT)) for p in _modules()
                  if p != owner and "shlex.split(" in p.read_text(encoding="utf-8")]
     assert offenders == [], f"shlex.split outside infrarsi/contract/entry.py: {', '.join(offenders)}"
+
+
+#: Modules whose only tests run them end to end (a real trial, a real cluster), each with the test that does.
+END_TO_END_ONLY: dict[str, str] = {
+}
+
+
+def _test_names() -> set[str]:
+    return {p.stem for top in ("tests", "benchmarks/tests") for p in (ROOT / top).rglob("test_*.py")}
+
+
+def test_every_module_has_a_test_named_after_it() -> None:
+    """``bot/executors/local.py`` is covered by ``test_local*.py`` or ``test_executor(s)_local*.py``: whoever
+    changes a module finds its tests by name (a leading underscore of the module's name is dropped). A test file
+    counts for the module whose name it matches longest (``test_build_env.py`` is ``build_env.py``'s, not
+    ``build.py``'s)."""
+    names: dict[str, list[str]] = {}  # a test name prefix -> the modules it names
+    modules = []
+    for path in _modules():
+        if path.name in ("__init__.py", "__main__.py") or "site" in path.parts:
+            continue
+        rel = str(path.relative_to(ROOT))
+        modules.append(rel)
+        stem, pkg = path.stem.lstrip("_"), path.parent.name
+        for n in {f"test_{stem}", *(f"test_{k}_{stem}" for k in (pkg, pkg.removesuffix("s")))}:
+            names.setdefault(n, []).append(rel)
+    covered: set[str] = set()
+    for test in _test_names():
+        matches = [n for n in names if test == n or test.startswith(n + "_")]
+        if matches:
+            covered.update(names[max(matches, key=len)])
+    missing = [m for m in modules if m not in covered and m not in END_TO_END_ONLY]
+    assert missing == [], f"no test named after: {', '.join(missing)} (add tests/test_<module>.py)"
+    stale = [m for m, test in END_TO_END_ONLY.items() if not (ROOT / m).exists() or not (ROOT / test).exists()]
+    assert stale == [], f"END_TO_END_ONLY names what is gone: {stale}"

@@ -19,7 +19,7 @@ import pytest
 from bot.executors.local import LocalExecutor
 from bot.workspace import GitWorkspace
 from bot.patching.catalog import applicable_patches
-from bot.patching.screen import git_reader, screen_patches
+from bot.patching.screen import commit_reader, screen_patches
 from bot.proposers.session import editable_sources
 from bot.stages.doctor.baseline import run_doctor
 from bot.stages.run.candidate import TrialContext
@@ -57,7 +57,8 @@ def test_a_correct_model_patch_runs_and_is_verified_beside_a_colliding_a_locked_
     base = repo_head_commit(repo)
 
     # Proposal time: each patch applied alone to the base and audited.
-    screening = screen_patches(git_reader(repo, base), [*catalog.values(), *proposal.patches], contract.scope)
+    screening = screen_patches(commit_reader(GitWorkspace(repo), base), [*catalog.values(), *proposal.patches],
+                               contract.scope)
     assert list(screening.rejected) == [locked.id]
     assert "harness.py" in screening.rejected[locked.id] and "locked" in screening.rejected[locked.id]
     patches = {p.id: p for p in screening.accepted}

@@ -26,6 +26,7 @@ from bot.patching.symbols import split_target
 from infrarsi.conflicts import resolve
 from infrarsi.contract.model import Scope
 from infrarsi.patches import PatchSpec
+from infrarsi.seams.workspace import Workspace
 
 Reader = Callable[[Iterable[str]], dict[str, bytes]]
 
@@ -102,14 +103,13 @@ def _closure(spec: PatchSpec, by_id: Mapping[str, PatchSpec]) -> list[str]:
     return [s.id for s in ordered]
 
 
-def git_reader(repo: Path, commit: str) -> Reader:
-    """Files of ``commit`` (the trials' base), read from git: the working tree may differ from it."""
-    from bot.workspace.trees import list_files, read_blob
-
-    blobs = list_files(repo, commit)
+def commit_reader(workspace: Workspace, commit: str) -> Reader:
+    """Files of ``commit`` (the trials' base), read through the repo's workspace: the working tree may differ
+    from it."""
+    blobs = workspace.list_files(commit)
 
     def read(paths: Iterable[str]) -> dict[str, bytes]:
-        return {p: read_blob(repo, blobs[p]) for p in paths if p in blobs}
+        return {p: workspace.read_blob(blobs[p]) for p in paths if p in blobs}
 
     return read
 

@@ -9,8 +9,8 @@ The stages get a :class:`GitWorkspace` from the CLI and do their git work throug
 it; of this package they import only the modules that open no repository:
 :mod:`~bot.workspace.naming`, :mod:`~bot.workspace.errors`,
 :mod:`~bot.workspace.identity` and :mod:`~bot.workspace.data_links`. The CLI,
-the forges, the executors, the bank and the patching's ``git_reader`` call the
-functions here directly.
+the forges, the executors and the bank call the functions here directly (the
+patching screen reads a commit through a Workspace too).
 
 Everything goes through pygit2 (no ``git`` subprocess), and no function keeps a
 ``pygit2.Repository`` across calls, so the API is safe to use from many

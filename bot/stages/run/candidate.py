@@ -10,7 +10,7 @@ the caller gives (the CLI opens it on the contract's repo).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from bot.workspace.errors import GitLayerError
 from bot.patching.patch_set import apply_patches
 from bot.patching.audit import AuditResult, audit_tree
 from bot.patching.results import Applied, Failed, NotApplicable
-from bot.patching.screen import Reader
+from bot.patching.screen import Reader, commit_reader
 from bot.stages.run.run_trial import TrialRequest, record_rejected, run_trial
 from infrarsi.contract.lock import Lock
 from infrarsi.contract.model import Contract
@@ -119,15 +119,9 @@ class TrialContext:
     def base_reader(self) -> Reader | None:
         """The files of the base commit, read through the workspace (the working tree may differ from it); None
         outside git."""
-        workspace, base = self.workspace, self.base
-        if workspace is None or base is None:
+        if self.workspace is None or self.base is None:
             return None
-        blobs = workspace.list_files(base)
-
-        def read(paths: Iterable[str]) -> dict[str, bytes]:
-            return {p: workspace.read_blob(blobs[p]) for p in paths if p in blobs}
-
-        return read
+        return commit_reader(self.workspace, self.base)
 
     def run(self, run_id: str, candidate: Candidate, *, witness: bool = False) -> TrialRecord:
         """Run ``candidate``; ``witness``: with the witness in its interpreter (see docs/trials.md)."""

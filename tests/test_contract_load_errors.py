@@ -7,24 +7,7 @@ from pathlib import Path
 import pytest
 
 from infrarsi.contract import ContractError, load_contract
-
-BASE = """\
-[workload]
-command = ["python", "train.py"]
-tokens_per_step = 128
-
-[scope]
-editable = ["model.py::GPT.forward"]
-locked = ["harness.py"]
-
-[knobs.dtype]
-kind = "categorical"
-values = ["fp32", "bf16"]
-default = "fp32"
-flag = "--dtype"
-"""
-
-MODEL = "class GPT:\n    def forward(self, x):\n        return x\n"
+from tests.support.contracts import BASE, MODEL
 
 # (name, contract text, expected message after "<file>: ")
 CASES = [

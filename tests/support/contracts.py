@@ -9,7 +9,7 @@ from infrarsi.contract.model import Contract
 
 MODEL = "class GPT:\n    def forward(self, x):\n        return x\n"
 
-CONTRACT = """\
+BASE = """\
 [workload]
 command = ["python", "train.py"]
 tokens_per_step = 128
@@ -23,7 +23,10 @@ kind = "categorical"
 values = ["fp32", "bf16"]
 default = "fp32"
 flag = "--dtype"
+"""
 
+#: :data:`BASE` with a second knob.
+CONTRACT = BASE + """
 [knobs.micro]
 kind = "int"
 values = [1, 2, 3, 4]

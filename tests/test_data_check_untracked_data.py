@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 from bot.stages.init.data_check import missing_in_trial
+from bot.workspace import GitWorkspace
 from bot.stages.init.path_refs import path_references
 from infrarsi.contract.load import load_contract
 from tests.support.repos import commit_tree, git
@@ -89,10 +90,11 @@ def test_check_names_the_untracked_paths_the_job_opens_that_data_lacks(tmp_path:
     shutil.copy(root / "jobs" / "tokenizer" / "vocab.json", tree / "jobs" / "tokenizer" / "vocab.json")
     tail = ("Traceback (most recent call last):\n  File \"train.py\", line 13, in <module>\n"
             "FileNotFoundError: [Errno 2] No such file or directory: 'data/corpus/train.txt'\n")
-    note = missing_in_trial(load_contract(root), tree, tail)
+    outside = GitWorkspace(root).outside_git()
+    note = missing_in_trial(load_contract(root), tree, tail, outside)
     assert note == ("jobs/data exists in the repo's tree but not in the trial's worktree (git does not track "
                     "it): add it to [data] paths in infrarsi.toml and run `infrarsi lock`, so every trial links it")
-    assert missing_in_trial(load_contract(root), root, tail) is None  # a trial in the repo itself lacks nothing
+    assert missing_in_trial(load_contract(root), root, tail, outside) is None  # a trial in the repo itself lacks nothing
 
 
 def test_paths_are_resolved_as_the_job_would_open_them(tmp_path: Path) -> None:

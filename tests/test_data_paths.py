@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.stages.init.data_paths import named_untracked, outside_git, parent_paths, unlisted_data
+from bot.stages.init.data_paths import draft_data_paths, named_untracked, outside_git_data, parent_paths, unlisted_data
 from bot.stages.init.path_refs import PathRef
 
 
@@ -43,6 +43,21 @@ def test_check_names_each_path_outside_git_that_data_lacks_once() -> None:
     assert unlisted_data(refs, outside, listed=["data", "vocab.json"]) == []
 
 
-def test_outside_a_git_repo_nothing_is_outside_git(tmp_path: Path) -> None:
-    (tmp_path / "input.txt").write_text("x")
-    assert outside_git(tmp_path) == {}
+def test_junk_and_outputs_are_never_data() -> None:
+    outside = {"data": "ignored", "__pycache__": "ignored", "train.log": "ignored", "out": "ignored",
+               "runs-2": "untracked", "input.txt": "untracked", ".venv": "untracked"}
+    assert outside_git_data(outside) == {"data": "ignored", "input.txt": "untracked"}
+
+
+def test_the_draft_keeps_ignored_data_and_the_untracked_paths_the_job_names(tmp_path: Path) -> None:
+    for name in ("data", "cache", "input.txt", "notes"):
+        (tmp_path / name).mkdir() if "." not in name else (tmp_path / name).write_text("x")
+    (tmp_path / "train.py").write_text("open('input.txt')\nopen('cache/x')\n")
+    outside = {"data": "ignored", "cache": "ignored", "gone": "ignored", "input.txt": "untracked",
+               "notes": "untracked"}
+    paths, note = draft_data_paths(tmp_path, ["train.py"], "python train.py", outside=outside,
+                                   refs=[_ref("input.txt")])
+    # "data" by its name, "cache" because the code names it; "gone" is not there; "notes" is named by nobody
+    assert paths == ["data", "cache", "input.txt"]  # in the order the workspace listed them
+    assert "input.txt (untracked, named in train.py line 3)" in note
+    assert draft_data_paths(tmp_path, ["train.py"], "python train.py", outside={})[0] == []

@@ -193,6 +193,17 @@ def test_stages_reach_git_only_through_the_workspace_they_are_given() -> None:
         "; ".join(offenders)
 
 
+def test_no_module_runs_a_git_command() -> None:
+    """git goes through pygit2 behind the Workspace: no ``["git", ...]`` command line anywhere in the product."""
+    offenders = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.List, ast.Tuple)) and node.elts and isinstance(node.elts[0], ast.Constant) \
+                    and node.elts[0].value == "git":
+                offenders.append(f"{name} line {node.lineno}")
+    assert offenders == [], "ask the Workspace (bot/workspace, over pygit2) instead: " + ", ".join(offenders)
+
+
 def test_the_git_free_workspace_modules_import_no_git_work() -> None:
     """The allowed modules stay a narrow door: none of them pulls in a module that opens a repository."""
     offenders = [f"{name} imports {target}" for name in sorted(GIT_FREE_WORKSPACE)

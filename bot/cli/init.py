@@ -33,6 +33,14 @@ def proposer(args: argparse.Namespace, root: Path):  # noqa: ANN201 - a Proposer
         raise UsageError(str(e)) from None
 
 
+def outside_git(root: Path) -> dict[str, str]:
+    """What git does not track in ``root``, from its workspace; nothing outside git."""
+    from bot.workspace import GitWorkspace
+    from bot.workspace.refs import is_git_repo
+
+    return GitWorkspace(root).outside_git() if is_git_repo(root) else {}
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     from bot.stages.init.draft import DraftError, draft_contract
     from bot.stages.init.job import read_job
@@ -56,7 +64,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             job = read_job(args.command, root)
         except LaunchError as e:
             raise UsageError(f"--command: {e}") from None
-        summary = scan_repo(root, job.entry)
+        summary = scan_repo(root, job.entry, outside_git=outside_git(root))
         try:
             draft = (draft_contract(args.command, summary, tokens_per_step=args.tokens_per_step,
                                     step_regex=args.step_regex)
@@ -131,7 +139,7 @@ def cmd_check(args: argparse.Namespace) -> int:
           f"{len(contract.knobs)} knobs, {len(contract.scope.editable)} editable symbols")
     from bot.stages.init.data_check import unlisted_lines
 
-    for line in unlisted_lines(contract):
+    for line in unlisted_lines(contract, outside_git(root)):
         print(f"warning: {line}")
     if args.run:
         from bot.stages.init.dryrun import check_run

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bot.workspace import commits, refs, remotes, trees
 from bot.workspace.identity import BOT_IDENTITY, BotIdentity
+from bot.workspace.outside_git import outside_git
 from bot.workspace.worktrees import Worktree, create_trial_worktree, remove_trial_worktree
 from infrarsi.seams.workspace import CommitInfo, TrialTree
 
@@ -43,6 +44,9 @@ class GitWorkspace:
         if not isinstance(tree, Worktree):
             raise TypeError(f"{tree!r} was not created by this workspace")
         remove_trial_worktree(tree, keep_branch=keep_branch)
+
+    def outside_git(self) -> dict[str, str]:
+        return outside_git(self.path)
 
     def head_branch(self) -> str | None:
         return refs.head_branch(self.path)

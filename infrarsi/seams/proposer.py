@@ -192,6 +192,8 @@ class RepoSummary:
     entry: str | None
     flags: tuple[ArgFlag, ...]
     files: tuple[FileSummary, ...]
+    #: what git does not track in ``root`` -> "ignored" or "untracked" (``Workspace.outside_git``); {} outside git
+    outside_git: Mapping[str, str] = field(default_factory=dict)
 
     def file(self, path: str) -> FileSummary | None:
         return next((f for f in self.files if f.path == path), None)

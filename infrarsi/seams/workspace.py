@@ -5,8 +5,6 @@ outside ``bot/workspace/`` imports pygit2 (``tests/test_layout.py``). The stages
 through the ``Workspace`` they are given: the CLI opens one on the repository and passes it
 down, and a module of ``bot/stages/`` imports from ``bot.workspace`` only what opens no
 repository (branch names, errors, the bot's identity, data links; ``tests/test_layout_rules.py``).
-Left outside the seam: ``init`` asks a ``git ls-files`` subprocess which files git does not
-track (``bot/stages/init/data_paths.py``).
 """
 
 from __future__ import annotations
@@ -53,7 +51,8 @@ class Workspace(Protocol):
     → ``commit_trial`` → the executor runs the tree → ``remove_worktree``
     (the branch ``infrarsi/<run>/<n>`` stays as the record); the run's base is
     ``head_commit``, and proposed patches are screened on it through
-    ``list_files``/``read_blob``. A promotion: the forge fetches the branches →
+    ``list_files``/``read_blob``; ``init`` drafts ``[data] paths`` from
+    ``outside_git`` (and ``check`` and a crashed trial read it too). A promotion: the forge fetches the branches →
     ``merge_change`` of the winner's trial commit onto the base →
     ``export_tree`` (knobs and lock are written into the export) →
     ``commit_files`` → ``set_branch`` → the forge pushes. ``report`` reads
@@ -101,6 +100,12 @@ class Workspace(Protocol):
         ...
 
     def remove_worktree(self, tree: TrialTree, *, keep_branch: bool = True) -> None: ...
+
+    def outside_git(self) -> dict[str, str]:
+        """``{path: "ignored" | "untracked"}``: what git does not track where the workspace was opened, relative
+        to it, listed as ``git ls-files --others --directory`` lists it (a wholly ignored or untracked folder is
+        one entry); ignored entries first, each kind sorted. What a trial's fresh worktree will not have."""
+        ...
 
     # -- branches and history --------------------------------------------------------------------------
     def head_branch(self) -> str | None:

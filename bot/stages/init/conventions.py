@@ -151,7 +151,8 @@ def find_data(found: Found, summary: RepoSummary, user_args: list[str], refs: li
     """``found.data_paths``: what the job reads that git does not track (:mod:`data_paths`)."""
     near = list(dict.fromkeys([workdir, posixpath.dirname(summary.entry or "") or "."]))
     found.data_paths, found.data_note = draft_data_paths(summary.root, [f.path for f in summary.files],
-                                                         " ".join(user_args), refs=refs, near=near)
+                                                         " ".join(user_args), outside=summary.outside_git,
+                                                         refs=refs, near=near)
 
 
 def _every_step(interval: Setting) -> list[str] | None:

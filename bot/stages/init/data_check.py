@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from bot.patching.catalog import reach_of
-from bot.stages.init.data_paths import outside_git, unlisted_data
+from bot.stages.init.data_paths import outside_git_data, unlisted_data
 from bot.stages.init.draft import canonical_flags
 from infrarsi.contract.entry import given_values
 from bot.stages.init.path_refs import OUTPUT_SETTING, PathRef, path_references
@@ -47,13 +48,15 @@ def contract_paths(contract: Contract) -> list[PathRef]:
     return path_references(root, workdir=workdir, entry=entry, files=files, values=values)
 
 
-def unlisted_lines(contract: Contract) -> list[str]:
-    """``check``'s lines: paths outside git the job names that ``[data] paths`` lacks."""
-    return unlisted_data(contract_paths(contract), outside_git(contract.root), contract.data.paths)
+def unlisted_lines(contract: Contract, outside: Mapping[str, str]) -> list[str]:
+    """``check``'s lines: paths outside git (``outside``, what the workspace says git does not track in the
+    contract's root) the job names that ``[data] paths`` lacks."""
+    return unlisted_data(contract_paths(contract), outside_git_data(outside), contract.data.paths)
 
 
-def missing_in_trial(contract: Contract, tree: Path, stderr_tail: str) -> str | None:
-    """Why a trial in ``tree`` may have crashed: paths that exist in the repo's tree but not in the trial's."""
+def missing_in_trial(contract: Contract, tree: Path, stderr_tail: str, outside: Mapping[str, str]) -> str | None:
+    """Why a trial in ``tree`` may have crashed: paths that exist in the repo's tree but not in the trial's
+    (``outside``: what git does not track in the repo's tree, for the entry to name)."""
     root = contract.root.resolve()
     if tree.resolve() == root:
         return None
@@ -61,7 +64,7 @@ def missing_in_trial(contract: Contract, tree: Path, stderr_tail: str) -> str | 
     work = tree / contract.workload.workdir
     candidates = [_relative(work / n, tree) or "" for n in named] + [r.path for r in contract_paths(contract)
                                                                      if not r.written]
-    outside = outside_git(root)
+    outside = outside_git_data(outside)
     missing: list[str] = []
     for rel in dict.fromkeys(c for c in candidates if c):
         if not (root / rel).exists() or (tree / rel).exists():

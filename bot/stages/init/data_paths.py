@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from bot.stages.init.path_refs import PathRef
@@ -30,33 +29,10 @@ _DATA_NAMES = re.compile(r"(data|dataset|corpus|token|vocab|ckpt|checkpoint|weig
                          re.I)
 
 
-def ignored_paths(root: Path) -> list[str]:
-    """What git ignores in ``root`` (whole ignored directories collapsed), repo-relative; [] outside git."""
-    return _others(root, "--ignored")
-
-
-def untracked_paths(root: Path) -> list[str]:
-    """What git neither tracks nor ignores in ``root`` (whole untracked directories collapsed; a directory that
-    holds only ignored files is not one); [] outside git."""
-    return _others(root, "--no-empty-directory")
-
-
-def _others(root: Path, *flags: str) -> list[str]:
-    try:
-        out = subprocess.run(["git", "-C", str(root), "ls-files", "--others", *flags, "--exclude-standard",
-                              "--directory", "-z"], capture_output=True, check=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    paths = sorted({p.rstrip("/") for p in out.decode("utf-8", "replace").split("\0") if p.strip()})
-    # git may list a directory that merely holds ignored ones; keep the ignored entries themselves
-    return [p for p in paths if not any(q.startswith(p + "/") for q in paths)]
-
-
-def outside_git(root: Path) -> dict[str, str]:
-    """Every path git does not track in ``root`` -> "untracked" or "ignored" (junk and outputs left out)."""
-    out = {p: "ignored" for p in ignored_paths(root)}
-    out.update({p: "untracked" for p in untracked_paths(root)})
-    return {p: kind for p, kind in out.items() if not _JUNK.search(p) and not _OUTPUTS.match(p)}
+def outside_git_data(outside: Mapping[str, str]) -> dict[str, str]:
+    """The paths of ``outside`` (what git does not track: path -> "ignored" or "untracked") that could be data:
+    junk and outputs left out."""
+    return {p: kind for p, kind in outside.items() if not _JUNK.search(p) and not _OUTPUTS.match(p)}
 
 
 def _covers(outer: str, inner: str) -> bool:
@@ -117,25 +93,25 @@ def parent_paths(root: Path, text: str) -> list[str]:
     return found
 
 
-def draft_data_paths(root: Path, python_files: list[str], command: str, *, refs: Sequence[PathRef] = (),
-                     near: Sequence[str] = ()) -> tuple[list[str], str]:
-    """(paths, note): git-ignored data the job plausibly reads, untracked data it names (``refs``, or a data folder
-    in ``near``: the entry script's folder and the working directory), and data one level above the repo it
-    names."""
+def draft_data_paths(root: Path, python_files: list[str], command: str, *, outside: Mapping[str, str],
+                     refs: Sequence[PathRef] = (), near: Sequence[str] = ()) -> tuple[list[str], str]:
+    """(paths, note): of ``outside`` (what git does not track in ``root``), git-ignored data the job plausibly reads
+    and untracked data it names (``refs``, or a data folder in ``near``: the entry script's folder and the working
+    directory); and data one level above the repo it names."""
     text = _strings(root, python_files, command)
     keep: list[str] = parent_paths(root, text)
     written = [r.path for r in refs if r.written]
-    for rel in ignored_paths(root):
-        if _JUNK.search(rel) or _OUTPUTS.match(rel) or not (root / rel).exists() or \
-                any(_covers(w, rel) for w in written):
+    candidates = outside_git_data(outside)
+    for rel in (p for p, kind in candidates.items() if kind == "ignored"):
+        if not (root / rel).exists() or any(_covers(w, rel) for w in written):
             continue
         parts = rel.split("/")
         referenced = any(re.search(rf"['\"/]{re.escape(p)}['\"/]|\b{re.escape(p)}\b", text) for p in
                          (rel, parts[0], parts[-1]))
         if referenced or _DATA_NAMES.search(rel):
             keep.append(rel)
-    untracked = {p for p in untracked_paths(root) if not _JUNK.search(p) and not _OUTPUTS.match(p)}
-    named = named_untracked(refs, sorted(untracked), near)
+    untracked = sorted(p for p, kind in candidates.items() if kind == "untracked")
+    named = named_untracked(refs, untracked, near)
     keep += [p for p in named if p not in keep]
     whence = "; ".join(f"{p} (untracked, {why})" for p, why in named.items())
     note = ("guessed: files outside git the job reads: git-ignored ones" + (f", untracked ones: {whence}" if whence

@@ -6,6 +6,7 @@ Nothing here imports the user's code: ``init`` must be safe on any repo.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -196,8 +197,10 @@ def python_files(root: Path) -> list[Path]:
     return out
 
 
-def scan_repo(root: Path, entry: str | None) -> RepoSummary:
-    """Summarise every Python file; read the entry script's flags."""
+def scan_repo(root: Path, entry: str | None, *, outside_git: Mapping[str, str] | None = None) -> RepoSummary:
+    """Summarise every Python file; read the entry script's flags. ``outside_git``: what git does not track in
+    ``root`` (the workspace's :meth:`~infrarsi.seams.workspace.Workspace.outside_git`), where ``[data]`` is drafted
+    from; none outside git."""
     root = root.resolve()
     paths = python_files(root)
     ticker = Ticker(label="init: reading the repo's Python files")
@@ -213,4 +216,4 @@ def scan_repo(root: Path, entry: str | None) -> RepoSummary:
             flags = scan_flags((root / entry).read_text(encoding="utf-8"))
         except cst.ParserSyntaxError:
             flags = ()
-    return RepoSummary(root=root, entry=entry, flags=flags, files=files)
+    return RepoSummary(root=root, entry=entry, flags=flags, files=files, outside_git=dict(outside_git or {}))

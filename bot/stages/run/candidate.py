@@ -92,7 +92,7 @@ def run_candidate(contract: Contract, lock: Lock, *, workspace: Workspace, base:
         request = TrialRequest(run_id=run_id, candidate=candidate, tree=wt.path, commit=commit,
                                memory_limit_bytes=memory_limit_bytes, timeout_s=timeout_s, witness=witness)
         return run_trial(contract, lock, request, executor=executor, journal=journal, trial_no=trial_no,
-                         audit=records)
+                         audit=records, workspace=workspace)
     finally:
         workspace.remove_worktree(wt, keep_branch=committed)
 

@@ -17,6 +17,7 @@ from infrarsi.contract.lock import Lock, verify_lock
 from infrarsi.contract.job_line import contract_job_line
 from infrarsi.contract.model import Contract
 from infrarsi.seams.executor import Executor, TrialSpec
+from infrarsi.seams.workspace import Workspace
 from infrarsi.journal import Journal
 from infrarsi.rundir import logs_dir
 from infrarsi.measure import classify, summarize
@@ -84,12 +85,13 @@ def record_rejected(contract: Contract, request: TrialRequest, *, trial_no: int,
 
 
 def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor: Executor,
-              journal: Journal, trial_no: int | None = None,
-              audit: tuple[dict[str, Any], ...] = ()) -> TrialRecord:
+              journal: Journal, trial_no: int | None = None, audit: tuple[dict[str, Any], ...] = (),
+              workspace: Workspace | None = None) -> TrialRecord:
     """Run, measure and record one trial; always returns its record (failures included).
 
     ``trial_no`` is passed when the caller already reserved it (to name a worktree branch). ``executor``
     is the one :func:`bot.executors.registry.build_executor` chose for the contract; it is used as given.
+    ``workspace``: the repo's, when the trial runs in a worktree of it (a crash then names the data it lacked).
     """
     if trial_no is None:
         trial_no = journal.begin_trial(request.run_id, request.candidate)
@@ -122,7 +124,8 @@ def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor
     if outcome is Outcome.CRASH:
         from bot.stages.init.data_check import missing_in_trial  # reads the job's code only when it crashed
 
-        missing = missing_in_trial(contract, request.tree, execution.stderr_tail)
+        outside = workspace.outside_git() if workspace is not None else {}
+        missing = missing_in_trial(contract, request.tree, execution.stderr_tail, outside)
         reason += f"; {missing}" if missing else ""
     broken = verify_lock(contract, lock, request.tree)
     if broken and outcome is Outcome.OK:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,7 +42,9 @@ def _builtin(tmp: Path) -> Iterator[tuple[Proposer, None]]:
 
 @contextlib.contextmanager
 def _anthropic(tmp: Path) -> Iterator[tuple[Proposer, object]]:
-    with replayed_proposer("draft_tinygpt", "priors_tinygpt", "patch_tinygpt", cache_dir=tmp / "cache") as pair:
+    # no waiting between retries: a request with no recorded answer is a 500, which the proposer retries
+    with replayed_proposer("draft_tinygpt", "priors_tinygpt", "patch_tinygpt", cache_dir=tmp / "cache",
+                           sleep=lambda s: None) as pair:
         yield pair
 
 
@@ -67,7 +70,7 @@ def test_charge_counts_against_the_budget_or_is_ignored(proposer) -> None:
 
 
 def test_the_three_jobs_answer_with_valid_records(proposer, tiny_repo: Path) -> None:
-    p, _ = proposer
+    p, server = proposer
     summary = scan_repo(tiny_repo, "train.py")
     draft = p.draft_contract(COMMAND, summary)
     assert isinstance(draft, ContractProposal) and draft.ok, draft.failures
@@ -95,6 +98,9 @@ def test_the_three_jobs_answer_with_valid_records(proposer, tiny_repo: Path) -> 
         assert all(t.partition("::")[0] in sources for t in spec.targets)
     again = p.propose_patches(contract, None, trials, sources, known=proposal.patches)
     assert not {s.id for s in again.patches} & {s.id for s in proposal.patches}, "a known patch is not new"
+    if server is not None:  # the model was told which patches it already proposed (the replay has no new answer)
+        asked = json.dumps(server.requests[-1]["body"])
+        assert all(s.id in asked for s in proposal.patches), asked[-2000:]
 
 
 def test_same_inputs_give_the_same_answer(proposer, tiny_repo: Path) -> None:

@@ -120,10 +120,11 @@ def test_infrarsi_verify_stops_early_on_a_clear_win_and_a_clear_no_op_and_caps_a
     from tests.support.variant_job import variant_repo
 
     repo = variant_repo(tmp_path)
+    capped = variant_repo(tmp_path / "capped", max_pairs=4)  # the cap's check spends the fewest pairs it can
     outcomes = {}
     for variant, extra in (("c", ()), ("e", ()), ("c", ("--pairs", "20"))):
-        done = infrarsi("verify", str(repo), "--run-id", "v", "--repeats", "2", "--knob", f"variant={variant}",
-                        "--json", *extra, timeout=900)
+        done = infrarsi("verify", str(capped if extra else repo), "--run-id", "v", "--repeats", "2",
+                        "--knob", f"variant={variant}", "--json", *extra, timeout=900)
         assert done.returncode in (0, 1), done.stderr[-2000:]
         outcomes[(variant, extra)] = (json.loads(done.stdout.strip().splitlines()[-1]), done.stderr)
     win, _ = outcomes[("c", ())]
@@ -131,5 +132,5 @@ def test_infrarsi_verify_stops_early_on_a_clear_win_and_a_clear_no_op_and_caps_a
     no_op, _ = outcomes[("e", ())]
     assert no_op["verdict"] == "not_significant" and no_op["stop"] == "futility" and no_op["pairs"] < 8, no_op
     fixed, said = outcomes[("c", ("--pairs", "20"))]
-    assert fixed["stop"] == "fixed" and fixed["pairs"] == 8  # the contract's verify.max_pairs
-    assert "--pairs 20 is capped at verify.max_pairs = 8" in said
+    assert fixed["stop"] == "fixed" and fixed["pairs"] == 4  # the contract's verify.max_pairs
+    assert "--pairs 20 is capped at verify.max_pairs = 4" in said

@@ -68,16 +68,17 @@ trial_timeout_s = 120
 
 [verify]
 top_k = 1
-max_pairs = 8
+max_pairs = {max_pairs}
 '''
 
 
 
 
-def variant_repo(dest: Path, *, slow_after: int = 10_000) -> Path:
+def variant_repo(dest: Path, *, slow_after: int = 10_000, max_pairs: int = 8) -> Path:
     """The job with its contract, locked and committed; the machine slows by 30% after ``slow_after`` runs."""
     repo = dest / "job"
     init_repo(repo, {"train.py": JOB, ".gitignore": ".infrarsi/\n",
-                     "infrarsi.toml": CONTRACT.format(runs=dest / "runs.txt", slow_after=slow_after)})
+                     "infrarsi.toml": CONTRACT.format(runs=dest / "runs.txt", slow_after=slow_after,
+                                                      max_pairs=max_pairs)})
     assert infrarsi("lock", str(repo)).returncode == 0
     return repo

@@ -31,7 +31,8 @@ UNTRACKED = "untracked"
 def outside_git(path: Path | str) -> dict[str, str]:
     """``{path: "ignored" | "untracked"}`` of everything git does not track under ``path``, relative to it.
 
-    Ignored entries come first, each kind sorted; ``{}`` outside a repository or in a bare one."""
+    Ignored entries come first, each kind sorted; ``{}`` outside a repository, in a bare one, or where git cannot
+    read the working tree's status (a broken index: then nothing is drafted and ``git status`` says why)."""
     try:
         git = open_repository(path)
     except NotARepositoryError:
@@ -44,12 +45,16 @@ def outside_git(path: Path | str) -> dict[str, str]:
     except ValueError:  # ``path`` is inside the git dir
         return {}
     prefix = "" if prefix == "." else prefix + "/"
-    held = _directories_holding_tracked_files(git)
+    try:
+        held = _directories_holding_tracked_files(git)
+        # "all" lists each untracked file (collapsed below, against the index); ignored directories stay whole
+        statuses = git.status(untracked_files="all", ignored=True)
+    except pygit2.GitError:
+        return {}
     ignored: set[str] = set()
     untracked: set[str] = set()
     flags = pygit2.enums.FileStatus
-    # "all" lists each untracked file (collapsed below, against the index); ignored directories stay whole
-    for entry, status in git.status(untracked_files="all", ignored=True).items():
+    for entry, status in statuses.items():
         if not entry.startswith(prefix) or entry.rstrip("/") + "/" == prefix:
             continue
         if status & flags.IGNORED:

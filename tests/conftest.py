@@ -77,10 +77,3 @@ def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[SlurmCluster]:
         os.environ["SLURM_CONF"] = previous
     subprocess.run([str(SLURM_SCRIPTS / "stop-cluster.sh"), str(state), "--purge"], timeout=120)
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Two queues for ``./dev test``'s slow pass (pytest-xdist, ``--dist loadgroup``): the tests on the local
-    Slurm cluster in one worker (one cluster, and their jobs mostly wait on the scheduler), every other trial in
-    the other, one at a time as before. Without xdist the groups mean nothing."""
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group("slurm" if "slurm" in item.nodeid.lower() else "trials"))

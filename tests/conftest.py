@@ -76,4 +76,3 @@ def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[SlurmCluster]:
     else:
         os.environ["SLURM_CONF"] = previous
     subprocess.run([str(SLURM_SCRIPTS / "stop-cluster.sh"), str(state), "--purge"], timeout=120)
-

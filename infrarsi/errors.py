@@ -13,7 +13,10 @@ Exit status:
   is not ``promoted``, a promotion refused;
 - ``2`` (:data:`BAD_INPUT`) bad input or setup: a malformed or missing
   contract, an unknown flag, knob or run, no finished run to report, a missing
-  directory, a forge that cannot be reached or has no such pull request.
+  directory, a forge that refuses the token or has no such pull request;
+- ``3`` (:data:`TRANSIENT`) a forge or API failed in a way that may pass on
+  retry (a 5xx, a dropped connection, after the client's own retries): retry
+  later. A workflow reruns the job on 3 and fixes its input on 2.
 
 Subclasses may also derive from a builtin (``ValueError``, ``KeyError``...) so
 that callers catching those keep working.
@@ -23,10 +26,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-__all__ = ["BAD_INPUT", "NOT_RIGHT", "InfraRSIError"]
+__all__ = ["BAD_INPUT", "NOT_RIGHT", "TRANSIENT", "InfraRSIError"]
 
 NOT_RIGHT = 1
 BAD_INPUT = 2
+TRANSIENT = 3
 
 
 class InfraRSIError(Exception):

@@ -33,7 +33,7 @@ from bot.executors.actions import (
 from bot.forges.github import GitHubForge
 from bot.workspace.commits import is_dirty
 from tests.support.repos import commit_all, init_repo
-from bot.forges.github_api import GitHubTarget, RateLimitPolicy
+from bot.forges.github_api import GitHubTarget, RetryPolicy
 from infrarsi.seams.executor import TrialSpec
 from infrarsi.seams.executor_codec import spec_to_dict
 from infrarsi.contract.model import ActionsLaunch
@@ -71,7 +71,7 @@ def fake(tmp_path: Path) -> Iterator[FakeGitHub]:
 
 def make_executor(fake: FakeGitHub, *, max_runners: int = 1, push: bool = True, **settings: Any) -> ActionsExecutor:
     forge = GitHubForge(GitHubTarget(owner="acme", repo="trainer", base_url=fake.url), TOKEN,
-                        policy=RateLimitPolicy(sleep=lambda s: None))
+                        policy=RetryPolicy(sleep=lambda s: None))
     settings = {"poll_interval_s": 0.0, **settings}
     return ActionsExecutor(forge.client, push=(lambda root, branch: forge.push(root, branch, force=True))
                            if push else None, settings=ActionsSettings(max_runners=max_runners, **settings))
@@ -327,3 +327,39 @@ def test_a_runner_counts_and_times_steps_as_the_local_executor_does(fake: FakeGi
     assert counted["actions"][0] == counted["local"][0] == 8
     assert counted["actions"][1] == pytest.approx(counted["local"][1], rel=0.5)  # one clock, the same job
     assert step_s * 0.9 < counted["local"][1] < step_s * 3  # per optimizer step, not per line
+
+
+def test_a_dropped_connection_while_polling_is_retried(fake: FakeGitHub, tmp_path: Path) -> None:
+    repo = _trial_repo(tmp_path / "repo")
+    fake.plan_for = lambda inputs: RunPlan(queued_polls=2, running_polls=2, artifact=None)
+    fake.inject("GET", r"/repos/acme/trainer/actions/runs/\d+", 0, times=2)  # two drops in a row
+    ex = make_executor(fake).execute(_job(repo, "step(1)\n"))
+    assert "succeeded but uploaded no trial record" in ex.stderr_tail  # the run was followed to its end
+    assert not fake.calls("POST", r"/repos/acme/trainer/actions/runs/\d+/cancel")
+
+
+def test_polling_that_fails_for_good_cancels_the_run_and_records_a_crash(fake: FakeGitHub, tmp_path: Path) -> None:
+    repo = _trial_repo(tmp_path / "repo")
+    fake.plan_for = lambda inputs: RunPlan(queued_polls=10**6)
+    fake.inject("GET", r"/repos/acme/trainer/actions/runs/\d+", 502, body={"message": "Server Error"}, times=10**6)
+    ex = make_executor(fake).execute(_job(repo, "step(1)\n"))
+    (cancel,) = fake.calls("POST", r"/repos/acme/trainer/actions/runs/\d+/cancel")
+    run_id = int(cancel.path.split("/")[-2])
+    assert fake.state.runs[run_id].status == "completed" and fake.state.runs[run_id].conclusion == "cancelled"
+    # reading the dispatched run, then one poll: each sent 5 times (4 retries after a 502), then given up
+    assert len(fake.calls("GET", rf"/repos/acme/trainer/actions/runs/{run_id}")) == 10
+    outcome, reason = classify(ex, summarize(ex, warmup=1, measured=2), warmup=1, measured=2, tokens_per_step=1)
+    assert outcome is Outcome.CRASH
+    assert f"polling workflow run {run_id}" in reason and "502 Server Error" in reason
+    assert "cancelled it on GitHub" in reason
+
+
+def test_a_dispatch_that_fails_with_a_5xx_is_not_sent_again(fake: FakeGitHub, tmp_path: Path) -> None:
+    """A POST may have reached GitHub before its 5xx: repeating it could start a second run of the trial."""
+    repo = _trial_repo(tmp_path / "repo")
+    fake.inject("POST", r"/repos/acme/trainer/actions/workflows/infrarsi-trial.yml/dispatches", 502,
+                body={"message": "Server Error"})
+    ex = make_executor(fake).execute(_job(repo, "step(1)\n"))
+    assert len(fake.calls("POST", r"/repos/acme/trainer/actions/workflows/infrarsi-trial.yml/dispatches")) == 1
+    assert not fake.state.runs
+    assert "could not dispatch the trial" in ex.stderr_tail and "502" in ex.stderr_tail

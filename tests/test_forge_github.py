@@ -17,11 +17,12 @@ import pytest
 from bot.forges import open_forge
 from bot.forges.github import GitHubForge, forge_for_repo, target_from_remote_url
 from tests.support.repos import init_repo
-from bot.forges.github_api import GitHubTarget, RateLimitPolicy
+from bot.forges.github_api import GitHubTarget, RetryPolicy
 from infrarsi.seams.forge import (
     CheckState,
     Forge,
     ForgeError,
+    ForgeUnavailable,
     MergeMethod,
     MergeMethodRefused,
     PullRequestDraft,
@@ -93,7 +94,7 @@ def clock() -> Clock:
 
 def make_forge(fake: FakeGitHub, clock: Clock, token: str = TOKEN) -> GitHubForge:
     return GitHubForge(GitHubTarget(owner="acme", repo="trainer", base_url=fake.url), token,
-                       policy=RateLimitPolicy(sleep=clock.sleep, clock=lambda: clock.now))
+                       policy=RetryPolicy(sleep=clock.sleep, clock=lambda: clock.now))
 
 
 @pytest.fixture
@@ -205,12 +206,75 @@ def test_a_secondary_limit_without_headers_backs_off_and_a_plain_403_is_not_retr
     assert clock.slept == [60.0]
 
 
+def test_a_502_then_200_on_a_get_is_retried_and_succeeds(forge_harness: GitHubHarness, clock: Clock) -> None:
+    h, fake = forge_harness, forge_harness.fake
+    fake.inject("GET", "/repos/acme/trainer/pulls", 502, body={"message": "Server Error"})
+    fake.inject("GET", "/repos/acme/trainer/pulls", 0)  # then a connection dropped before any answer
+    assert h.forge.find_pr("infrarsi/promote/none") is None
+    assert len(fake.calls("GET", "/repos/acme/trainer/pulls")) == 3
+    assert clock.slept == [2.0]  # urllib3's backoff: none before the first retry, then backoff_s x 2
+
+
+def test_a_5xx_on_a_post_is_not_retried_and_says_retry_later(forge_harness: GitHubHarness, clock: Clock) -> None:
+    """A POST that got a 5xx may have been done: sending it again could post the comment twice."""
+    h, fake = forge_harness, forge_harness.fake
+    fake.inject("POST", r"/repos/acme/trainer/statuses/\w+", 502, body={"message": "Server Error"})
+    with pytest.raises(ForgeUnavailable, match="502 Server Error; retry later") as caught:
+        h.forge.set_status("a" * 40, context="infrarsi/verify", state="success", description="ok")
+    assert caught.value.exit_code == 3 and isinstance(caught.value, ForgeError)
+    assert len(fake.calls("POST", r"/repos/acme/trainer/statuses/\w+")) == 1 and clock.slept == []
+
+
+def test_a_get_that_keeps_failing_exits_3_after_its_retries(forge_harness: GitHubHarness, clock: Clock) -> None:
+    h, fake = forge_harness, forge_harness.fake
+    fake.inject("GET", "/repos/acme/trainer/pulls/7", 0, times=10)
+    with pytest.raises(ForgeUnavailable, match="no answer .*tried 5 times; retry later") as caught:
+        h.forge.get_pr(7)
+    assert caught.value.exit_code == 3
+    assert len(fake.calls("GET", "/repos/acme/trainer/pulls/7")) == 5 and clock.slept == [2.0, 4.0, 8.0]
+
+
+def test_a_command_whose_forge_stays_down_exits_3(fake: FakeGitHub, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+                                                 ) -> None:
+    from bot.cli import main
+    from tests.support.contracts import write_contract
+
+    repo = tmp_path / "repo"
+    write_contract(repo)
+    init_repo(repo, {"train.py": "print('train')\n"})
+    pygit2.Repository(str(repo)).remotes.create("origin", fake.clone_url)
+    for name, value in (("INFRARSI_GITHUB_TOKEN", TOKEN), ("INFRARSI_GITHUB_URL", fake.url),
+                        ("INFRARSI_GITHUB_RETRIES", "1")):
+        monkeypatch.setenv(name, value)
+    fake.inject("GET", r".*", 503, body={"message": "Service Unavailable"}, times=10**6)
+    assert main(["promote", str(repo), "--forge", "github", "--pr", "1"]) == 3
+    assert capsys.readouterr().err.strip().endswith("pulls/1: 503 Service Unavailable; retry later")
+    assert len(fake.calls("GET", "/repos/acme/trainer/pulls/1")) == 2  # once, and its one retry
+    monkeypatch.setenv("INFRARSI_GITHUB_RETRIES", "many")
+    assert main(["promote", str(repo), "--forge", "github", "--pr", "1"]) == 2
+    assert "INFRARSI_GITHUB_RETRIES: expected a whole number" in capsys.readouterr().err
+
+
+def test_lists_are_read_page_by_page_through_the_link_header(forge_harness: GitHubHarness) -> None:
+    h, fake = forge_harness, forge_harness.fake
+    commit_on(h.repo, "infrarsi/promote/r1", {"knobs.txt": "dtype=bf16\n"})
+    h.forge.push(h.repo, "infrarsi/promote/r1")
+    pr, _ = h.forge.ensure_pr(_draft())
+    for i in range(230):
+        fake.handle_api("POST", f"/repos/acme/trainer/issues/{pr.number}/comments", {}, {"body": f"comment {i}"})
+    h.forge.ensure_comment(pr.number, "<!-- marker -->", "<!-- marker --> the bot's")
+    reads = fake.calls("GET", rf"/repos/acme/trainer/issues/{pr.number}/comments")
+    assert [r.query.get("page", ["1"])[0] for r in reads] == ["1", "2", "3"]
+    assert len(h.comments(pr.number)) == 231
+
+
 def test_a_bad_token_fails_the_push_after_a_bounded_number_of_attempts(
         fake: FakeGitHub, clock: Clock, tmp_path: Path) -> None:
     repo = tmp_path / "local"
     init_repo(repo, {"a.txt": "a\n"})
     forge = GitHubForge(GitHubTarget(owner="acme", repo="trainer", base_url=fake.url), "wrong-token",
-                        policy=RateLimitPolicy(sleep=clock.sleep), push_url=fake.clone_url)
+                        policy=RetryPolicy(sleep=clock.sleep), push_url=fake.clone_url)
     with pytest.raises(ForgeError, match="authentication"):
         forge.push(repo, "main")
     assert 1 <= fake.git_auth_failures <= 2
@@ -443,11 +507,11 @@ def test_fetch_uses_the_token_and_fails_loudly(fake: FakeGitHub, clock: Clock, t
     assert str(pygit2.Repository(str(other)).references["refs/remotes/origin/main"].target) == pushed
     with pytest.raises(ForgeError, match=r"fetch of main from http://127\.0\.0\.1:\d+/git/acme/trainer\.git failed"):
         GitHubForge(GitHubTarget(owner="acme", repo="trainer", base_url=fake.url), "wrong-token",
-                    policy=RateLimitPolicy(sleep=clock.sleep), push_url=fake.clone_url).fetch(other, ("main",))
+                    policy=RetryPolicy(sleep=clock.sleep), push_url=fake.clone_url).fetch(other, ("main",))
     fake.private = False  # a public repository answers an anonymous fetch: the wrong token is never sent
     refused = fake.git_auth_failures
     public = GitHubForge(GitHubTarget(owner="acme", repo="trainer", base_url=fake.url), "wrong-token",
-                         policy=RateLimitPolicy(sleep=clock.sleep), push_url=fake.clone_url)
+                         policy=RetryPolicy(sleep=clock.sleep), push_url=fake.clone_url)
     assert public.fetch(other, ("main",)) == {"main": pushed} and fake.git_auth_failures == refused
 
 

@@ -8,8 +8,10 @@ import json
 import pytest
 import requests
 
-from bot.forges.github_api import (GitHubAPIError, GitHubClient, GitHubTarget, RateLimitPolicy, rate_limit_wait,
-                                   token_from_env)
+from urllib3.exceptions import ProtocolError
+
+from bot.forges.github_api import (GitHubAPIError, GitHubClient, GitHubTarget, GitHubUnavailable, RetryPolicy,
+                                   rate_limit_wait, token_from_env)
 
 
 def _response(status: int, headers: dict[str, str] | None = None, body: object = None) -> requests.Response:
@@ -20,7 +22,7 @@ def _response(status: int, headers: dict[str, str] | None = None, body: object =
     return r
 
 
-POLICY = RateLimitPolicy(secondary_backoff_s=60.0, clock=lambda: 1000.0)
+POLICY = RetryPolicy(secondary_backoff_s=60.0, clock=lambda: 1000.0)
 
 
 @pytest.mark.parametrize("status, headers, body, attempt, wait", [
@@ -91,7 +93,7 @@ def test_the_session_retries_after_each_wait_within_its_bounds(monkeypatch: pyte
     slept: list[float] = []
     answers = iter([_response(429, {"Retry-After": "2"}), _response(429, {"Retry-After": "3"}), _response(201)])
     monkeypatch.setattr(requests.Session, "request", lambda self, *a, **kw: next(answers))
-    policy = RateLimitPolicy(sleep=slept.append)
+    policy = RetryPolicy(sleep=slept.append)
     client = GitHubClient(GitHubTarget(owner="o", repo="r"), "t", policy=policy)
     assert client.session.request("GET", "https://api.github.com/x").status_code == 201
     assert slept == [2.0, 3.0] and policy.waits == [2.0, 3.0]
@@ -101,3 +103,32 @@ def test_the_session_retries_after_each_wait_within_its_bounds(monkeypatch: pyte
     policy.max_retries = 1
     answers = iter([_response(429, {"Retry-After": "1"}), _response(429, {"Retry-After": "1"})])
     assert client.session.request("GET", "https://api.github.com/x").status_code == 429 and slept == [2.0, 3.0, 1.0]
+
+
+def test_transient_failures_are_retried_only_where_repeating_is_safe() -> None:
+    slept: list[float] = []
+    retry = RetryPolicy(transient_retries=3, backoff_s=0.5, sleep=slept.append).retry()
+    for method in ("GET", "HEAD", "OPTIONS", "DELETE"):
+        assert retry.is_retry(method, 502) and retry.is_retry(method, 503) and not retry.is_retry(method, 404)
+    for method in ("POST", "PATCH", "PUT"):  # a dispatch, a comment or a merge must not happen twice
+        assert not retry.is_retry(method, 502)
+    assert not retry.is_retry("GET", 429)  # rate limits are the session's own waits (rate_limit_wait)
+    assert (retry.total, retry.connect, retry.read, retry.status) == (3, 3, 3, 3)
+    for _ in range(3):  # backoff through the policy's sleep: none before the first retry, then 0.5 x 2^n
+        retry = retry.increment("GET", "/x", error=ProtocolError("Connection aborted."))  # dropped mid-answer
+        retry.sleep()
+    assert slept == [1.0, 2.0]
+
+
+def test_a_failure_without_an_answer_is_transient(monkeypatch: pytest.MonkeyPatch) -> None:
+    client = GitHubClient(GitHubTarget(owner="o", repo="r"), "t")
+
+    def refuse(*a: object, **kw: object) -> requests.Response:
+        raise requests.ConnectionError(ConnectionRefusedError(111, "Connection refused"))
+
+    monkeypatch.setattr(client.session, "request", refuse)
+    with pytest.raises(GitHubUnavailable, match=r"no answer \(ConnectionRefusedError: .*tried 5 times; retry later"):
+        client.json("GET", "/x")
+    with pytest.raises(GitHubUnavailable) as caught:
+        client.call("POST", "/dispatches")
+    assert caught.value.exit_code == 3 and caught.value.status == 0 and "tried" not in str(caught.value)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from infrarsi.errors import BAD_INPUT, NOT_RIGHT, InfraRSIError
+from infrarsi.errors import BAD_INPUT, NOT_RIGHT, TRANSIENT, InfraRSIError
 
 
 def test_exit_statuses() -> None:
-    assert (NOT_RIGHT, BAD_INPUT) == (1, 2)
+    assert (NOT_RIGHT, BAD_INPUT, TRANSIENT) == (1, 2, 3)
     assert InfraRSIError.exit_code == NOT_RIGHT
     assert InfraRSIError("x").exit_code == NOT_RIGHT
 

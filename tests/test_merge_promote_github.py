@@ -42,7 +42,7 @@ import pytest
 import yaml
 
 from bot.forges.github import GitHubForge, forge_for_repo
-from bot.forges.github_api import GitHubTarget, RateLimitPolicy
+from bot.forges.github_api import GitHubTarget, RetryPolicy
 from bot.stages.apply.merge import PromoteError, PromoteResult, promote
 from bot.stages.apply.open_pr import apply_run
 from bot.workspace import GitWorkspace
@@ -168,7 +168,7 @@ def applied(promoted_template: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 def _forge(fake: FakeGitHub) -> GitHubForge:
     return GitHubForge(GitHubTarget(owner="acme", repo="trainer", base_url=fake.url), TOKEN,
-                       policy=RateLimitPolicy(sleep=lambda s: None))
+                       policy=RetryPolicy(sleep=lambda s: None))
 
 
 @pytest.fixture
@@ -466,7 +466,7 @@ def test_the_promote_workflow_merges_from_a_fresh_clone(scene: Scene, tmp_path: 
     env = {"INFRARSI_GITHUB_TOKEN": TOKEN, "INFRARSI_GITHUB_REPOSITORY": "acme/trainer",
            "INFRARSI_GITHUB_URL": scene.fake.url}
     assert set(env) <= set(step["env"])  # type: ignore[arg-type]
-    forge = forge_for_repo(fresh, environ=env, policy=RateLimitPolicy(sleep=lambda s: None))
+    forge = forge_for_repo(fresh, environ=env, policy=RetryPolicy(sleep=lambda s: None))
     said: list[str] = []
     result = promote(fresh, 1, workspace=GitWorkspace(fresh), forge=forge, reverify=scene.reverify,
                      say=said.append, executor="actions")

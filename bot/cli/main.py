@@ -3,7 +3,8 @@
 Exit status (:mod:`infrarsi.errors`): 0 success; 1 the thing checked is not
 right (a broken lock, a trial that was not ``ok``, a baseline that cannot be
 profiled, a promotion refused); 2 bad input (a malformed contract, a bad flag,
-no finished run). A documented failure is an
+no finished run); 3 a forge or API failed in a way that may pass on retry. A
+documented failure is an
 :class:`~infrarsi.errors.InfraRSIError`: one line ``error: …`` on stderr, never
 a traceback.
 """

@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="infrarsi", description=_bot_doc,
                     epilog="exit status: 0 done; 1 the thing checked is not right (a broken lock, a trial that "
                            "was not ok, a verdict that is not promoted, a promotion refused); 2 bad input (a "
-                           "malformed or missing contract, an unknown flag, knob or run, no finished run)")
+                           "malformed or missing contract, an unknown flag, knob or run, no finished run); 3 a forge or API "
+                           "failed in a way that may pass on retry (a 5xx, a dropped connection): retry later")
     sub = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.register(sub)

@@ -38,7 +38,7 @@ from bot.workspace.commits import is_dirty, repo_head_commit
 from bot.workspace.refs import head_branch, repository_dir
 from bot.workspace.naming import parse_trial_branch
 from bot.executors.witness import payload_sha256
-from bot.forges.github_api import GitHubAPIError, GitHubClient
+from bot.forges.github_api import GitHubAPIError, GitHubClient, GitHubUnavailable
 from infrarsi.contract.model import PYTHON_PLACEHOLDER, ActionsLaunch
 from infrarsi.rundir import STDERR_LOG, STDOUT_LOG
 from infrarsi.seams.executor import Executor, Execution, TrialSpec
@@ -168,11 +168,34 @@ class ActionsExecutor(Executor):
         with self._slots:
             try:
                 run = self._dispatch(branch, candidate, dispatch_id)
-                run = self._wait(run, spec)
             except GitHubAPIError as e:
                 return Execution(events=(), returncode=None, wall_s=0.0, peak_rss_bytes=0,
-                                 stderr_tail=f"GitHub Actions: {e}")
-        return self._result(run, dispatch_id, spec)
+                                 stderr_tail=f"GitHub Actions: could not dispatch the trial: {e}")
+            try:
+                run = self._wait(run, spec)
+            except GitHubAPIError as e:  # the client's retries are spent: GitHub is down or unreachable
+                return self._abandon(run, e)
+        try:
+            return self._result(run, dispatch_id, spec)
+        except GitHubAPIError as e:
+            return Execution(events=(), returncode=None, wall_s=_duration(run), peak_rss_bytes=0,
+                             devices=self.settings.devices, stderr_tail=(
+                                 f"workflow run {run['id']} ({run.get('html_url', '')}) ended, but its trial record "
+                                 f"could not be read back: {e}"))
+
+    def _abandon(self, run: dict[str, Any], error: GitHubAPIError) -> Execution:
+        """Polling failed for good: cancel the run on GitHub (it must not go on holding a GPU runner for a trial
+        the bot no longer waits for) and record the trial as crashed, with both reasons."""
+        where = f"workflow run {run['id']} ({run.get('html_url', '')})"
+        try:
+            self.client.call("POST", f"/actions/runs/{run['id']}/cancel", ok=(202, 409))
+            cancelled = "cancelled it on GitHub"
+        except GitHubAPIError as e:
+            cancelled = f"cancelling it failed too ({e}): cancel it by hand"
+        return Execution(events=(), returncode=None, wall_s=_duration(run), peak_rss_bytes=0,
+                         devices=self.settings.devices, stderr_tail=f"polling {where} failed: {error}; {cancelled}",
+                         info=(("actions_run_id", run["id"]), ("actions_run_url", run.get("html_url", "")),
+                               ("actions_conclusion", "abandoned")))
 
     def _publish(self, root: Path, branch: str) -> None:
         """Make the runner's checkout of ``branch`` the tree the bot means: committed, and on GitHub.
@@ -190,6 +213,8 @@ class ActionsExecutor(Executor):
         local = repo_head_commit(root)
         try:
             remote = self.client.json("GET", f"/git/ref/heads/{branch}")["object"]["sha"]
+        except GitHubUnavailable:
+            raise
         except GitHubAPIError:
             remote = None
         if remote != local:
@@ -205,7 +230,10 @@ class ActionsExecutor(Executor):
         if response.status_code == 200 and response.content:
             run_id = response.json().get("workflow_run_id")
             if run_id:
-                return self.client.json("GET", f"/actions/runs/{run_id}")
+                try:
+                    return self.client.json("GET", f"/actions/runs/{run_id}")
+                except GitHubUnavailable:  # dispatched all the same: the polls read it (or give up and cancel it)
+                    return {"id": run_id, "status": "queued"}
         # GitHub Enterprise Server without run details: find the run by its run-name, which carries the id
         deadline = self.clock() + 120.0
         while True:
@@ -266,9 +294,9 @@ class ActionsExecutor(Executor):
                          stderr_tail=f"{where} {what} before a trial record was uploaded", info=info)
 
     def _download(self, run: dict[str, Any], dispatch_id: str, spec: TrialSpec) -> Execution | None:
-        listing = self.client.json("GET", f"/actions/runs/{run['id']}/artifacts")
+        listing = self.client.pages(f"/actions/runs/{run['id']}/artifacts", key="artifacts")
         wanted = ARTIFACT_PREFIX + dispatch_id
-        arts = [a for a in listing.get("artifacts", []) if a["name"] == wanted and not a.get("expired")]
+        arts = [a for a in listing if a["name"] == wanted and not a.get("expired")]
         if not arts:
             return None
         blob = self.client.download(arts[0]["archive_download_url"])

@@ -28,13 +28,15 @@ from bot.forges.github_api import (
     TOKEN_ENV,
     GitHubAPIError,
     GitHubClient,
+    GitHubUnavailable,
     GitHubTarget,
-    RateLimitPolicy,
+    RetryPolicy,
     token_from_env,
 )
 from bot.forges import github_rules as rules_of
-from infrarsi.seams.forge import (CheckState, EnsureAction, ForgeError, MergeMethod, MergeMethodRefused, MergeRules,
-                                  PullRequest, PullRequestDraft, QueueEntry, Review, StatusState)
+from infrarsi.seams.forge import (CheckState, EnsureAction, ForgeError, ForgeUnavailable, MergeMethod,
+                                  MergeMethodRefused, MergeRules, PullRequest, PullRequestDraft, QueueEntry, Review,
+                                  StatusState)
 
 __all__ = ["GitHubForge", "forge_for_repo", "target_from_remote_url"]
 
@@ -51,7 +53,7 @@ class GitHubForge:
 
     name = "github"
 
-    def __init__(self, target: GitHubTarget, token: str, *, policy: RateLimitPolicy | None = None,
+    def __init__(self, target: GitHubTarget, token: str, *, policy: RetryPolicy | None = None,
                  push_url: str | None = None) -> None:
         self.target = target
         self.client = GitHubClient(target, token, policy=policy)
@@ -71,28 +73,31 @@ class GitHubForge:
         return self._repo
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """github3 and raw-session failures as ForgeError, with GitHub's message."""
+        """github3 and raw-session failures as ForgeError, with GitHub's message; a 5xx or no answer (after the
+        session's safe retries) as ForgeUnavailable, which may pass on retry."""
         try:
             return fn(*args, **kwargs)
         except github3.exceptions.GitHubError as e:
             detail = f" {e.errors}" if getattr(e, "errors", None) else ""
-            raise ForgeError(f"GitHub: {e.code} {e.msg}{detail} ({getattr(fn, '__name__', fn)})") from e
+            what = f"GitHub: {e.code} {e.msg}{detail} ({getattr(fn, '__name__', fn)})"
+            if isinstance(e, github3.exceptions.ServerError):
+                raise ForgeUnavailable(f"{what}; retry later") from e
+            raise ForgeError(what) from e
+        except github3.exceptions.TransportError as e:
+            raise ForgeUnavailable(f"GitHub did not answer ({e.exception!r}) ({getattr(fn, '__name__', fn)}); "
+                                   "retry later") from e
+        except GitHubUnavailable as e:
+            raise ForgeUnavailable(str(e)) from e
         except GitHubAPIError as e:
             raise ForgeError(str(e)) from e
 
     def _raw(self, method: str, path: str, **kwargs: Any) -> Any:
         return self._call(self.client.json, method, path, **kwargs)
 
-    def _pages(self, path: str) -> list[Any]:
-        """Every item of a paginated list (``per_page=100``; GitHub's default of 30 would hide reviews)."""
-        out: list[Any] = []
-        page = 1
-        while True:
-            items = self._raw("GET", path, params={"per_page": 100, "page": page}) or []
-            out += items
-            if len(items) < 100:
-                return out
-            page += 1
+    def _pages(self, path: str, *, key: str | None = None) -> list[Any]:
+        """Every item of a paginated list (the client's one pagination helper; GitHub's default page of 30
+        would hide reviews)."""
+        return self._call(self.client.pages, path, key=key)
 
     def settings(self) -> dict[str, Any]:
         """The repository as the API returns it (fetched once): clone URL, visibility, allowed merge methods."""
@@ -261,7 +266,7 @@ class GitHubForge:
         except GitHubAPIError as exc:
             if rules_of.method_refused(exc.status, exc.message):
                 raise MergeMethodRefused(method, f"GitHub: {exc.status} {' '.join(exc.message.split())}") from exc
-            raise ForgeError(str(exc)) from exc
+            raise (ForgeUnavailable if isinstance(exc, GitHubUnavailable) else ForgeError)(str(exc)) from exc
         if not data or not data.get("merged"):
             raise ForgeError(f"pull request #{number} was not merged: {data}")
         return str(data["sha"])
@@ -364,27 +369,21 @@ class GitHubForge:
     def _readable(self, path: str, *, pages: bool = False) -> tuple[Any, str | None]:
         """(the answer, None), or (None, GitHub's reason) when the token may not read ``path`` (403, 404)."""
         try:
-            return (self._pages(path) if pages else self.client.json("GET", path)), None
+            return (self._pages(path) if pages else self._raw("GET", path)), None
         except ForgeError as exc:
             cause = exc.__cause__
             if isinstance(cause, GitHubAPIError) and cause.status in (403, 404):
                 return None, f"{cause.status} {cause.message}"
             raise
-        except GitHubAPIError as exc:
-            if exc.status in (403, 404):
-                return None, f"{exc.status} {exc.message}"
-            raise ForgeError(str(exc)) from exc
 
     def _check_states(self, sha: str, contexts: frozenset[str]) -> tuple[CheckState, ...]:
         """Each required context's state on ``sha``: commit statuses and check runs (newest first), else missing."""
         if not contexts:
             return ()
         state: dict[str, str] = {}
-        combined = self._raw("GET", f"/commits/{sha}/status", params={"per_page": 100}) or {}
-        for s in combined.get("statuses") or ():
+        for s in self._pages(f"/commits/{sha}/status", key="statuses"):
             state.setdefault(s["context"], s["state"])  # newest first
-        runs = self._raw("GET", f"/commits/{sha}/check-runs", params={"per_page": 100}) or {}
-        for run in runs.get("check_runs") or ():
+        for run in self._pages(f"/commits/{sha}/check-runs", key="check_runs"):
             done = run.get("conclusion") if run.get("status") == "completed" else None
             state.setdefault(run["name"], "success" if done in ("success", "neutral", "skipped")
                              else (done or "pending"))
@@ -399,6 +398,7 @@ def listed_heads(repo: Path, url: str, callbacks: Credentials) -> dict[str, str]
 
 
 REPOSITORY_ENV = "INFRARSI_GITHUB_REPOSITORY"  # OWNER/REPO, when the remote's URL does not say it
+RETRIES_ENV = "INFRARSI_GITHUB_RETRIES"  # retries of a transient failure per request (default 4; 0: none)
 _SCP = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>[^/].*)$")  # git@host:owner/repo.git
 
 
@@ -427,17 +427,22 @@ def target_from_remote_url(url: str, *, base_url: str | None = None) -> tuple[Gi
 
 
 def forge_for_repo(repo: Path, remote: str = "origin", *, environ: dict[str, str] | None = None,
-                   policy: RateLimitPolicy | None = None) -> GitHubForge:
+                   policy: RetryPolicy | None = None) -> GitHubForge:
     """The registry's factory: the GitHub repository behind ``repo``'s ``remote``, the token from the environment.
 
     Token: the first of ``INFRARSI_GITHUB_TOKEN``, ``GITHUB_TOKEN``, ``GH_TOKEN``. Enterprise: the remote's host,
     or ``INFRARSI_GITHUB_URL`` (the web root, e.g. https://github.example.com). ``INFRARSI_GITHUB_REPOSITORY``
-    (OWNER/REPO) overrides what the remote URL says.
+    (OWNER/REPO) overrides what the remote URL says; ``INFRARSI_GITHUB_RETRIES`` how often a 5xx or a dropped
+    connection is retried where that is safe.
     """
     env = dict(os.environ if environ is None else environ)
     token = token_from_env(env)
     if not token:
         raise ForgeError(f"the GitHub forge needs a token in one of {', '.join(TOKEN_ENV)}")
+    if policy is None and env.get(RETRIES_ENV):
+        if not env[RETRIES_ENV].isdigit():
+            raise ForgeError(f"{RETRIES_ENV}: expected a whole number of retries (0 or more), got {env[RETRIES_ENV]!r}")
+        policy = RetryPolicy(transient_retries=int(env[RETRIES_ENV]))
     base_url = env.get(BASE_URL_ENV) or None
     url = remote_url(repo, remote)
     if env.get(REPOSITORY_ENV):

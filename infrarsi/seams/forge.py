@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from infrarsi.errors import BAD_INPUT, InfraRSIError
+from infrarsi.errors import BAD_INPUT, TRANSIENT, InfraRSIError
 
 PRState = Literal["open", "closed", "merged"]
 MergeMethod = Literal["merge", "squash", "rebase"]
@@ -31,6 +31,13 @@ class ForgeError(InfraRSIError):
     """A forge refused or failed a request; the message says what and why."""
 
     exit_code = BAD_INPUT
+
+
+class ForgeUnavailable(ForgeError):
+    """The forge failed in a way that may pass on retry (a 5xx, a dropped connection, after the client's own
+    retries): exit status 3, so a workflow can tell "retry later" from a refusal."""
+
+    exit_code = TRANSIENT
 
 
 class MergeMethodRefused(ForgeError):

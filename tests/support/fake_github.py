@@ -51,7 +51,8 @@ class Recorded:
 
 @dataclass
 class Injected:
-    """A canned answer served instead of the real one (rate limits, outages)."""
+    """A canned answer served instead of the real one (rate limits, outages); status 0 drops the connection
+    without an answer, as a dying proxy does."""
 
     method: str
     pattern: str
@@ -701,6 +702,29 @@ _ROUTES: list[tuple[str, str, Callable[..., Any]]] = [
 ]
 
 
+#: Object answers whose list GitHub pages (``total_count`` stays the whole count).
+PAGED_KEYS = ("artifacts", "workflow_runs", "check_runs", "statuses")
+
+
+def paginate(url: str, query: dict[str, list[str]], payload: Any) -> tuple[Any, dict[str, str]]:
+    """One page of a list answer as GitHub serves it: ``per_page`` (default 30, at most 100) and ``page``,
+    and a ``Link`` header naming the next and last pages."""
+    key = next((k for k in PAGED_KEYS if isinstance(payload, dict) and isinstance(payload.get(k), list)), None)
+    items = payload if isinstance(payload, list) else payload[key] if key else None
+    if items is None:
+        return payload, {}
+    per_page = min(100, int((query.get("per_page") or ["30"])[0]))
+    page = max(1, int((query.get("page") or ["1"])[0]))
+    last = max(1, -(-len(items) // per_page))
+    chunk = items[(page - 1) * per_page:page * per_page]
+    links = []
+    for rel, n in (("next", page + 1), ("last", last)):
+        if page < last:
+            q = {**{k: v[0] for k, v in query.items()}, "per_page": str(per_page), "page": str(n)}
+            links.append(f'<{url}?{"&".join(f"{k}={v}" for k, v in q.items())}>; rel="{rel}"')
+    return (chunk if key is None else {**payload, key: chunk}), ({"Link": ", ".join(links)} if links else {})
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_fake: FakeGitHub
     protocol_version = "HTTP/1.1"
@@ -751,6 +775,12 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(401, {"Content-Type": "application/json"},
                               b'{"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}')
         status, headers, payload = fake.handle_api(self.command, path, parse_qs(parsed.query), body)
+        if status == 0:  # a dropped connection: no status line, nothing
+            self.close_connection = True
+            return None
+        if self.command == "GET" and status == 200:
+            payload, links = paginate(f"{fake.api}{path}", parse_qs(parsed.query), payload)
+            headers = {**headers, **links}
         data = b"" if payload is None else json.dumps(payload).encode()
         self._send(status, {"Content-Type": "application/json; charset=utf-8", **headers}, data)
 

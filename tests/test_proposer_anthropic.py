@@ -17,7 +17,8 @@ import pytest
 from bot.proposers.answers import PATCH_TOOL
 from bot.proposers.llm import LLMConfig
 from bot.proposers.prompts import SYSTEM
-from tests.support.anthropic_replay import ReplayServer, replayed_proposer
+from bot.proposers.anthropic import AnthropicProposer
+from tests.support.anthropic_replay import ReplayServer, load_recording, replayed_proposer
 from bot.proposers.session import ProposerSession, editable_sources
 from infrarsi.contract import load_contract
 from infrarsi.journal import Journal
@@ -56,7 +57,9 @@ def test_the_request_has_the_system_prompt_the_schema_and_fenced_repository_text
     assert body["tools"] == [PATCH_TOOL.to_api()] and body["tools"][0]["input_schema"]["required"] == ["patches"]
     assert body["tool_choice"] == {"type": "tool", "name": "propose_patches"}
     assert body["model"] == LLMConfig().model and body["max_tokens"] == LLMConfig().max_tokens
-    prompt = body["messages"][0]["content"]
+    (first,) = body["messages"][0]["content"]  # the large stable prompt, marked for Anthropic's prompt cache
+    assert first["cache_control"] == {"type": "ephemeral"}
+    prompt = first["text"]
     blocks = _blocks(prompt)
     assert {source for _, source, _ in blocks} == set(sources)
     for tag, source, content in blocks:  # each file verbatim, inside a block whose id is the hash of its text
@@ -69,6 +72,9 @@ def test_the_request_has_the_system_prompt_the_schema_and_fenced_repository_text
     (spec,) = proposal.patches
     assert spec.kind == "replacement" and spec.targets == ("model.py::gelu_tanh",)
     assert spec.id.startswith("llm_fused_gelu_tanh_") and spec.evidence and spec.effect.time_ratio == 0.96
+    (counted,) = server.counted  # counted before it was sent: the same request, without max_tokens
+    assert counted["path"] == "/v1/messages/count_tokens"
+    assert counted["body"] == {k: v for k, v in body.items() if k != "max_tokens"}
     (call,) = proposal.calls
     assert (call.input_tokens, call.output_tokens, call.outcome) == (9734, 512, "ok")
     assert call.cost_usd == pytest.approx((9734 * 3 + 512 * 15) / 1e6)
@@ -108,45 +114,78 @@ def test_knob_values_outside_the_contracts_domain_are_refused(contract) -> None:
     assert "'8' is outside the contract's domain of knob 'micro_batch'" in failure.error
 
 
-def test_rate_limit_and_overload_answers_are_retried_with_backoff(contract) -> None:
-    slept: list[float] = []
-    with replayed_proposer("rate_limited", sleep=slept.append) as (proposer, server):
+def test_rate_limit_and_overload_answers_are_retried_by_the_sdk(contract) -> None:
+    with replayed_proposer("rate_limited") as (proposer, server):
         proposal = proposer.propose_patches(contract, None, TRIALS, editable_sources(contract))
     assert len(server.requests) == 3 and len(proposal.patches) == 1
     assert proposer.usage().calls == 3 and [c.requests for c in proposal.calls] == [3]  # requests sent, retries too
-    assert slept == [1.0, 4.0]  # retry-after of the 429, then exponential backoff (2 s x 2^1) after the 529
+    assert [r["headers"]["x-stainless-retry-count"] for r in server.requests] == ["0", "1", "2"]
+    first, second, third = (r["at"] for r in server.requests)
+    assert second - first >= 1.0  # the 429's retry-after: 1
+    assert third - second >= 0.5 * 2 * 0.75  # the SDK's backoff after the 529 (0.5 s x 2^1, less its jitter)
+
+
+def test_a_529_then_200_succeeds_through_the_sdks_retries(contract) -> None:
+    overloaded = load_recording("overloaded_always")[0]
+    answer = load_recording("patch_tinygpt")
+    with ReplayServer(exchanges=[overloaded, *answer]) as server:
+        proposer = AnthropicProposer(config=LLMConfig(base_url=server.url), api_key="sk-ant-test-placeholder")
+        proposal = proposer.propose_patches(contract, None, TRIALS, editable_sources(contract))
+    assert len(proposal.patches) == 1 and proposal.failures == () and [c.requests for c in proposal.calls] == [2]
 
 
 def test_an_api_that_stays_overloaded_is_a_failed_proposal(contract) -> None:
-    slept: list[float] = []
-    with replayed_proposer("overloaded_always", sleep=slept.append) as (proposer, server):
+    with replayed_proposer("overloaded_always", config=LLMConfig(max_attempts=3)) as (proposer, server):
         proposal = proposer.propose_patches(contract, None, TRIALS, editable_sources(contract))
-    assert len(server.requests) == 5 and slept == [2.0, 4.0, 8.0, 16.0]
-    assert proposer.usage().calls == 5
+    assert len(server.requests) == 3 and proposer.usage().calls == 3
     (failure,) = proposal.failures
-    assert "gave up after 5 attempts" in failure.error and "overloaded_error" in failure.error
+    assert "gave up after 3 attempts" in failure.error and "overloaded_error" in failure.error
 
 
-def test_the_token_budget_stops_requests_and_the_session_says_so(contract, tmp_path: Path) -> None:
-    config = LLMConfig(token_budget=100_000)
+def test_a_re_ask_reads_the_prompt_from_the_cache_and_pays_its_price(contract) -> None:
+    with replayed_proposer("malformed_then_valid") as (proposer, server):
+        proposal = proposer.propose_patches(contract, None, TRIALS, editable_sources(contract))
+    first, second = proposal.calls
+    assert (first.cache_write_tokens, first.cache_read_tokens, first.input_tokens) == (9710, 0, 9734)
+    assert (second.cache_write_tokens, second.cache_read_tokens, second.input_tokens) == (0, 9710, 9990)
+    assert first.cost_usd == pytest.approx((24 * 3 + 9710 * 3 * 1.25 + 160 * 15) / 1e6)
+    assert second.cost_usd == pytest.approx((280 * 3 + 9710 * 3 * 0.1 + 512 * 15) / 1e6)
+    assert server.requests[1]["body"]["messages"][0] == server.requests[0]["body"]["messages"][0]  # the cached prefix
+
+
+def test_the_token_budget_is_never_exceeded_and_the_session_says_so(contract, tmp_path: Path) -> None:
+    """count_tokens before each call: 149,200 input tokens fit in 160,000 with room for an 8,192-token answer;
+    after them, the next request (9,734 in) leaves too little room for an answer and is not sent."""
+    config = LLMConfig(token_budget=160_000)
     with replayed_proposer("big_answer", "patch_tinygpt", config=config) as (proposer, server), \
             Journal(tmp_path / "journal.sqlite") as journal:
         session = ProposerSession(proposer=proposer, journal=journal, run_id="r", run_dir=tmp_path / "run")
         said: list[str] = []
         first = session.propose(contract, None, [], {}, said.append)
-        assert len(first) == 1 and session.exhausted and not session.wants_more()
-        # Asked anyway, the proposer sends nothing and says why.
-        refused = proposer.propose_patches(contract, None, TRIALS, editable_sources(contract))
-        assert refused.budget_exhausted and refused.patches == () and len(server.requests) == 1
-        session._record(refused.calls, refused.failures)
+        assert len(first) == 1 and not session.exhausted
+        second = session.propose(contract, None, [], {}, said.append)
+        assert second == [] and session.exhausted and not session.wants_more()
+        assert len(server.requests) == 1 and len(server.counted) == 2  # counted, then not sent
         summary = session.summary()
-    assert (summary["calls"], summary["blocked_calls"]) == (len(server.requests), 1), "blocked is not sent"
-    assert proposer.usage().calls == 1 and proposer.usage().blocked_calls == 1
-    assert any("token budget spent (150012 of 100000): stopped proposing" in m for m in said)
+    assert (summary["calls"], summary["blocked_calls"]) == (1, 1), "blocked is not sent"
+    assert any("leaves no room for an answer" in m for m in said)
+    assert any("token budget spent (150012 of 160000): stopped proposing" in m for m in said)
     assert summary["budget_exhausted"] is True and "token budget spent" in summary["note"]
-    assert summary["tokens"] == 150_012 and summary["cost_usd"] == pytest.approx((149200 * 3 + 812 * 15) / 1e6)
-    assert [p["id"] for p in summary["patches_proposed"]] == [first[0].id]
+    assert summary["tokens"] == 150_012 <= 160_000
+    assert summary["cost_usd"] == pytest.approx((149200 * 3 + 812 * 15) / 1e6)
     assert json.loads((tmp_path / "run" / "proposed-patches.json").read_text())["exhausted"] is True
+
+
+def test_the_last_answer_gets_only_the_tokens_the_budget_still_holds(contract) -> None:
+    with replayed_proposer("big_answer", config=LLMConfig(token_budget=152_000)) as (proposer, server):
+        proposal = proposer.propose_patches(contract, None, TRIALS, editable_sources(contract))
+    (request,) = server.requests
+    assert request["body"]["max_tokens"] == 152_000 - 149_200  # not the configured 8192
+    assert len(proposal.patches) == 1 and proposer.usage().tokens == 150_012 <= 152_000
+    with replayed_proposer("big_answer", config=LLMConfig(token_budget=150_000)) as (proposer, server):
+        refused = proposer.propose_patches(contract, None, TRIALS, editable_sources(contract))
+    assert server.requests == [] and refused.budget_exhausted and proposer.usage().tokens == 0
+    assert "this request holds 149200 input tokens" in refused.failures[0].error
 
 
 def test_a_rerun_with_the_same_inputs_is_answered_from_the_cache(contract, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.proposers.llm import DEFAULT_MODEL
-from tests.support.anthropic_replay import ReplayServer, load_recording
+from tests.support.anthropic_replay import ReplayServer, load_recording, prompt_of
 from tests.support.tinygpt import TINY_ARGS, copy_fixture, infrarsi
 
 
@@ -27,7 +27,7 @@ def test_init_with_the_anthropic_proposer_writes_a_contract_with_the_models_rati
                          "--llm-base-url", server.url)
         assert again.returncode == 0, again.stderr
         assert "0 tokens, $0.0000 (1 cached)" in again.stdout and len(server.requests) == 1
-    prompt = server.requests[0]["body"]["messages"][0]["content"]
+    prompt = prompt_of(server.requests[0])
     assert re.search(r'<untrusted-data id="[0-9a-f]{16}" source="README.md">', prompt)
 
     lines = (repo / "infrarsi.toml").read_text().splitlines()
@@ -64,9 +64,10 @@ def test_a_failed_init_with_the_anthropic_proposer_says_what_it_spent(
     repo = copy_fixture(tmp_path / "tinygpt")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-placeholder")
     with ReplayServer(exchanges=load_recording("draft_incomplete")) as server:
-        # The incomplete answer costs 11,615 tokens: past the budget, so its correction is never sent.
+        # The incomplete answer costs 11,615 tokens (11,003 counted in before it was sent): its correction, with
+        # the whole exchange in it, would not fit in the 1,385 left, so it is never sent.
         status = main(["init", str(repo), "--command", f"python train.py {TINY_ARGS}", "--proposer", "anthropic",
-                       "--llm-base-url", server.url, "--llm-token-budget", "10000"])
+                       "--llm-base-url", server.url, "--llm-token-budget", "13000"])
     err = capsys.readouterr().err
     assert status == 2 and len(server.requests) == 1
     assert "missing required field(s) budget.trials" in err

@@ -42,9 +42,8 @@ def _builtin(tmp: Path) -> Iterator[tuple[Proposer, None]]:
 
 @contextlib.contextmanager
 def _anthropic(tmp: Path) -> Iterator[tuple[Proposer, object]]:
-    # no waiting between retries: a request with no recorded answer is a 500, which the proposer retries
-    with replayed_proposer("draft_tinygpt", "priors_tinygpt", "patch_tinygpt", cache_dir=tmp / "cache",
-                           sleep=lambda s: None) as pair:
+    # a request with no recorded answer is a 500 that tells the SDK not to retry it (x-should-retry: false)
+    with replayed_proposer("draft_tinygpt", "priors_tinygpt", "patch_tinygpt", cache_dir=tmp / "cache") as pair:
         yield pair
 
 

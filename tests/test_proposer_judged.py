@@ -21,7 +21,7 @@ from infrarsi.journal import Journal
 from infrarsi.search.space import SearchSpace
 from infrarsi.trial_record import Candidate
 from tests.support.tinygpt import TINY_ARGS, copy_fixture
-from tests.support.anthropic_replay import replayed_proposer
+from tests.support.anthropic_replay import prompt_of, replayed_proposer
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_a_rejected_proposal_is_judged_once_kept_out_of_the_space_and_told_to_th
         # The next round: the model sees its earlier patches and what became of them.
         session.propose(contract, None, [], {p.id: p for p in screening.accepted}, lambda _: None)
         summary = session.summary()
-    prompt = server.requests[1]["body"]["messages"][0]["content"]
+    prompt = prompt_of(server.requests[1])
     assert f'"id": "{locked.id}"' in prompt and "rejected: outside the editable scope: harness.py" in prompt
     statuses = {p["id"]: (p["status"], p["reason"]) for p in summary["patches_proposed"]}
     assert statuses[locked.id][0] == "rejected" and "locked" in statuses[locked.id][1]

@@ -4,6 +4,7 @@ error, cached, charged and budgeted. HTTP retries against the replayed API: test
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from bot.proposers.llm import (InvalidAnswer, LLMConfig, ResponseCache, Tool, ToolCaller, request_hash)
@@ -19,17 +20,36 @@ class _Message:
         return self.data
 
 
+class _Raw:
+    """What ``messages.with_raw_response.create`` returns: ``parse()`` and the request it sent (the SDK stamps
+    ``x-stainless-retry-count`` on each attempt; this one never retries)."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.http_request = SimpleNamespace(headers={"x-stainless-retry-count": "0"})
+
+    def parse(self) -> _Message:
+        return _Message(self.data)
+
+
 class _Client:
-    """``client.messages.create(**body)``: answers in order, every request kept."""
+    """``client.messages.with_raw_response.create(**body)`` answers in order, every request kept;
+    ``client.messages.count_tokens(**body)`` counts 1000 tokens each."""
 
     def __init__(self, *answers: dict[str, Any]) -> None:
         self.answers = list(answers)
         self.requests: list[dict[str, Any]] = []
+        self.counted: list[dict[str, Any]] = []
         self.messages = self
+        self.with_raw_response = self
 
-    def create(self, **body: Any) -> _Message:
+    def create(self, **body: Any) -> _Raw:
         self.requests.append(body)
-        return _Message(self.answers.pop(0))
+        return _Raw(self.answers.pop(0))
+
+    def count_tokens(self, **body: Any) -> SimpleNamespace:
+        self.counted.append(body)
+        return SimpleNamespace(input_tokens=1000)
 
 
 def _answer(value: object, *, tokens: tuple[int, int] = (1000, 200), stop: str = "tool_use") -> dict[str, Any]:
@@ -46,7 +66,7 @@ def _validate(data: dict[str, Any]) -> int:
 
 def _caller(client: _Client, tmp_path: Path | None = None, **config: Any) -> ToolCaller:
     return ToolCaller(client=client, config=LLMConfig(model="claude-haiku-4-5", **config),
-                      cache=ResponseCache(tmp_path), sleep=lambda s: None)
+                      cache=ResponseCache(tmp_path))
 
 
 def _ask(caller: ToolCaller):  # noqa: ANN202
@@ -94,6 +114,18 @@ def test_no_request_is_sent_once_the_budget_is_spent() -> None:
     assert got.value is None and got.budget_exhausted and client.requests == []
     assert got.failures[0].error == ("token budget spent (1000 of 1000 tokens, $0.5000): attempt 1 was not sent")
     assert caller.usage().blocked_calls == 1 and caller.usage().budget_exhausted
+
+
+def test_the_answer_gets_what_the_budget_still_holds_and_no_less_than_an_answer_needs() -> None:
+    client = _Client(_answer(7))
+    caller = _caller(client, token_budget=3000)
+    got = _ask(caller)
+    assert got.value == 7 and client.requests[0]["max_tokens"] == 2000  # 3000 - the 1000 counted
+    assert client.counted[0] == {k: v for k, v in client.requests[0].items() if k != "max_tokens"}
+    assert caller.usage().tokens == 1200 <= 3000
+    blocked = _ask(caller)  # 1200 spent + 1000 counted leaves 800 for an answer: less than one needs
+    assert blocked.value is None and len(client.requests) == 1 and client.answers == []
+    assert "this request holds 1000 input tokens and leaves no room for an answer" in blocked.failures[0].error
 
 
 def test_a_text_answer_without_the_tool_is_refused() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.repos import commit_tree
-from tests.support.anthropic_replay import ReplayServer, load_recording
+from tests.support.anthropic_replay import ReplayServer, load_recording, prompt_of
 from infrarsi.journal import Journal
 from tests.support.tinygpt import NO_COMPILE, infrarsi
 
@@ -32,7 +32,7 @@ def test_a_run_takes_priors_and_patches_from_the_model_and_stops_when_its_budget
                           "--llm-base-url", server.url, "--llm-token-budget", "12000", timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     assert [r["body"]["tool_choice"]["name"] for r in server.requests] == ["state_priors", "propose_patches"]
-    seen = server.requests[1]["body"]["messages"][0]["content"]
+    seen = prompt_of(server.requests[1])
     doctor = json.loads((repo / ".infrarsi" / "runs" / "llm" / "doctor.json").read_text())
     own = set(doctor["trials"]) | set(doctor["calibration_trials"])
     with Journal(repo / ".infrarsi" / "journal.sqlite") as journal:

@@ -18,7 +18,7 @@ from bot.stages.run.candidate import run_candidate
 from bot.executors.local import LocalExecutor
 from bot.workspace import GitWorkspace
 from bot.workspace.commits import repo_head_commit
-from tests.support.anthropic_replay import replayed_proposer
+from tests.support.anthropic_replay import prompt_of, replayed_proposer
 from bot.proposers.session import editable_sources
 from infrarsi.rundir import journal_path
 from infrarsi.contract import load_contract
@@ -96,7 +96,7 @@ def test_an_obeyed_prompt_injection_changes_nothing_outside_the_scope_and_leaks_
     repo = committed_tinygpt(tmp_path / "injected", injected=True)
     harness_before = hashlib.sha256((repo / "harness.py").read_bytes()).hexdigest()
     proposal, server = _propose(repo, "injection_obeyed")
-    prompt = server.requests[0]["body"]["messages"][0]["content"]
+    prompt = prompt_of(server.requests[0])
     comment = (INJECTION / "model_comment.txt").read_text().strip()
     start = prompt.index(comment)
     assert prompt.rfind("<untrusted-data ", 0, start) > prompt.rfind("</untrusted-data ", 0, start), \

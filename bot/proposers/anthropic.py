@@ -3,16 +3,16 @@
 Every answer comes through tool use with a JSON schema and is validated
 (:mod:`bot.proposers.answers`); invalid answers are retried once with the
 error and then recorded as failed proposals. Requests are cached by hash
-(:class:`~bot.proposers.llm.ResponseCache`), budgeted in tokens and retried on
-429/529 with backoff (:class:`~bot.proposers.llm.ToolCaller`). What the model
+(:class:`~bot.proposers.llm.ResponseCache`), counted before they are sent and
+budgeted in tokens, their large prompt cached by Anthropic for a re-ask, and
+retried on 429/529/5xx by the SDK itself (:class:`~bot.proposers.llm.ToolCaller`). What the model
 returns is never executed by the bot and never written anywhere but through
 the patch mechanism, whose scope audit and verification it must pass.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,20 +36,22 @@ from infrarsi.search.space import SearchSpace
 def make_client(api_key: str, config: LLMConfig, http_client: Any = None) -> Any:
     import anthropic
 
-    return anthropic.Anthropic(api_key=api_key, base_url=config.base_url, max_retries=0,
-                               timeout=config.timeout_s, http_client=http_client)
+    # The SDK's own retries (exponential backoff with jitter, retry-after honoured) on 408/409/429/5xx/529 and
+    # dropped connections: max_attempts counts the first request too.
+    return anthropic.Anthropic(api_key=api_key, base_url=config.base_url, timeout=config.timeout_s,
+                               max_retries=max(0, config.max_attempts - 1), http_client=http_client)
 
 
 class AnthropicProposer:
-    """Claude as the proposer; ``http_client`` and ``sleep`` are seams for tests (recorded exchanges)."""
+    """Claude as the proposer; ``http_client`` is a seam for tests (recorded exchanges)."""
 
     name = "anthropic"
 
     def __init__(self, *, config: LLMConfig, api_key: str, cache_dir: Path | None = None,
-                 http_client: Any = None, sleep: Callable[[float], None] = time.sleep) -> None:
+                 http_client: Any = None) -> None:
         self.config = config
         self.caller = ToolCaller(client=make_client(api_key, config, http_client), config=config,
-                                 cache=ResponseCache(cache_dir), sleep=sleep)
+                                 cache=ResponseCache(cache_dir))
 
     @property
     def model(self) -> str:

@@ -7,15 +7,24 @@ question:
 - the request (model, system prompt, messages, tool and its schema) is hashed;
   a cached response for that hash is used instead of the network, at no cost,
   so a rerun with the same inputs is reproducible and free;
-- rate-limit (429), overload (529) and transient server answers are retried
-  with exponential backoff (``retry-after`` honoured; ``sleep`` injected so
-  tests do not wait);
+- rate-limit (429), overload (529), transient server answers and dropped
+  connections are retried by the anthropic SDK itself, as its authors
+  designed it (exponential backoff with jitter, ``retry-after`` honoured,
+  ``max_retries`` from the config); the requests it sent are counted from the
+  ``x-stainless-retry-count`` header it stamps on each attempt;
+- before a request is sent, ``messages.count_tokens`` says how many input
+  tokens it holds, and the answer's ``max_tokens`` is cut to what the token
+  budget still holds: the budget is never exceeded, not even by the last call;
+- the large stable prompt (the first user message: sources, trials, facts)
+  carries ``cache_control``, so a re-ask after an invalid answer reads it from
+  Anthropic's prompt cache; cache writes and reads are priced as Anthropic
+  prices them;
 - the answer must be a ``tool_use`` block of the requested tool whose input the
   caller's validator accepts; an invalid one is sent back once as an error
   ``tool_result`` naming the problem, and a second invalid one is a failure —
   never a half-parsed value;
-- every call's tokens count against the token budget; once it is spent no
-  further request is sent.
+- every call's tokens (cache reads and writes included) count against the
+  token budget; once it is spent no further request is sent.
 """
 
 from __future__ import annotations
@@ -24,7 +33,6 @@ import hashlib
 import json
 import os
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +53,14 @@ PRICES: dict[str, tuple[float, float]] = {
     "claude-opus-4-1": (15.0, 75.0),
     "claude-haiku-4-5": (1.0, 5.0),
 }
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
+#: Prompt-cache prices as multiples of the input price (Anthropic's 5-minute cache: a write costs 1.25x, a read
+#: 0.1x), applied to ``cache_creation_input_tokens`` and ``cache_read_input_tokens``.
+CACHE_WRITE_FACTOR = 1.25
+CACHE_READ_FACTOR = 0.1
+#: An answer needs room: a request whose budget leaves fewer output tokens than this is not sent.
+MIN_ANSWER_TOKENS = 1024
+#: The SDK's own header on every attempt: how many retries came before it.
+RETRY_COUNT_HEADER = "x-stainless-retry-count"
 
 
 class InvalidAnswer(InfraRSIError, ValueError):
@@ -64,15 +79,41 @@ class LLMConfig:
     max_tokens: int = 8192  # per answer
     price_in: float | None = None  # USD per MTok; None: PRICES[model]
     price_out: float | None = None
-    max_attempts: int = 5  # per request, on 429/529/5xx/connection errors
-    backoff_s: float = 2.0
-    backoff_cap_s: float = 60.0
+    max_attempts: int = 5  # per request, on 429/529/5xx/connection errors: the SDK's max_retries + 1
     timeout_s: float = 120.0
 
     def prices(self) -> tuple[float, float]:
         known = PRICES.get(self.model, (0.0, 0.0))
         return (self.price_in if self.price_in is not None else known[0],
                 self.price_out if self.price_out is not None else known[1])
+
+    def cost(self, tokens: Tokens) -> float:
+        """USD of one answer's usage: input, cache writes (1.25x input), cache reads (0.1x input), output."""
+        price_in, price_out = self.prices()
+        return (tokens.input * price_in + tokens.cache_write * price_in * CACHE_WRITE_FACTOR
+                + tokens.cache_read * price_in * CACHE_READ_FACTOR + tokens.output * price_out) / 1e6
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Tokens:
+    """One answer's ``usage``: ``input`` excludes what the prompt cache wrote or read (the API counts them apart)."""
+
+    input: int = 0
+    output: int = 0
+    cache_write: int = 0
+    cache_read: int = 0
+
+    @staticmethod
+    def of(usage: dict[str, Any]) -> Tokens:
+        def n(key: str) -> int:
+            return int(usage.get(key) or 0)
+        return Tokens(input=n("input_tokens"), output=n("output_tokens"),
+                      cache_write=n("cache_creation_input_tokens"), cache_read=n("cache_read_input_tokens"))
+
+    @property
+    def all_input(self) -> int:
+        """Every input token the request held, cached or not: what ``count_tokens`` counts, what the budget spends."""
+        return self.input + self.cache_write + self.cache_read
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -125,7 +166,7 @@ class ResponseCache:
 
 @dataclass(kw_only=True)
 class _Ledger:
-    input_tokens: int = 0
+    input_tokens: int = 0  # every input token, cache reads and writes included
     output_tokens: int = 0
     cost_usd: float = 0.0
     calls: int = 0  # requests sent to the service (every HTTP attempt, retries included)
@@ -137,12 +178,11 @@ class _Ledger:
 
 @dataclass(kw_only=True)
 class ToolCaller:
-    """Asks through an ``anthropic.Anthropic`` client (built with ``max_retries=0``: retries are ours)."""
+    """Asks through an ``anthropic.Anthropic`` client, which retries what the service says is temporary."""
 
     client: Any
     config: LLMConfig
     cache: ResponseCache = field(default_factory=lambda: ResponseCache(None))
-    sleep: Callable[[float], None] = time.sleep
     ledger: _Ledger = field(default_factory=_Ledger)
 
     def usage(self) -> Usage:
@@ -161,13 +201,42 @@ class ToolCaller:
 
     def _check_budget(self) -> bool:
         budget = self.config.token_budget
-        if budget is not None and self.ledger.input_tokens + self.ledger.output_tokens >= budget:
+        if budget is not None and self._spent() >= budget:
             self.ledger.exhausted = True
         return self.ledger.exhausted
 
+    def _spent(self) -> int:
+        return self.ledger.input_tokens + self.ledger.output_tokens
+
+    def _room(self, body: dict[str, Any]) -> tuple[int | None, str]:
+        """(the ``max_tokens`` this request may have, "") or (None, why it must not be sent): its input tokens
+        (``messages.count_tokens``) plus its answer must fit in what the budget still holds."""
+        budget = self.config.token_budget
+        if budget is None:
+            return self.config.max_tokens, ""
+        counted = self._count(body)
+        room = min(self.config.max_tokens, budget - self._spent() - counted)
+        if room < min(MIN_ANSWER_TOKENS, self.config.max_tokens):
+            self.ledger.exhausted = True
+            return None, (f"token budget spent ({self._spent()} of {budget} tokens, ${self.ledger.cost_usd:.4f}; "
+                          f"this request holds {counted} input tokens and leaves no room for an answer)")
+        return room, ""
+
+    def _count(self, body: dict[str, Any]) -> int:
+        """The request's input tokens as the API counts them (free, not billed); where the endpoint cannot
+        answer (a proxy without it), a generous estimate of 1 token per 2 bytes of the request."""
+        import anthropic
+
+        question = {k: v for k, v in body.items() if k != "max_tokens"}
+        try:
+            return int(self.client.messages.count_tokens(**question).input_tokens)
+        except anthropic.APIError:
+            return -(-len(json.dumps(question, ensure_ascii=False).encode("utf-8")) // 2)
+
     def ask(self, *, job: str, system: str, user: str, tool: Tool,
             validate: Callable[[dict[str, Any]], T]) -> Answer[T]:
-        messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
+        messages: list[dict[str, Any]] = [{"role": "user", "content": [
+            {"type": "text", "text": user, "cache_control": {"type": "ephemeral"}}]}]  # the re-ask reads it back
         last_note = ProposalFailure(job=job, error="")
         sent = 0
         calls: list[LLMCall] = []
@@ -180,19 +249,18 @@ class ToolCaller:
             response = self.cache.get(key)
             cached = response is not None
             if response is None:
-                if self._check_budget():
+                room, why = (None, (f"token budget spent ({self._spent()} of {self.config.token_budget} tokens, "
+                                    f"${self.ledger.cost_usd:.4f})")) if self._check_budget() else self._room(body)
+                if room is None:
                     calls.append(LLMCall(job=job, request_hash=key, model=self.config.model, outcome="budget",
                                          error="token budget spent", attempt=attempt, requests=0))
                     if attempt == 2:  # the first answer was spent on; say why it was not used
                         failures.append(last_note)
-                    spent = self.ledger.input_tokens + self.ledger.output_tokens
-                    failures.append(ProposalFailure(job=job, error=(
-                        f"token budget spent ({spent} of {self.config.token_budget} tokens, "
-                        f"${self.ledger.cost_usd:.4f}): attempt {attempt} was not sent")))
+                    failures.append(ProposalFailure(job=job, error=f"{why}: attempt {attempt} was not sent"))
                     self.ledger.failed += 1
                     self.ledger.blocked_calls += 1
                     return Answer(value=None, calls=tuple(calls), failures=tuple(failures), budget_exhausted=True)
-                response, error, sent = self._send(body)
+                response, error, sent = self._send(body if room == body["max_tokens"] else {**body, "max_tokens": room})
                 self.ledger.calls += sent
                 if response is None:
                     calls.append(LLMCall(job=job, request_hash=key, model=self.config.model, outcome="error",
@@ -200,25 +268,21 @@ class ToolCaller:
                     failures.append(ProposalFailure(job=job, error=error))
                     self.ledger.failed += 1
                     return Answer(value=None, calls=tuple(calls), failures=tuple(failures))
-            usage = response.get("usage") or {}
-            tin, tout = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
-            cost = 0.0
+            tokens = Tokens() if cached else Tokens.of(response.get("usage") or {})
+            cost = self.config.cost(tokens)
             if cached:
                 self.ledger.cached_calls += 1
-                tin_charged = tout_charged = 0
             else:
-                price_in, price_out = self.config.prices()
-                cost = (tin * price_in + tout * price_out) / 1e6
-                tin_charged, tout_charged = tin, tout
-                self.ledger.input_tokens += tin
-                self.ledger.output_tokens += tout
+                self.ledger.input_tokens += tokens.all_input
+                self.ledger.output_tokens += tokens.output
                 self.ledger.cost_usd += cost
                 self._check_budget()
             value, error, tool_use = _validated(response, tool.name, validate)
             calls.append(LLMCall(job=job, request_hash=key, model=str(response.get("model") or self.config.model),
-                                 input_tokens=tin_charged, output_tokens=tout_charged, cost_usd=cost, cached=cached,
-                                 outcome="ok" if error is None else "invalid", error=error or "", attempt=attempt,
-                                 requests=0 if cached else sent))
+                                 input_tokens=tokens.all_input, output_tokens=tokens.output, cost_usd=cost,
+                                 cache_write_tokens=tokens.cache_write, cache_read_tokens=tokens.cache_read,
+                                 cached=cached, outcome="ok" if error is None else "invalid", error=error or "",
+                                 attempt=attempt, requests=0 if cached else sent))
             if not cached:  # invalid answers too: a rerun replays the same exchange, retry included
                 self.cache.put(key, body, response)
             if error is None:
@@ -236,29 +300,28 @@ class ToolCaller:
         raise AssertionError("unreachable")
 
     def _send(self, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str, int]:
-        """POST the request, retrying what the service says is temporary; (response, "", requests sent)
-        or (None, why, requests sent)."""
+        """POST the request through the SDK, whose retries handle what the service says is temporary;
+        (response, "", requests sent) or (None, why, requests sent)."""
         import anthropic
 
-        last = ""
-        for attempt in range(1, self.config.max_attempts + 1):
-            try:
-                message = self.client.messages.create(**body)
-                return message.model_dump(mode="json", exclude_none=True), "", attempt
-            except anthropic.APIStatusError as e:
-                last = f"HTTP {e.status_code}: {_error_text(e)}"
-                if e.status_code not in RETRY_STATUSES:
-                    return None, last, attempt
-                delay = _retry_after(e) or self._backoff(attempt)
-            except (anthropic.APIConnectionError, anthropic.APITimeoutError) as e:
-                last = f"{type(e).__name__}: {e}"
-                delay = self._backoff(attempt)
-            if attempt < self.config.max_attempts:
-                self.sleep(min(delay, self.config.backoff_cap_s))
-        return None, f"gave up after {self.config.max_attempts} attempts: {last}", self.config.max_attempts
+        try:
+            raw = self.client.messages.with_raw_response.create(**body)
+            return raw.parse().model_dump(mode="json", exclude_none=True), "", _attempts(raw.http_request)
+        except anthropic.APIStatusError as e:
+            sent = _attempts(e.request)
+            why = f"HTTP {e.status_code}: {_error_text(e)}"
+        except anthropic.APIConnectionError as e:  # APITimeoutError too
+            sent = _attempts(e.request)
+            why = f"{type(e).__name__}: {e}"
+        return None, (f"gave up after {sent} attempts: {why}" if sent > 1 else why), sent
 
-    def _backoff(self, attempt: int) -> float:
-        return self.config.backoff_s * 2 ** (attempt - 1)
+
+def _attempts(request: Any) -> int:
+    """Requests the SDK sent for one call: the retries it stamped on the last attempt, plus that attempt."""
+    try:
+        return int(request.headers.get(RETRY_COUNT_HEADER) or 0) + 1
+    except (AttributeError, RuntimeError, ValueError):  # no request (an error raised before one was built)
+        return 1
 
 
 def _error_text(e: Any) -> str:
@@ -267,15 +330,6 @@ def _error_text(e: Any) -> str:
         err = body.get("error") if isinstance(body.get("error"), dict) else body
         return f"{err.get('type', '')}: {err.get('message', '')}".strip(": ")
     return str(e)[:200]
-
-
-def _retry_after(e: Any) -> float | None:
-    response = getattr(e, "response", None)
-    header = response.headers.get("retry-after") if response is not None else None
-    try:
-        return max(0.0, float(header)) if header is not None else None
-    except ValueError:
-        return None
 
 
 def _validated(response: dict[str, Any], tool: str,

@@ -38,9 +38,13 @@ class LLMCall:
     job: str  # "draft_contract" | "priors" | "propose_patches"
     request_hash: str
     model: str
-    input_tokens: int = 0
+    input_tokens: int = 0  # every input token, the prompt cache's writes and reads included
     output_tokens: int = 0
     cost_usd: float = 0.0
+    #: Of ``input_tokens``, those written to and read from Anthropic's prompt cache (priced 1.25x and 0.1x of
+    #: an input token); 0 in records written before they were counted.
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
     cached: bool = False
     outcome: str = "ok"  # "ok" | "invalid" | "error" | "budget"
     error: str = ""

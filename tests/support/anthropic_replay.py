@@ -6,8 +6,14 @@ responses the API gave, in order, in its real shape (``tool_use`` blocks, stop
 reasons, usage; errors as ``{"type": "error", "error": {…}}``). The server
 answers ``POST /v1/messages`` with the next one for the requested tool (an
 error: the next, whatever the tool) and keeps every request it received (path,
-headers, JSON body) so a test can assert on what the bot sent. Keys never
-reach a recording: the server redacts ``x-api-key`` and ``authorization``.
+headers, JSON body) so a test can assert on what the bot sent. As the API does,
+it never answers with more output tokens than the request's ``max_tokens`` (a
+longer recorded answer comes back cut off: ``stop_reason: max_tokens``).
+``POST /v1/messages/count_tokens`` answers with the input tokens the next answer
+for that tool is billed (``input_tokens`` plus the prompt cache's), or 1 token
+per 4 bytes of the request when none is recorded; those requests are kept apart
+(``counted``), since they are free and not messages. Keys never reach a
+recording: the server redacts ``x-api-key`` and ``authorization``.
 """
 
 from __future__ import annotations
@@ -15,12 +21,19 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "fixtures" / "recorded" / "anthropic"
+
+
+def prompt_of(request: dict[str, Any]) -> str:
+    """The text of a recorded request's first user message (one text block, marked for the prompt cache)."""
+    (block,) = request["body"]["messages"][0]["content"]
+    return str(block["text"])
 
 
 def load_recording(name: str | Path) -> list[dict[str, Any]]:
@@ -34,6 +47,7 @@ class ReplayServer:
 
     exchanges: list[dict[str, Any]]
     requests: list[dict[str, Any]] = field(default_factory=list)
+    counted: list[dict[str, Any]] = field(default_factory=list)  # count_tokens requests
     _served: set[int] = field(default_factory=set)
     _httpd: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
@@ -44,7 +58,7 @@ class ReplayServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}"
 
-    def _next(self, body: dict[str, Any]) -> int | None:
+    def _next(self, body: dict[str, Any], *, serve: bool = True) -> int | None:
         """The first unserved exchange for this request: an error (any request) or an answer with its tool."""
         tool = (body.get("tool_choice") or {}).get("name")
         for i, exchange in enumerate(self.exchanges):
@@ -53,9 +67,21 @@ class ReplayServer:
             names = {b.get("name") for b in exchange.get("body", {}).get("content", []) or []
                      if isinstance(b, dict) and b.get("type") == "tool_use"}
             if exchange.get("status", 200) != 200 or not names or tool in names:
-                self._served.add(i)
+                if serve:
+                    self._served.add(i)
                 return i
         return None
+
+    def _count(self, body: dict[str, Any]) -> dict[str, Any]:
+        """What ``count_tokens`` answers: the input tokens of the answer this request would get."""
+        index = self._next(body, serve=False)
+        answer = self.exchanges[index] if index is not None else {}
+        usage = (answer.get("body") or {}).get("usage") if answer.get("status", 200) == 200 else None
+        if usage:
+            return {"input_tokens": sum(int(usage.get(k) or 0) for k in (
+                "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))}
+        return {"input_tokens": len(json.dumps(body)) // 4}
+
 
     def __enter__(self) -> ReplayServer:
         server = self
@@ -68,15 +94,21 @@ class ReplayServer:
                 headers = {k.lower(): ("<redacted>" if k.lower() in ("x-api-key", "authorization") else v)
                            for k, v in self.headers.items()}
                 body = json.loads(raw or b"{}")
+                path = self.path.split("?")[0]
                 with lock:
-                    server.requests.append({"path": self.path, "headers": headers, "body": body})
-                    n = len(server.requests)
-                    index = server._next(body) if self.path.split("?")[0] == "/v1/messages" else None
-                if index is None:
-                    exchange = {"status": 500, "body": {"type": "error", "error": {
-                        "type": "api_error", "message": f"replay: no recorded answer for request {n} {self.path}"}}}
-                else:
-                    exchange = server.exchanges[index]
+                    if path == "/v1/messages/count_tokens":
+                        server.counted.append({"path": self.path, "headers": headers, "body": body})
+                        exchange: dict[str, Any] | None = {"status": 200, "body": server._count(body)}
+                    else:
+                        server.requests.append({"path": self.path, "headers": headers, "body": body,
+                                                "at": time.monotonic()})
+                        n = len(server.requests)
+                        index = server._next(body) if path == "/v1/messages" else None
+                        exchange = None if index is None else _within(server.exchanges[index], body.get("max_tokens"))
+                if exchange is None:  # x-should-retry: the API's own header telling the SDK not to retry
+                    missing = f"replay: no recorded answer for request {n} {self.path}"
+                    exchange = {"status": 500, "headers": {"x-should-retry": "false"}, "body": {
+                        "type": "error", "error": {"type": "api_error", "message": missing}}}
                 payload = json.dumps(exchange["body"]).encode()
                 self.send_response(int(exchange.get("status", 200)))
                 self.send_header("content-type", "application/json")
@@ -102,9 +134,20 @@ class ReplayServer:
             self._thread.join(timeout=5)
 
 
+def _within(exchange: dict[str, Any], max_tokens: Any) -> dict[str, Any]:
+    """A recorded answer as the API gives it under ``max_tokens``: cut off when it was longer."""
+    body = exchange.get("body") or {}
+    usage = body.get("usage") or {}
+    if exchange.get("status", 200) != 200 or not isinstance(max_tokens, int) or \
+            int(usage.get("output_tokens") or 0) <= max_tokens:
+        return exchange
+    cut = {**body, "stop_reason": "max_tokens", "usage": {**usage, "output_tokens": max_tokens},
+           "content": [b for b in body.get("content") or [] if b.get("type") == "text"]}
+    return {**exchange, "body": cut}
+
 @contextlib.contextmanager
-def replayed_proposer(*recordings: str, config: Any = None, cache_dir: Path | None = None,
-                      sleep: Any = None) -> Iterator[tuple[Any, ReplayServer]]:
+def replayed_proposer(*recordings: str, config: Any = None,
+                      cache_dir: Path | None = None) -> Iterator[tuple[Any, ReplayServer]]:
     """An :class:`~bot.proposers.anthropic.AnthropicProposer` talking to a replay of ``recordings`` (in order)."""
     from dataclasses import replace
 
@@ -114,5 +157,4 @@ def replayed_proposer(*recordings: str, config: Any = None, cache_dir: Path | No
     exchanges = [e for name in recordings for e in load_recording(name)]
     with ReplayServer(exchanges=exchanges) as server:
         cfg = replace(config or LLMConfig(), base_url=server.url)
-        kwargs = {"sleep": sleep} if sleep is not None else {}
-        yield AnthropicProposer(config=cfg, api_key="sk-ant-test-placeholder", cache_dir=cache_dir, **kwargs), server
+        yield AnthropicProposer(config=cfg, api_key="sk-ant-test-placeholder", cache_dir=cache_dir), server

@@ -62,3 +62,15 @@ def test_a_broken_cache_file_is_measured_over(tmp_path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
     assert cached_probe(probe, env={}, threads=None)["peak_flops"]["fp32"] == 1e11 and probe.calls == 1
+
+
+def test_a_probe_that_measured_nothing_is_not_kept() -> None:
+    calls = []
+
+    def nothing() -> dict:
+        calls.append(1)
+        return {"peak_flops": {}, "peak_flops_method": "not measured: no torch", "fingerprint": {}}
+
+    assert cached_probe(nothing, env={}, threads=None)["peak_flops"] == {}
+    cached_probe(nothing, env={}, threads=None)
+    assert len(calls) == 2 and not device_cache.cache_dir().exists()

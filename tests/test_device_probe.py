@@ -59,3 +59,19 @@ def test_the_command_line_takes_a_size_and_a_thread_count(monkeypatch: pytest.Mo
     assert main([]) == 0
     assert calls == [(256, 4), (None, None)]
     assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == [{"peak_flops": {"fp32": 1.0}}] * 2
+
+
+def test_the_probe_is_a_standalone_script_that_says_when_torch_is_missing() -> None:
+    """Run by path with ``-S`` (no site-packages: no torch, no bot), as in a job interpreter without torch."""
+    import subprocess
+    import sys
+
+    from bot.stages.doctor.device_cache import PROBE_SCRIPT
+
+    done = subprocess.run([sys.executable, "-S", str(PROBE_SCRIPT), "--threads", "1"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout)
+    assert figures["peak_flops"] == {} and figures["peak_flops_method"].startswith("not measured: torch cannot be "
+                                                                                   "imported by")
+    assert figures["fingerprint"]["device"] is None and figures["fingerprint"]["cpu_count"] >= 1

@@ -26,12 +26,14 @@ def test_a_run_takes_priors_and_patches_from_the_model_and_stops_when_its_budget
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-placeholder")
     exchanges = load_recording("priors_tinygpt") + load_recording("patch_tinygpt")
     with ReplayServer(exchanges=exchanges) as server:
-        # priors cost 4422 tokens, the first proposal round 10246: the budget is spent after it.
+        # priors cost 4422 tokens, the first proposal round 10246 (9734 counted in before it was sent, so its
+        # answer may have 1344): the 832 left after it hold no answer, so the budget is spent.
         result = infrarsi("run", str(repo), "--run-id", "llm", "--budget-trials", "3", "--initial", "2",
                           "--repeats", "2", "--no-bank", "--json", "--proposer", "anthropic",
-                          "--llm-base-url", server.url, "--llm-token-budget", "12000", timeout=1200)
+                          "--llm-base-url", server.url, "--llm-token-budget", "15500", timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     assert [r["body"]["tool_choice"]["name"] for r in server.requests] == ["state_priors", "propose_patches"]
+    assert [r["body"]["max_tokens"] for r in server.requests] == [8192, 15500 - 4422 - 9734]
     seen = prompt_of(server.requests[1])
     doctor = json.loads((repo / ".infrarsi" / "runs" / "llm" / "doctor.json").read_text())
     own = set(doctor["trials"]) | set(doctor["calibration_trials"])

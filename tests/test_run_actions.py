@@ -1,7 +1,9 @@
 """``infrarsi run`` with ``[launch] executor = "actions"``: every trial of the run, the doctor's baselines and
 the verification pairs included, is pushed, dispatched to the trial workflow on the local GitHub-shaped
 server, run by a simulated self-hosted runner (a clone of the pushed branch and the workflow's real step,
-``python -m bot.executors.actions``) and read back from its artifact; the run finishes with its verdicts."""
+``python -m bot.executors.actions``) and read back from its artifact; the run finishes with its verdicts. The bot's
+own process never imports torch: the device probe and what the job's torch has are asked of the job's
+interpreter."""
 
 from __future__ import annotations
 
@@ -22,6 +24,11 @@ from tests.support.tinygpt import NO_COMPILE, infrarsi
 from tests.support.fake_github import TOKEN, FakeGitHub, TrialWorkflowRunner
 
 pytestmark = pytest.mark.slow
+
+#: ``python -m bot`` that says, last on stderr, whether its own process imported torch.
+BOT_SAYING_IF_TORCH = ("import sys\nfrom bot.cli.main import main\ncode = main()\n"
+                       "print('torch in the bot:', sorted(m for m in sys.modules if m.split('.')[0] == 'torch'), "
+                       "file=sys.stderr)\nsys.exit(code)\n")
 
 ACTIONS = """
 [verify]
@@ -55,10 +62,11 @@ def test_a_run_dispatches_every_trial_to_the_runners_and_finishes(tiny_repo: Pat
     fake.plan_for = runner
 
     env = {**os.environ, "INFRARSI_GITHUB_TOKEN": TOKEN}
-    result = subprocess.run([sys.executable, "-m", "bot", "run", str(repo), "--run-id", "gh", "--budget-trials", "4",
-                             "--initial", "4", "--repeats", "2", "--no-bank"],
+    result = subprocess.run([sys.executable, "-c", BOT_SAYING_IF_TORCH, "run", str(repo), "--run-id", "gh",
+                             "--budget-trials", "4", "--initial", "4", "--repeats", "2", "--no-bank"],
                             capture_output=True, text=True, timeout=1800, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1] == "torch in the bot: []"
     ending, wrote = result.stdout.strip().splitlines()[-2:]
     assert ending.startswith(("verified speedup", "no candidate was verified faster than the baseline")), ending
     assert wrote.endswith("run.json") and "trial 4/4" in result.stderr

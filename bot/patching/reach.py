@@ -17,7 +17,10 @@ answers, per file, which lines are *decided dead*:
   from a literal (overridden, nanoGPT-style, by ``--key=value`` arguments of
   the command when the entry point ``exec``s a configurator), attributes
   ``self.x`` assigned once from a decided expression, and
-  ``hasattr(torch.…, "name")`` asked of the installed torch.
+  ``hasattr(torch.…, "name")`` asked of the job's own interpreter (every such
+  question of the repo in one subprocess, :mod:`bot.executors.job_python`: the
+  bot imports no torch, and the answer is the job's torch, not the bot's; where
+  it cannot answer, the branch stays undecided).
 
 Everything else is undecided and counts as reached: the analysis only ever
 removes a patch site it can prove dead, so a false "does not apply" needs a
@@ -27,7 +30,7 @@ wrong proof, not a missing one. The user's code is parsed, never imported.
 from __future__ import annotations
 
 import ast
-import importlib
+import json
 import posixpath
 import re
 from collections.abc import Iterable
@@ -38,6 +41,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from bot.executors.job_python import ask_cached, job_python
 from bot.progress import Ticker
 from infrarsi.contract.entry import entry_file, split_command, split_interpreter
 from infrarsi.rundir import STATE_DIR
@@ -48,6 +52,28 @@ _ENTRY_METHODS = {"forward", "__init__", "__call__", "__enter__", "__exit__", "_
 _SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", STATE_DIR, "node_modules", "site-packages", ".tox"}
 _CONFIG_SUFFIXES = {".yaml", ".yml", ".json", ".toml", ".cfg", ".ini"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: ``hasattr(torch.x.y, "name")`` as written in a repo's source: the questions asked of the job's torch.
+_TORCH_HASATTR = re.compile(r"""hasattr\(\s*(torch(?:\s*\.\s*\w+)*)\s*,\s*['"](\w+)['"]\s*\)""")
+#: Run by the job's interpreter: each (dotted, attr) question answered as ``hasattr`` would, undecidable ones left out.
+_ASK_TORCH = """
+import importlib, json, sys
+out = {}
+for dotted, attr in json.loads(sys.argv[1]):
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except Exception:
+            continue
+        for part in parts[i:]:
+            if not hasattr(obj, part):
+                break
+            obj = getattr(obj, part)
+        else:
+            out[dotted + ":" + attr] = hasattr(obj, attr)
+        break
+print(json.dumps(out))
+"""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -91,13 +117,42 @@ def analyse(root: Path, command: Iterable[str], *, knobs: Iterable[str] = (), wo
     bases = tuple(dict.fromkeys(_import_bases(entry_path, workdir)))
     ticker = Ticker(label=f"reading what {entry_path} runs")
     walker = _Walker(root=root, modules=modules, trees=_Trees(root, ticker, len(modules)), entry=entry_path,
-                     argv=split_interpreter(argv)[2], knobs=set(knobs), workdir=workdir, bases=bases)
+                     argv=split_interpreter(argv)[2], knobs=set(knobs), workdir=workdir, bases=bases,
+                     torch=TorchQuestions(root, sorted(modules.values()), job_python(argv)))
     try:
         reach = walker.run()
     except (cst.ParserSyntaxError, UnicodeDecodeError, OSError):
         return Reach()
     ticker.done(f"{len(reach.modules or ())} of the repo's {len(modules)} Python files are imported")
     return reach
+
+
+class TorchQuestions:
+    """``hasattr(torch.…, "name")`` answered by the job's interpreter: at the first question, every such question
+    in the repo's files is asked at once, in one subprocess (its answer kept per interpreter and torch build); a
+    question it could not decide is unknown."""
+
+    def __init__(self, root: Path, paths: list[str], python: str) -> None:
+        self.root, self.paths, self.python = root, paths, python
+        self._answers: dict[str, bool] | None = None
+
+    def hasattr(self, dotted: str, attr: str) -> Any:
+        if self._answers is None:
+            self._answers = self._ask()
+        return self._answers.get(f"{dotted}:{attr}", _UNKNOWN)
+
+    def _ask(self) -> dict[str, bool]:
+        questions: set[tuple[str, str]] = set()
+        for path in self.paths:
+            try:
+                text = (self.root / path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            questions |= {(re.sub(r"\s+", "", m[1]), m[2]) for m in _TORCH_HASATTR.finditer(text)}
+        if not questions:
+            return {}
+        answer = ask_cached(self.python, _ASK_TORCH, [json.dumps(sorted(questions))])
+        return {k: v for k, v in answer.items() if isinstance(v, bool)} if isinstance(answer, dict) else {}
 
 
 class _Trees(dict[str, cst.Module]):
@@ -143,8 +198,10 @@ class _Walker:
     """Fixed point over 'reached' definitions: a def is reached once reached code mentions its name."""
 
     def __init__(self, *, root: Path, modules: dict[str, str], trees: dict[str, cst.Module], entry: str,
-                 argv: list[str], knobs: set[str], workdir: str = ".", bases: tuple[str, ...] = ("",)) -> None:
+                 argv: list[str], knobs: set[str], workdir: str = ".", bases: tuple[str, ...] = ("",),
+                 torch: TorchQuestions) -> None:
         self.root = root
+        self.torch = torch
         self.workdir = workdir
         self.bases = bases
         self.modules = modules
@@ -446,8 +503,8 @@ class _Walker:
         func = node.func
         if isinstance(func, cst.Name) and func.value == "hasattr" and len(node.args) == 2:
             target, attr = _code(node.args[0].value), _literal(node.args[1].value)
-            if isinstance(attr, str) and target.startswith("torch"):
-                return _torch_hasattr(target, attr)
+            if isinstance(attr, str) and (target == "torch" or target.startswith("torch.")):
+                return self.torch.hasattr(re.sub(r"\s+", "", target), attr)
             return _UNKNOWN
         if isinstance(func, cst.Attribute) and func.attr.value in ("startswith", "endswith") and len(node.args) == 1:
             receiver = self._value(func.value, path, self_env)
@@ -557,22 +614,6 @@ def _self_attributes(cls: cst.ClassDef | None, walker: _Walker, path: str) -> di
             if isinstance(value, bool | int | float | str) or value is None:
                 out[name] = value
     return out
-
-
-def _torch_hasattr(dotted: str, attr: str) -> Any:
-    """``hasattr(torch.x.y, attr)`` asked of the installed torch (the bot's own dependency, not user code)."""
-    parts = dotted.split(".")
-    for i in range(len(parts), 0, -1):
-        try:
-            obj: Any = importlib.import_module(".".join(parts[:i]))
-        except ImportError:
-            continue
-        for part in parts[i:]:
-            if not hasattr(obj, part):
-                return _UNKNOWN
-            obj = getattr(obj, part)
-        return hasattr(obj, attr)
-    return _UNKNOWN
 
 
 def _literal(node: cst.BaseExpression) -> Any:

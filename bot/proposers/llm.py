@@ -200,8 +200,9 @@ class ToolCaller:
         self._check_budget()
 
     def _check_budget(self) -> bool:
+        """Spent: what the budget still holds is less than any answer needs."""
         budget = self.config.token_budget
-        if budget is not None and self._spent() >= budget:
+        if budget is not None and budget - self._spent() < min(MIN_ANSWER_TOKENS, self.config.max_tokens):
             self.ledger.exhausted = True
         return self.ledger.exhausted
 

@@ -126,6 +126,16 @@ def test_a_fallback_branch_and_an_unreached_classmethod_are_dead(tmp_path: Path)
     assert reach.unreached("train.py", lines_of(repo / "train.py", "loss.backward()")) is None
 
 
+def test_torch_is_asked_of_the_jobs_interpreter_and_an_unanswered_question_decides_nothing(tmp_path: Path) -> None:
+    """``hasattr(torch.…)`` is the job's torch's answer, not the bot's (which may have none): an interpreter that
+    cannot answer (here: none at that path) leaves the branch undecided, so both sides stay eligible."""
+    repo = write_repo(tmp_path / "repo")
+    reach = analyse(repo, [str(tmp_path / "bin" / "python3.99"), "train.py"])
+    assert reach.unreached("model.py", lines_of(repo / "model.py", "return 0"))  # the rest is still decided
+    assert reach.unreached("model.py", lines_of(repo / "model.py", "att = F.softmax")) is None
+    assert reach.unreached("model.py", lines_of(repo / "model.py", "scaled_dot_product_attention(q")) is None
+
+
 def test_the_commands_overrides_decide_the_branch(tmp_path: Path) -> None:
     repo = write_repo(tmp_path / "repo")
     reach = analyse(repo, ["python", "train.py", "--init_from=gpt2"])

@@ -657,6 +657,13 @@ class FakeGitHub(BranchRules):
             "output": {"title": None, "summary": None, "text": None, "annotations_count": 0, "annotations_url": ""},
             "check_suite": None, "app": None, "pull_requests": []})
 
+    def _collaborator_permission(self, m: re.Match[str], q: Any, b: Any) -> Any:
+        """``GET /repos/{o}/{r}/collaborators/{user}/permission``: the owner is admin, a collaborator may write,
+        anyone else reads (``permission`` is the legacy field: maintain reads as write, triage as read)."""
+        login = m["user"]
+        permission = "admin" if login == self.owner else "write" if login in self.collaborators else "read"
+        return 200, {}, {"permission": permission, "role_name": permission, "user": self.user(login)}
+
     def _team_membership(self, m: re.Match[str], q: Any, b: Any) -> Any:
         if m["org"] != self.owner or m["login"] not in self.teams.get(m["slug"], set()):
             return 404, {}, {"message": "Not Found"}
@@ -692,6 +699,7 @@ _ROUTES: list[tuple[str, str, Callable[..., Any]]] = [
     ("GET", r"{repo}/actions/artifacts/(?P<id>\d+)/zip", FakeGitHub._artifact_zip),
     ("GET", r"{repo}/git/ref/heads/(?P<ref>.+)", FakeGitHub._get_ref),
     ("GET", r"{repo}/collaborators/(?P<login>[^/]+)", FakeGitHub._collaborator),
+    ("GET", r"{repo}/collaborators/(?P<user>[^/]+)/permission", FakeGitHub._collaborator_permission),
     ("GET", r"{repo}/branches/(?P<branch>.+)/protection", FakeGitHub._get_protection),
     ("GET", r"{repo}/branches/(?P<branch>.+)", FakeGitHub._get_branch),
     ("GET", r"{repo}/rules/branches/(?P<branch>.+)", FakeGitHub._branch_rules),
@@ -771,7 +779,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw.decode(errors="replace")
         fake.requests.append(Recorded(self.command, path, parse_qs(parsed.query), dict(self.headers), body))
-        if self.headers.get("Authorization") != f"token {fake.token}":
+        if self.headers.get("Authorization") not in (f"token {fake.token}", f"Bearer {fake.token}"):
             return self._send(401, {"Content-Type": "application/json"},
                               b'{"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}')
         status, headers, payload = fake.handle_api(self.command, path, parse_qs(parsed.query), body)
@@ -824,7 +832,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 # The run step of workflows/infrarsi-trial.yml, as the simulated runner executes it (test_workflows pins it).
-TRIAL_STEP = 'python3 -m bot.executors.actions --candidate "$CANDIDATE" --checkout . --out "$RUNNER_TEMP/infrarsi-trial"'
+TRIAL_STEP = ('"$RUNNER_TEMP/infrarsi/bin/python" -m bot.executors.actions --candidate "$CANDIDATE" --checkout . '
+              '--out "$RUNNER_TEMP/infrarsi-trial"')
+#: The interpreter of the trial's own environment, which the workflow's install step creates (here: this one).
+TRIAL_PYTHON = '"$RUNNER_TEMP/infrarsi/bin/python"'
 
 
 class TrialWorkflowRunner:
@@ -863,7 +874,7 @@ class TrialWorkflowRunner:
             env = {**(os.environ if self.environ is None else self.environ), "CANDIDATE": inputs["candidate"],
                    "RUNNER_TEMP": str(temp)}
             timeout = float(json.loads(inputs["candidate"])["spec"]["timeout_s"]) + 120
-            step = subprocess.run(["bash", "-e", "-c", TRIAL_STEP.replace("python3", sys.executable, 1)],
+            step = subprocess.run(["bash", "-e", "-c", TRIAL_STEP.replace(TRIAL_PYTHON, sys.executable, 1)],
                                   cwd=checkout, env=env, capture_output=True, timeout=timeout)
             out = temp / "infrarsi-trial"
             files = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} if out.is_dir() else {}

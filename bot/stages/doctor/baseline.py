@@ -14,7 +14,8 @@ from typing import Any
 
 from bot.stages.run.candidate import TrialContext
 from bot.executors.environment import scrubbed_environment
-from bot.stages.doctor.device_cache import cached_probe
+from bot.executors.job_python import job_python
+from bot.stages.doctor.device_cache import cached_probe, run_probe
 from bot.stages.doctor.project_metadata import project_metadata
 from bot.stages.run.run_trial import trial_spec
 from infrarsi.doctor import (DoctorReport, allowed_dtypes, build_report, good_baseline_runs, lower_dtype_values,
@@ -44,20 +45,15 @@ def job_threads(contract: Contract) -> int | None:
 
 
 def measure_device(timeout_s: float = 300.0, *, env: dict[str, str] | None = None,
-                   threads: int | None = None, remeasure: bool = False) -> dict[str, Any]:
-    """Peak FLOP/s per dtype and the hardware/software fingerprint, from a fresh process in ``env`` (the
-    job's environment, so its thread settings hold) with ``threads`` torch threads when the job sets them;
-    a measurement of this machine from the last hours is reused unless ``remeasure`` (device_cache.py)."""
-    argv = [sys.executable, "-m", "bot.stages.doctor.device_probe"] + (["--threads", str(threads)] if threads else [])
+                   threads: int | None = None, remeasure: bool = False, python: str | None = None) -> dict[str, Any]:
+    """Peak FLOP/s per dtype and the hardware/software fingerprint, from a fresh process of ``python`` (the job's
+    interpreter; the bot imports no torch) in ``env`` (the job's environment, so its thread settings hold) with
+    ``threads`` torch threads when the job sets them; a measurement of this machine from the last hours is reused
+    unless ``remeasure`` (device_cache.py)."""
     probe_env = scrubbed_environment(env or {})
-
-    def measure() -> dict[str, Any]:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=probe_env)
-        if result.returncode != 0:
-            raise RuntimeError(f"device probe failed: {result.stderr.strip()[-500:]}")
-        return json.loads(result.stdout)
-
-    return cached_probe(measure, env=probe_env, threads=threads, remeasure=remeasure)
+    interpreter = python or sys.executable
+    return cached_probe(lambda: run_probe(interpreter, probe_env, threads=threads, timeout_s=timeout_s),
+                        env=probe_env, threads=threads, remeasure=remeasure, python=interpreter)
 
 
 def profile_phases(ctx: TrialContext, candidate: Candidate, timeout_s: float) -> dict[str, float] | None:
@@ -130,7 +126,8 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
     good_baseline_runs(records)  # a baseline that does not run fails here, before a minute of device probing
     progress("measuring peak FLOP/s and the fingerprint")
     spec = trial_spec(contract, baseline, tree=ctx.repo, memory_limit_bytes=None, timeout_s=300.0)
-    device = measure_device(env=dict(spec.env), threads=job_threads(contract), remeasure=remeasure_device)
+    device = measure_device(env=dict(spec.env), threads=job_threads(contract), remeasure=remeasure_device,
+                            python=job_python(spec.argv))
     fingerprint = dict(device["fingerprint"])
     fingerprint["world_size"] = 1
     fingerprint["executor"] = ctx.executor.name

@@ -2,10 +2,14 @@
 
 The bot reads a training repo's metadata through the repo's own build backend
 (``project_metadata.py``). When the bot's interpreter already satisfies every
-requirement it is used as it is (pip's ``--no-build-isolation``); otherwise a
+requirement (``build.check_dependency``, requirements of requirements
+included) it is used as it is (pip's ``--no-build-isolation``); otherwise a
 virtual environment with exactly the declared requirements is created and kept
 under the user's cache directory, keyed by the interpreter and the
-requirements, so the next doctor reuses it. A requirement that cannot be
+requirements, so the next doctor and every verification reuse it (``build``'s
+own ``DefaultIsolatedEnv`` is a fresh temporary one each time, and its pip sees
+the bot's whole environment). :class:`BuildEnv` is a ``build.env.IsolatedEnv``,
+what ``build.ProjectBuilder.from_isolated_env`` takes. A requirement that cannot be
 installed (no index reachable, no such package) is said in one line; the bot's
 own failure is never charged to the project.
 """
@@ -20,11 +24,11 @@ import sys
 import venv
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 import platformdirs
-from packaging.requirements import InvalidRequirement, Requirement
+from build import check_dependency
+from packaging.requirements import InvalidRequirement
 
 from bot.executors.environment import scrubbed_environment
 from infrarsi.errors import InfraRSIError
@@ -42,26 +46,28 @@ class BuildEnvError(InfraRSIError, RuntimeError):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BuildEnv:
+    """Where the backend runs; a ``build.env.IsolatedEnv`` (``python_executable``, ``make_extra_environ``)."""
+
     python: str
     isolated: bool  # False: the bot's own interpreter already satisfied every requirement
 
+    @property
+    def python_executable(self) -> str:
+        return self.python
+
+    def make_extra_environ(self) -> dict[str, str]:
+        """The environment's scripts first on PATH, and no ``PYTHONPATH`` leaking in (as build's own)."""
+        scripts = str(Path(self.python).parent)
+        return {"PATH": os.pathsep.join([scripts, os.environ.get("PATH", "")]).rstrip(os.pathsep), "PYTHONPATH": ""}
+
 
 def satisfied(requirements: Sequence[str]) -> bool:
-    """Whether this interpreter has every requirement, at a version its specifier accepts."""
-    for text in requirements:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            return False
-        if req.marker is not None and not req.marker.evaluate():
-            continue
-        try:
-            version = metadata.version(req.name)
-        except metadata.PackageNotFoundError:
-            return False
-        if req.specifier and not req.specifier.contains(version, prereleases=True):
-            return False
-    return True
+    """Whether this interpreter has every requirement and what it requires, at versions their specifiers accept
+    (``build.check_dependency``; a requirement whose marker does not apply here is met)."""
+    try:
+        return not any(next(check_dependency(text), None) for text in requirements)
+    except InvalidRequirement:
+        return False
 
 
 def cache_root() -> Path:

@@ -1,7 +1,11 @@
 """Measure this device: peak matmul FLOP/s per dtype, and the hardware/software fingerprint.
 
-Run as its own process (``python -m bot.stages.doctor.device_probe``) so that torch's thread
-pools and allocator in the bot stay untouched; prints one JSON object.
+A standalone script, run by path in the job's own interpreter
+(``python …/device_probe.py [--threads N]``, :mod:`bot.executors.job_python`): it needs
+torch and the standard library, never the bot, whose process imports no torch;
+prints one JSON object. Where that interpreter has no torch (the bot's own job
+on a hosted runner, whose trials run elsewhere) it says so instead of measuring:
+no peak, so no MFU, and a fingerprint without a device.
 The peak is the best repeat of square matmuls per dtype, at sizes grown until
 FLOP/s stop rising, with the torch thread count the job runs with — what MFU is
 measured against, and the ceiling above which a result is implausible. The
@@ -88,11 +92,34 @@ def saturated_peak(dtype_name: str, *, device: str, sizes: tuple[int, ...], repe
     return best, at
 
 
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not a POSIX system that says
+        return None
+
+
+def unmeasured(why: str) -> dict[str, Any]:
+    """What the probe says where it cannot measure: no peak (so no MFU), the machine without a device."""
+    return {
+        "peak_flops": {},
+        "peak_flops_method": f"not measured: {why}",
+        "fingerprint": {
+            "device": None, "cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "memory_bytes": _memory_bytes(),
+            "gpu_model": None, "gpu_count": 0, "gpu_memory_bytes": None, "torch": None, "cuda": None,
+            "python": platform.python_version(), "platform": platform.platform(), "torch_threads": None,
+        },
+    }
+
+
 def probe(size: int | None = None, repeats: int = MIN_REPEATS, threads: int | None = None) -> dict[str, Any]:
     """Peaks per dtype (with ``threads`` torch threads, as the job sets them; None: torch's default) and the
     fingerprint. ``size`` pins one matmul size instead of growing to saturation (tests)."""
-    import psutil
-    import torch
+    try:
+        import torch
+    except ImportError as e:
+        return unmeasured(f"torch cannot be imported by {sys.executable} ({e}), so peak FLOP/s and MFU are not "
+                          "measured here; the trials' environment has torch (pip install 'infrarsi[trial]')")
 
     if threads:
         torch.set_num_threads(threads)
@@ -116,7 +143,7 @@ def probe(size: int | None = None, repeats: int = MIN_REPEATS, threads: int | No
             "device": device,
             "cpu_model": _cpu_model(),
             "cpu_count": os.cpu_count(),
-            "memory_bytes": psutil.virtual_memory().total,
+            "memory_bytes": _memory_bytes(),
             "gpu_model": gpus[0] if gpus else None,
             "gpu_count": len(gpus),
             "gpu_memory_bytes": torch.cuda.get_device_properties(0).total_memory if cuda else None,
@@ -130,7 +157,7 @@ def probe(size: int | None = None, repeats: int = MIN_REPEATS, threads: int | No
 
 
 def main(argv: list[str]) -> int:
-    """``python -m bot.stages.doctor.device_probe [SIZE] [--threads N]``: one JSON object on stdout."""
+    """``python device_probe.py [SIZE] [--threads N]``: one JSON object on stdout."""
     threads = None
     if "--threads" in argv:
         i = argv.index("--threads")

@@ -142,10 +142,8 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _yaml(path: Path) -> Any:
-    try:
-        import yaml
-    except ImportError:  # pragma: no cover - pyyaml comes with the test extra and with hydra
-        return None
+    import yaml  # PyYAML, a dependency: imported here so that a command that reads no Hydra config never pays it
+
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):

@@ -36,11 +36,11 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return found
 
 
-def _imports(name: str, path: Path) -> list[tuple[str, str | None]]:
+def _imports(name: str, path: Path, *, type_checking: bool = False) -> list[tuple[str, str | None]]:
     """(module, imported name or None) for every import of ``path``, function-level ones included, the
-    ``TYPE_CHECKING`` block excluded; relative imports resolved."""
+    ``TYPE_CHECKING`` block only with ``type_checking``; relative imports resolved."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _type_checking_nodes(tree)
+    skip = set() if type_checking else _type_checking_nodes(tree)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: list[tuple[str, str | None]] = []
     for node in ast.walk(tree):
@@ -59,10 +59,12 @@ def _imports(name: str, path: Path) -> list[tuple[str, str | None]]:
 
 
 def _graph() -> dict[str, set[str]]:
+    """Who imports whom: at module level, inside a function, or only for the type checker (a cycle hidden behind
+    a function-level or a ``TYPE_CHECKING`` import is still a cycle: move what both sides need)."""
     graph: dict[str, set[str]] = {}
     for name, path in MODULES.items():
         deps = set()
-        for module, alias in _imports(name, path):
+        for module, alias in _imports(name, path, type_checking=True):
             target: str | None = f"{module}.{alias}" if alias and f"{module}.{alias}" in MODULES else module
             while target and target not in MODULES:
                 target = target.rpartition(".")[0] or None

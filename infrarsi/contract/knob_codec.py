@@ -19,15 +19,13 @@ import math
 import re
 import tomllib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from infrarsi.contract.knob_domain import DEFAULT_BOOL_TEXT, KnobDomain, KnobValue
 from infrarsi.errors import BAD_INPUT, InfraRSIError
 
-if TYPE_CHECKING:
-    from infrarsi.contract.model import Knob, KnobValue
+__all__ = ["DEFAULT_BOOL_TEXT", "KnobCodec", "KnobValueError"]  # and the value functions below
 
-#: How a boolean is spelled when it is passed with a value, unless the knob says otherwise.
-DEFAULT_BOOL_TEXT: tuple[str, str] = ("1", "0")
 #: Spellings ``--knob name=VALUE`` accepts for a bool knob, whatever the job's spelling is.
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -124,7 +122,7 @@ def hydra_text(text: str) -> str:
 class KnobCodec:
     """How one knob's values are written and read in each format the project uses."""
 
-    knob: Knob
+    knob: KnobDomain
 
     # the command line and the environment: the text the job parses
     def to_cli(self, value: KnobValue) -> str:

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from infrarsi.contract.knob_codec import DEFAULT_BOOL_TEXT, KnobCodec
+from infrarsi.contract.knob_codec import KnobCodec
+from infrarsi.contract.knob_domain import KnobDomain, KnobKind, KnobValue  # noqa: F401 (KnobKind, KnobValue: the
+# engine reads a knob's value type with the contract's records, from here)
 
-KnobValue = str | int | float | bool
-KnobKind = Literal["categorical", "int", "float", "bool"]
 FlagForm = Literal["separate", "equals"]
 EventSourceKind = Literal["probe", "stdout"]
 
@@ -79,8 +79,8 @@ class Scope:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Knob:
-    """One launch setting the search may change, its domain and how it reaches the job.
+class Knob(KnobDomain):
+    """One launch setting the search may change: its domain (:class:`KnobDomain`) and how it reaches the job.
 
     Exactly one of ``flag`` (``--name VALUE``, or ``--name=VALUE`` with
     ``form = "equals"``), ``override`` (a Hydra override ``name=VALUE``) and
@@ -89,53 +89,19 @@ class Knob:
     false; any other bool is spelled ``bool_text`` (true, false).
     """
 
-    name: str
-    kind: KnobKind
-    default: KnobValue
-    values: tuple[KnobValue, ...] | None = None
-    low: float | None = None
-    high: float | None = None
-    log: bool = False
     flag: str | None = None
     env: str | None = None
     override: str | None = None
     form: FlagForm = "separate"
     switch: bool = False
     off_flag: str | None = None
-    bool_text: tuple[str, str] = DEFAULT_BOOL_TEXT
     note: str = ""
     decides: tuple[str, ...] = ()  # what it chooses (infrarsi.decisions); empty: by its name
-
-    def contains(self, value: KnobValue) -> bool:
-        """Whether ``value`` is inside this knob's domain."""
-        if self.kind == "bool":
-            return isinstance(value, bool)
-        if self.values is not None:
-            return any(_same_value(value, v) for v in self.values)
-        if self.kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
-            return False
-        if self.kind == "float" and (isinstance(value, bool) or not isinstance(value, int | float)):
-            return False
-        assert self.low is not None and self.high is not None
-        return self.low <= float(value) <= self.high and math.isfinite(float(value))
-
-    def domain_text(self) -> str:
-        """The domain as a user would write it, for error messages."""
-        if self.kind == "bool":
-            return "true or false"
-        if self.values is not None:
-            return "one of " + ", ".join(repr(v) for v in self.values)
-        return f"{'a number' if self.kind == 'float' else 'an integer'} in [{self.low:g}, {self.high:g}]"
 
     @property
     def codec(self) -> KnobCodec:
         """How this knob's values are written and read: command line, TOML, JSON, Python, feature name."""
         return KnobCodec(self)
-
-
-def _same_value(a: KnobValue, b: KnobValue) -> bool:
-    # True == 1 in Python; a knob domain must not confuse them.
-    return isinstance(a, bool) == isinstance(b, bool) and a == b
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -41,6 +41,7 @@ from typing import Any
 from bot.executors.environment import scrubbed_environment
 from bot.executors.slurm.cli import JobInfo, SlurmCLI, SlurmError
 from bot.executors.slurm.logs import copy_logs
+from bot.executors.slurm.recover import SubmittedJobs, recover_pending
 from bot.executors.slurm.records import (
     BATCH_LOG,
     POINTER_FILE,
@@ -292,9 +293,8 @@ class SlurmExecutor(Executor):
 
     def recover_pending(self, contract: Any, journal: Any, run_id: str, candidates: Mapping[str, Any]) -> int:
         """Reconcile the trials a dead bot left pending with their jobs; returns how many were read back."""
-        from bot.executors.slurm.recover import recover_pending
-
-        return recover_pending(self, contract, journal, run_id, candidates)
+        jobs = SubmittedJobs(cli=self.cli, follow=self.follow, executor=self.name)
+        return recover_pending(jobs, contract, journal, run_id, candidates)
 
 
 def _tail(path: Path, max_chars: int = 2000) -> str:

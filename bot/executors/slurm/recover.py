@@ -11,23 +11,30 @@ cancelled by name and is left to be recorded ``interrupted``.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-
+from bot.executors.slurm.cli import SlurmCLI
 from bot.executors.slurm.records import POINTER_FILE, SPEC_FILE, read_json, spec_from_dict
 from infrarsi.contract.model import Contract
 from infrarsi.journal import Journal
 from infrarsi.measure import classify, summarize
-from infrarsi.seams.executor import TrialSpec
+from infrarsi.seams.executor import Execution, TrialSpec
 from infrarsi.candidates import CandidateError, candidate_from_description, parse_knob_value
 from infrarsi.trial_record import Candidate, TrialRecord
 
 from bot.executors.slurm.logs import copy_logs
 
-if TYPE_CHECKING:
-    from bot.executors.slurm.executor import SlurmExecutor
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SubmittedJobs:
+    """What recovering needs of the Slurm executor, handed in by it (so this module never imports it): its
+    Slurm commands (to cancel a job), how it follows a job to its record, and its name for the record."""
+
+    cli: SlurmCLI
+    follow: Callable[..., Execution]  # follow(job_id, job_dir, *, attempts) -> Execution
+    executor: str
 
 
 def _branch_commit(root: Path, run_id: str, trial_no: int) -> tuple[str, str] | None:
@@ -79,7 +86,7 @@ def candidate_of(contract: Contract, digest: str, *, commit_message: str | None,
     return next((c for c in guesses if c is not None and c.digest() == digest), None)
 
 
-def recover_pending(executor: SlurmExecutor, contract: Contract, journal: Journal, run_id: str,
+def recover_pending(jobs: SubmittedJobs, contract: Contract, journal: Journal, run_id: str,
                     candidates: Mapping[str, Candidate]) -> int:
     from infrarsi.rundir import state_dir
 
@@ -88,7 +95,7 @@ def recover_pending(executor: SlurmExecutor, contract: Contract, journal: Journa
         log_dir = state_dir(contract.root) / "logs" / run_id / str(pending.trial_no)
         pointer = read_json(log_dir / POINTER_FILE)
         if pointer is None:
-            executor.cli.cancel_named(f"infrarsi-{run_id}-{pending.trial_no}")
+            jobs.cli.cancel_named(f"infrarsi-{run_id}-{pending.trial_no}")
             continue
         attempts = [str(a) for a in pointer.get("attempts") or [pointer["job_id"]]]
         job_dir = Path(pointer["job_dir"])
@@ -98,9 +105,9 @@ def recover_pending(executor: SlurmExecutor, contract: Contract, journal: Journa
             contract, pending.candidate_hash, commit_message=commit[1] if commit else None,
             spec=spec_from_dict(data) if data else None)
         if candidate is None:  # cannot say what ran: do not guess; the trial is recorded interrupted
-            executor.cli.cancel(str(pointer["job_id"]))
+            jobs.cli.cancel(str(pointer["job_id"]))
             continue
-        execution = executor.follow(str(pointer["job_id"]), job_dir, attempts=attempts)
+        execution = jobs.follow(str(pointer["job_id"]), job_dir, attempts=attempts)
         copy_logs(job_dir, log_dir)
         timing = contract.timing
         memory_limit = contract.budget.memory_limit_bytes
@@ -112,7 +119,7 @@ def recover_pending(executor: SlurmExecutor, contract: Contract, journal: Journa
                              candidate=candidate, outcome=outcome,
                              reason=reason, metrics=metrics, cost_s=execution.wall_s * execution.devices,
                              started_at=pending.started_at, ended_at=time.time(),
-                             commit=commit[0] if commit else None, executor=executor.name,
+                             commit=commit[0] if commit else None, executor=jobs.executor,
                              memory_limit_bytes=memory_limit, returncode=execution.returncode,
                              stderr_tail=execution.stderr_tail[-2000:],
                              placement=execution.placement + (("recovered_on_resume", True),))

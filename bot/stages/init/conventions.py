@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from bot.stages.init.contract_draft import ContractDraft
 from bot.stages.init.classify import Classified, classify, current
 from bot.stages.init.data_paths import draft_data_paths
 from bot.stages.init.discover import discover
@@ -25,7 +26,6 @@ from bot.stages.init.path_refs import OUTPUT_SETTING, PathRef, path_references
 from bot.stages.init.steplines import StepLine, find_step_lines
 
 if TYPE_CHECKING:
-    from bot.stages.init.draft import ContractDraft
     from infrarsi.seams.proposer import RepoSummary
 
 _LOG_INTERVAL = re.compile(r"^(log_interval|log_every|print_every|print_freq|log_freq|log_iters|"

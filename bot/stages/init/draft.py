@@ -7,10 +7,10 @@ note above the value as a comment, so a reviewer sees what was inferred.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from bot.stages.init import conventions
+from bot.stages.init.contract_draft import ContractDraft
 from bot.patching.reach import analyse
 from bot.stages.init.cores import usable_cores
 from bot.stages.init.data_seq_len import data_sequence_length
@@ -45,26 +45,6 @@ _SEQ_LEN = re.compile(r"^(seq_len|seq_length|block_size|context_length|max_seq_l
 # short loss curve by well under 0.5%.
 LOSS_RTOL_CAP = 0.005
 _DEFAULT_STDOUT_REGEX = r"step\s+(?P<step>\d+).*?loss[\s:=|]+(?P<loss>[-+0-9.eE]+|nan|inf)"
-
-
-@dataclass(kw_only=True)
-class ContractDraft:
-    """A contract table being drafted, with a note for every inferred field (dotted key → note)."""
-
-    data: dict[str, Any] = field(default_factory=dict)
-    notes: dict[str, str] = field(default_factory=dict)
-    # Why tokens_per_step could not be read from the code: init then measures it with one witnessed run
-    # (bot/stages/init/measured_tokens.py) before anything is written.
-    tokens_unread: str | None = None
-
-    def set(self, dotted: str, value: Any, note: str = "") -> None:
-        table = self.data
-        *parents, last = dotted.split(".")
-        for p in parents:
-            table = table.setdefault(p, {})
-        table[last] = value
-        if note:
-            self.notes[dotted] = note
 
 
 def _knob_reason(dest: str) -> str | None:

@@ -14,12 +14,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bot.stages.init.contract_draft import ContractDraft
 from bot.stages.init.classify import current
 from bot.stages.init.errors import DraftError
 
 if TYPE_CHECKING:
     from bot.stages.init.setting import Setting
-    from bot.stages.init.draft import ContractDraft
     from infrarsi.seams.proposer import ArgFlag
 
 MAX_MEASURED = 12  # a job configured for days is measured over this many step lines, then ended

@@ -213,6 +213,8 @@ class ToolCaller:
         """(the ``max_tokens`` this request may have, "") or (None, why it must not be sent): its input tokens
         (``messages.count_tokens``) plus its answer must fit in what the budget still holds."""
         budget = self.config.token_budget
+        if self._check_budget():
+            return None, f"token budget spent ({self._spent()} of {budget} tokens, ${self.ledger.cost_usd:.4f})"
         if budget is None:
             return self.config.max_tokens, ""
         counted = self._count(body)
@@ -250,8 +252,7 @@ class ToolCaller:
             response = self.cache.get(key)
             cached = response is not None
             if response is None:
-                room, why = (None, (f"token budget spent ({self._spent()} of {self.config.token_budget} tokens, "
-                                    f"${self.ledger.cost_usd:.4f})")) if self._check_budget() else self._room(body)
+                room, why = self._room(body)
                 if room is None:
                     calls.append(LLMCall(job=job, request_hash=key, model=self.config.model, outcome="budget",
                                          error="token budget spent", attempt=attempt, requests=0))
@@ -261,7 +262,7 @@ class ToolCaller:
                     self.ledger.failed += 1
                     self.ledger.blocked_calls += 1
                     return Answer(value=None, calls=tuple(calls), failures=tuple(failures), budget_exhausted=True)
-                response, error, sent = self._send(body if room == body["max_tokens"] else {**body, "max_tokens": room})
+                response, error, sent = self._send({**body, "max_tokens": room})
                 self.ledger.calls += sent
                 if response is None:
                     calls.append(LLMCall(job=job, request_hash=key, model=self.config.model, outcome="error",

@@ -236,6 +236,8 @@ def test_the_bot_accepts_comments_only_from_writers_as_the_api_says() -> None:
 
 @pytest.fixture
 def fake(tmp_path: Path) -> Iterator[FakeGitHub]:
+    if shutil.which("curl") is None:  # GitHub's hosted runners have it; a bare machine may not
+        pytest.skip("curl is not installed: the comment gate's script calls the API with it")
     server = FakeGitHub(tmp_path / "github").start()
     yield server
     server.stop()
@@ -258,6 +260,8 @@ def test_the_comment_gate_reads_the_commenters_permission_from_the_api(fake: Fak
 
 
 def test_the_comment_gate_refuses_when_the_api_does_not_answer(tmp_path: Path) -> None:
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed: the comment gate's script calls the API with it")
     (step,) = load(REPO / "workflows" / "infrarsi-bot.yml")["jobs"]["authorize"]["steps"]
     output = tmp_path / "output"
     env = {"PATH": os.environ["PATH"], "GH_TOKEN": "t", "API": "http://127.0.0.1:9", "REPO": "acme/trainer",

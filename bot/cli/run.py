@@ -13,7 +13,7 @@ from bot.cli.init import proposer
 from bot.cli.doctor import doctor_failure, trial_context_for
 from bot.executors.registry import add_executor_argument
 from bot.proposers import add_proposer_arguments, spent_text
-from infrarsi.rundir import RunDir, journal_path, latest_run, write_json
+from infrarsi.rundir import RunDir, journal_path, latest_run, read_json, write_json
 from infrarsi.bank import open_bank
 from infrarsi.contract import load_contract
 
@@ -66,8 +66,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
             pairs = None
             print(f"verifying {candidate.describe()} against the baseline: interleaved pairs until the sequential "
                   f"plan decides (at most {cap}, verify.max_pairs)", file=sys.stderr)
+        from infrarsi.verdict import Verdict
+
+        earlier = read_json(RunDir(root, run_id).verify_json(candidate.digest()))
+        resume = Verdict.from_dict(earlier) if earlier and earlier.get("verdict") == "inconclusive" else None
         verdict = verify_candidate(ctx, run_id=run_id, candidate=candidate, doctor=doctor, pairs=pairs,
-                                   progress=say(args))
+                                   progress=say(args), resume=resume)
     out = write_json(RunDir(root, run_id).verify_json(candidate.digest()), verdict.to_dict())
     if args.json:
         print(json.dumps(verdict.to_dict(), sort_keys=True))

@@ -396,10 +396,13 @@ def _verify(t: Table) -> VerifySpec:
                       max_pairs=t.integer("max_pairs", d.max_pairs, minimum=4),
                       max_speedup=t.number("max_speedup", d.max_speedup),
                       top_k=t.integer("top_k", d.top_k, minimum=1),
+                      quiet_wait_s=t.number("quiet_wait_s", d.quiet_wait_s, positive=False),
                       waive=tuple(t.strings("waive", [])))
     unknown = [w for w in spec.waive if w not in WAIVABLE]
     if unknown:
         raise t.error("waive", f"{unknown[0]!r} is not a row a verdict can waive (one of: {', '.join(WAIVABLE)})")
+    if spec.quiet_wait_s < 0:
+        raise t.error("quiet_wait_s", f"expected a number of seconds >= 0, got {spec.quiet_wait_s:g}")
     if not 0 < spec.alpha < 0.5:
         raise t.error("alpha", f"expected a number in (0, 0.5), got {spec.alpha:g}")
     if not 0 < spec.power < 1:

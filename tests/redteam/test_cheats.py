@@ -16,7 +16,7 @@ import os
 import pytest
 
 from tests.support.redteam.bench import RESPLIT, Bench
-from tests.support.redteam.cheats import GPT, MOE, SHARED, Cheat, copy_weights
+from tests.support.redteam.cheats import GPT, MOE, SHARED, SLIPS, Cheat, copy_weights
 
 pytestmark = pytest.mark.slow
 
@@ -38,6 +38,36 @@ def test_a_cheat_in_the_training_step_never_passes(bench: Bench, cheat: Cheat) -
         (bench.repo / "infrarsi.lock").write_bytes(lock)
     _show(bench.repo.name, cheat.name, judged)
     assert judged.verdict in ("invalid", "rejected"), judged.checks
+
+
+#: Lowering float32 math is the same task where the contract allows bf16 (tinygpt's dtype knob does): these run
+#: on a float32-only contract, and on tinygpt's they are judged at bf16's tolerances (the next test).
+FP32_MATH = {"fp32_matmul_medium", "onednn_fp32_bf16", "precision_around_products"}
+
+
+@pytest.mark.parametrize("cheat", SLIPS, ids=[c.name for c in SLIPS])
+def test_a_slip_of_the_optimizer_the_precision_or_the_step_never_passes(request: pytest.FixtureRequest,
+                                                                        cheat: Cheat) -> None:
+    """What a model "switching to the fused AdamW" or "enabling fast math" writes by accident, and patches honest
+    only where they expect to be looked at: the optimizer, precision, weights and loss rows (issue 43)."""
+    bench = request.getfixturevalue("fp32_bench" if cheat.name in FP32_MATH else "gpt_bench")
+    judged = _judge(bench, cheat)
+    _show("tinygpt" + (" (fp32 only)" if cheat.name in FP32_MATH else ""), cheat.name, judged)
+    assert judged.verdict in ("invalid", "rejected", "quarantined"), judged.checks
+    expected = {"fused_no_weight_decay": "optimizer", "fused_default_betas": "optimizer",
+                "no_decay_group": "optimizer", "schedule_after_warmup": "optimizer",
+                "bf16_optimizer_state": "optimizer", "fp32_matmul_medium": "precision",
+                "onednn_fp32_bf16": "precision", "precision_around_products": "precision"}.get(cheat.name)
+    if expected is not None and judged.verdict == "invalid":
+        assert expected in {c.name for c in judged.checks if c.broken}, judged.reason()
+
+
+def test_float32_math_lowered_where_the_contract_allows_bf16_is_judged_at_bf16(gpt_bench: Bench) -> None:
+    cheat = next(c for c in SLIPS if c.name == "onednn_fp32_bf16")
+    judged = _judge(gpt_bench, cheat)
+    _show("tinygpt", cheat.name + " (bf16 allowed)", judged)
+    precision = next(c for c in judged.checks if c.name == "precision")
+    assert precision.ok and "float32 products computed in bfloat16" in precision.detail, precision.detail
 
 
 #: Combined with a re-split of the global batch (tinygpt's micro-batch 2 -> 4, with dropout): held to the baseline

@@ -54,7 +54,7 @@ def _patch_failures(results: tuple[Applied | NotApplicable | Failed, ...]) -> li
 def run_candidate(contract: Contract, lock: Lock, *, workspace: Workspace, base: str, run_id: str,
                   candidate: Candidate, patches: Mapping[str, PatchSpec], executor: Executor, journal: Journal,
                   memory_limit_bytes: int | None = None, timeout_s: float | None = None,
-                  witness: bool = False) -> TrialRecord:
+                  witness: bool = False, past_window: int = 0) -> TrialRecord:
     """Run one candidate in its own worktree of ``workspace`` at ``base`` (committed as the workspace's
     identity); always returns its record."""
     missing = [p for p in candidate.patches if p not in patches]
@@ -90,7 +90,8 @@ def run_candidate(contract: Contract, lock: Lock, *, workspace: Workspace, base:
         committed = True
         link_data(contract.root, wt.path, contract.data.paths)  # after the commit: links are never committed
         request = TrialRequest(run_id=run_id, candidate=candidate, tree=wt.path, commit=commit,
-                               memory_limit_bytes=memory_limit_bytes, timeout_s=timeout_s, witness=witness)
+                               memory_limit_bytes=memory_limit_bytes, timeout_s=timeout_s, witness=witness,
+                               past_window=past_window)
         return run_trial(contract, lock, request, executor=executor, journal=journal, trial_no=trial_no,
                          audit=records, workspace=workspace)
     finally:
@@ -123,19 +124,20 @@ class TrialContext:
             return None
         return commit_reader(self.workspace, self.base)
 
-    def run(self, run_id: str, candidate: Candidate, *, witness: bool = False) -> TrialRecord:
-        """Run ``candidate``; ``witness``: with the witness in its interpreter (see docs/trials.md)."""
+    def run(self, run_id: str, candidate: Candidate, *, witness: bool = False, past_window: int = 0) -> TrialRecord:
+        """Run ``candidate``; ``witness``: with the witness in its interpreter (see docs/trials.md);
+        ``past_window``: step lines the job runs on after the measured ones before the bot stops it."""
         if self.workspace is not None and self.base is not None:
             return run_candidate(self.contract, self.lock, workspace=self.workspace, base=self.base, run_id=run_id,
                                  candidate=candidate, patches=self.patches, executor=self.executor,
                                  journal=self.journal, memory_limit_bytes=self.memory_limit_bytes,
-                                 timeout_s=self.timeout_s, witness=witness)
+                                 timeout_s=self.timeout_s, witness=witness, past_window=past_window)
         if candidate.patches:
             raise UnknownPatchError("code patches need a git repository (each candidate is a commit)")
         return run_trial(self.contract, self.lock,
                          TrialRequest(run_id=run_id, candidate=candidate, tree=self.repo,
                                       memory_limit_bytes=self.memory_limit_bytes, timeout_s=self.timeout_s,
-                                      witness=witness),
+                                      witness=witness, past_window=past_window),
                          executor=self.executor, journal=self.journal)
 
 

@@ -6,6 +6,7 @@ trial ends, before anything else happens.
 
 from __future__ import annotations
 
+import random
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -21,6 +22,7 @@ from infrarsi.seams.workspace import Workspace
 from infrarsi.journal import Journal
 from infrarsi.rundir import logs_dir
 from infrarsi.measure import classify, summarize
+from infrarsi.step_clock import draw_count_step
 from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 
 
@@ -58,13 +60,14 @@ class TrialRequest:
     timeout_s: float | None = None
     commit: str | None = None
     witness: bool = False  # run the witness in the trial's interpreter (verification and the doctor)
+    past_window: int = 0  # step lines the job runs on after the measured ones (verification's look past them)
 
 
-def witness_step(contract: Contract) -> int:
-    """The optimizer step whose work the witness counts: the last warm-up step (at least the second, so that
-    first-step compilation and lazy initialisation are not what is counted), outside the measured intervals
-    whenever the contract has two or more warm-up steps."""
-    return max(2, contract.timing.warmup_steps)
+def witness_step(contract: Contract, rng: random.Random | None = None) -> int:
+    """The optimizer step whose work the witness counts, drawn per trial inside the measured window
+    (:func:`infrarsi.step_clock.draw_count_step`); the job never sees it (the witness's key channel carries it)."""
+    timing = contract.timing
+    return draw_count_step(timing.warmup_steps, timing.measured_steps, timing.steps_per_line, rng)
 
 
 def _memory_limit(contract: Contract, request: TrialRequest) -> int | None:
@@ -114,6 +117,8 @@ def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor
     spec = replace(spec, commit=request.commit, lock=launch_lock(lock))
     if request.witness:
         spec = replace(spec, witness=witness_step(contract))
+    if request.past_window > 0 and spec.expected_steps:
+        spec = replace(spec, expected_steps=spec.expected_steps + request.past_window)
     execution = executor.execute(spec)
     timing = contract.timing
     metrics = summarize(execution, warmup=timing.warmup_steps, measured=timing.measured_steps,

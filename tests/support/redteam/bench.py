@@ -63,6 +63,18 @@ def gpt_repo(dest: Path, args: str = GPT_ARGS) -> Path:
     return _commit(repo)
 
 
+def fp32_only(repo: Path) -> Path:
+    """``repo``'s contract with bf16 taken out of its dtype knob (re-locked, committed): a job whose precision is
+    float32 only, where lowering float32 math (TF32, bf16 passes) is not the same task."""
+    toml = (repo / "infrarsi.toml").read_text()
+    assert 'values = ["fp32", "bf16"]' in toml, "the drafted dtype knob"
+    (repo / "infrarsi.toml").write_text(toml.replace('values = ["fp32", "bf16"]', 'values = ["fp32"]'))
+    result = infrarsi("lock", str(repo))
+    assert result.returncode == 0, result.stderr
+    commit_tree(repo, "float32 only")
+    return repo
+
+
 def moe_repo(dest: Path, args: str = MOE_ARGS, tokens: int = MOE_TOKENS) -> Path:
     """tinymoe with its own contract, rewritten for ``args``, locked and committed."""
     return _own_contract("tinymoe", dest, args, tokens, (

@@ -58,16 +58,16 @@ def test_quiet_again_goes_on() -> None:
     assert wait.until_quiet() and host.slept == pytest.approx(15)
 
 
-def test_a_disturbed_run_is_run_again_then_waited_for_then_given_up() -> None:
-    runs = iter([_run(1, 0.05), _run(2, 0.7), _run(3, 0.7), _run(4, 0.7), _run(5, 0.7)])
-    host = Host(0.05, 0.95)
+def test_a_disturbed_run_is_run_again_then_a_busy_host_is_waited_for_then_given_up() -> None:
+    runs = iter([_run(1, 0.05), _run(2, 0.7), _run(3, 0.7)])
+    host = Host(0.05, 0.05, 0.05, 0.05, 0.95)  # calibration, then a look before each run: busy before the 4th
     guard = DisturbanceGuard(rerun_budget=2, wait=QuietWait(budget_s=30, busy=host.busy, sleep=host.sleep))
     guard.wait.calibrate()
     first = guard.run(lambda: next(runs), lambda: [])
     assert first.trial_no == 1
-    with pytest.raises(MachineBusy, match="the machine stayed busy: 3 trial"):
+    with pytest.raises(MachineBusy, match="the machine stayed busy before a trial could run"):
         guard.run(lambda: next(runs), lambda: [first])
-    assert guard.reruns == [2, 3] and guard.disturbed == [2, 3, 4]
+    assert guard.reruns == [2, 3] and guard.disturbed == [2, 3] and host.slept == pytest.approx(30)
 
 
 def test_a_machine_quiet_between_runs_yet_disturbing_every_run_is_not_waited_on_forever() -> None:
@@ -78,3 +78,12 @@ def test_a_machine_quiet_between_runs_yet_disturbing_every_run_is_not_waited_on_
     with pytest.raises(MachineBusy):
         guard.run(lambda: next(runs), lambda: [_run(1, 0.05)])
     assert len(guard.disturbed) == 5  # two re-runs, two after waiting, then no answer
+
+
+def test_a_stage_that_starts_on_a_saturated_machine_waits_instead_of_comparing() -> None:
+    host = Host(0.95)
+    guard = DisturbanceGuard(rerun_budget=2, wait=QuietWait(budget_s=20, busy=host.busy, sleep=host.sleep))
+    guard.wait.calibrate()
+    with pytest.raises(MachineBusy, match="before a trial could run"):
+        guard.run(lambda: _run(1, 0.05), lambda: [])
+    assert host.slept == pytest.approx(20)

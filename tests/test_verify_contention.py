@@ -23,7 +23,7 @@ def test_sustained_load_from_the_second_pair_gives_inconclusive_not_a_wrong_answ
     for seed in range(12):
         win = _verify(SimulatedMachine(speedup=1.3, sigma=0.1, seed=seed, contention=Contention(at=2, factor=2.5)))
         assert win.kind is VerdictKind.INCONCLUSIVE, (seed, win.kind, win.reason)
-        assert "the machine stayed busy" in win.reason and win.disturbed and win.waited_s >= 120
+        assert "the machine stayed busy" in win.reason and win.waited_s >= 120
         same = _verify(SimulatedMachine(speedup=1.0, sigma=0.1, seed=seed, contention=Contention(at=2, factor=2.5)))
         assert same.kind is not VerdictKind.PROMOTED, (seed, same.reason)
 

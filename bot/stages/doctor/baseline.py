@@ -17,6 +17,7 @@ from bot.executors.environment import scrubbed_environment
 from bot.stages.doctor.device_cache import cached_probe
 from bot.stages.doctor.project_metadata import project_metadata
 from bot.stages.run.quiet import DisturbanceGuard, MachineBusy, QuietWait
+from infrarsi.disturbance import disturbance
 from bot.stages.run.run_trial import trial_spec
 from infrarsi.doctor import (DoctorError, DoctorReport, allowed_dtypes, build_report, good_baseline_runs,
                              lower_dtype_values, render_markdown)
@@ -156,7 +157,15 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
         progress(f"baseline {i + 1}/{repeats}")
         try:
             r = guard.run(lambda: ctx.run(run_id, baseline, witness=True),
-                          lambda: [x for x in records if x.outcome is Outcome.OK])
+                          lambda: [x for x in records if x.outcome is Outcome.OK], alone=False)
+            if len(records) == 1 and disturbance(records[0], [r]) is not None:
+                # the first run had nothing to be judged against: against the second, it was disturbed
+                guard.reruns.append(records[0].trial_no)
+                guard.disturbed.append(records[0].trial_no)
+                progress(f"disturbed from outside, run again: {disturbance(records[0], [r])}")
+                records = [r]
+                r = guard.run(lambda: ctx.run(run_id, baseline, witness=True),
+                              lambda: [x for x in records if x.outcome is Outcome.OK], alone=False)
         except MachineBusy as exc:
             busy = str(exc)
             break

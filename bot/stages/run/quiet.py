@@ -26,6 +26,8 @@ from infrarsi.trial_record import TrialRecord
 #: The machine reads quiet when everything else takes at most this share of all CPUs more than it did when
 #: the stage started (a quarter: one busy core of four, half of one of two).
 QUIET_MARGIN = 0.25
+#: Other work taking more than this share of all CPUs is a busy machine, whatever it was when the stage began.
+BUSY_CEILING = 0.6
 #: The first wait, doubled after each busy look, never above the cap.
 FIRST_WAIT_S = 5.0
 MAX_WAIT_S = 60.0
@@ -52,9 +54,11 @@ class QuietWait:
     threshold: float | None = None
 
     def calibrate(self) -> None:
-        """The host's busy share now, before the stage's first run: what "quiet" is held to."""
+        """The host's busy share now, before the stage's first run: what "quiet" is held to — never more than
+        :data:`BUSY_CEILING`, so a stage that starts on a saturated machine waits instead of comparing runs that
+        no measurement could tell were disturbed."""
         share = self.busy()
-        self.threshold = (share if share is not None else 0.0) + QUIET_MARGIN
+        self.threshold = min((share if share is not None else 0.0) + QUIET_MARGIN, BUSY_CEILING)
 
     def quiet(self) -> tuple[bool, float | None]:
         share = self.busy()
@@ -99,13 +103,22 @@ class DisturbanceGuard:
     waits: int = 0  # re-runs made after waiting for quiet
 
     def run(self, launch: Callable[[], TrialRecord], reference: Callable[[], Sequence[TrialRecord]],
-            *, same_arm: Callable[[], bool] = lambda: True) -> TrialRecord:
+            *, same_arm: Callable[[], bool] = lambda: True, alone: bool = True) -> TrialRecord:
         """A run of ``launch()`` that nothing outside disturbed, compared with ``reference()`` (undisturbed runs
-        of the same arm, or the baseline's when ``same_arm()`` is False); :class:`MachineBusy` when the machine
-        stayed busy after the re-run budget was spent."""
+        of the same arm, or the baseline's when ``same_arm()`` is False; ``alone=False``: not judged without
+        one); :class:`MachineBusy` when the machine stayed busy after the re-run budget was spent."""
         while True:
+            busy, share = self.wait.quiet()
+            if not busy:
+                # something started on the host since the stage began: wait before spending a run on it
+                self.progress(f"the machine is busier than when this stage started ({share:.0%} of its CPUs "
+                              "taken by other work)")
+                if not self.wait.until_quiet():
+                    raise MachineBusy(f"the machine stayed busy before a trial could run: {share:.0%} of its CPUs "
+                                      f"taken by other work, and {self.wait.waited_s:.0f} s of waiting for quiet "
+                                      "did not end it")
             record = launch()
-            why = disturbance(record, reference(), same_arm=same_arm())
+            why = disturbance(record, reference(), same_arm=same_arm(), alone=alone)
             if why is None:
                 return record
             self.disturbed.append(record.trial_no)
@@ -120,7 +133,9 @@ class DisturbanceGuard:
             # a host that reads quiet between runs while every run is disturbed is not quiet: as many runs again
             # after waiting as the budget allowed, then no answer
             if self.waits > max(1, self.rerun_budget) or not self.wait.until_quiet():
+                waited = (f"{self.wait.waited_s:.0f} s of waiting for quiet did not end it" if self.wait.waited_s
+                          else "the host was as busy between runs as when the stage started, so there was no "
+                               "quiet to wait for")
                 raise MachineBusy(f"the machine stayed busy: {len(self.disturbed)} trial(s) disturbed from outside "
-                                  f"({', '.join(map(str, self.disturbed))}; the last: {why}), and "
-                                  f"{self.wait.waited_s:.0f} s of waiting for quiet did not end it")
+                                  f"({', '.join(map(str, self.disturbed))}; the last: {why}), and {waited}")
             self.reruns.append(record.trial_no)

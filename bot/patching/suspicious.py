@@ -1,0 +1,569 @@
+"""What a speed patch never needs: a static scan of the code a patch adds, for a person to review before it runs.
+
+A patch that makes a training step faster fuses, re-splits, compiles or casts. It never imports a module by
+name at run time, runs code from a string, writes a file the job did not write, plays with descriptors,
+streams or signals, replaces a standard-library object, walks the garbage collector or names the bot's own
+records. Each of those is how a candidate would shrink the bot's clock or tamper with its records, so a patch
+that adds one is *quarantined*: never run, recorded as ``rejected`` with the line named, left for a person.
+
+The scan reads each changed Python file before and after the patch (the C parser: the user's code is never
+imported) and flags only what the patch adds: a construct already in the same definition of the original is
+not flagged, and a file write counts as the original's only when it writes the same destination. Names are
+resolved through the file's imports and simple aliases (``import os as o``, ``from os import write``,
+``w = os.write``, ``getattr(os, "write")``, ``__builtins__``), scope by scope. It is a tripwire, not a proof:
+code that builds a name at run time (``getattr(torch, "sa" + "ve")``) passes it, and the witness, the lock
+and the person who approves the pull request are what stand behind it (docs/trials.md, "The quarantine").
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import sys
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from infrarsi.trial_record import QUARANTINED
+
+# -- the table: what is flagged, and why a speed patch never needs it ---------------------------------------
+
+WHY = {
+    "import": "dynamic import: a module reached by name at run time escapes the import audit",
+    "code": "code from a string: code the audit never read",
+    "write": "file write the original code did not make: how the lock, the run's records or the next run's "
+             "start get tampered with",
+    "fd": "low-level fd trick: step events travel on the job's descriptors; holding, relaying or pacing them "
+          "shrinks the measured step",
+    "process": "process or signal control: a child process, a signal handler or an exit hook acts outside the "
+               "step the bot measures",
+    "stream": "stream replacement: step lines are read from the job's streams; replacing them holds or paces them",
+    "patch": "replaces a standard-library or bot object: the bot's witness and the job's clock rely on them",
+    "gc": "walks every live object, the witness's key and hooks included",
+    "introspect": "introspection of frames, closures or a module's namespace: reaches state the job does not own",
+    "records": "names the bot's run records, lock, contract or variables",
+    "network": "network access: a training step talks to no one",
+    "pace": "a pause or a timer: a faster step never waits, and waiting is how step events get paced",
+    "bot": "reaches into the bot's own code (its probe, its witness)",
+}
+
+#: Dotted names (a prefix covers what is under it: ``importlib`` covers ``importlib.util.find_spec``) → class.
+RULES: dict[str, str] = {
+    **dict.fromkeys(("builtins.__import__", "importlib", "sys.modules", "imp", "pkgutil", "runpy", "zipimport",
+                     "sys.meta_path", "sys.path_hooks"), "import"),
+    **dict.fromkeys(("builtins.exec", "builtins.eval", "builtins.compile", "code", "codeop", "types.CodeType",
+                     "types.FunctionType"), "code"),
+    **dict.fromkeys(("shutil", "tempfile", "sqlite3", "mmap", "dbm", "shelve", "torch.from_file",
+                     "torch.UntypedStorage.from_file", "torch.TypedStorage.from_file")
+                    + tuple(f"os.{n}" for n in ("remove", "unlink", "rename", "renames", "replace", "rmdir",
+                                                  "removedirs", "mkdir", "makedirs", "truncate", "ftruncate",
+                                                  "link", "symlink", "chmod", "chown", "utime", "mkfifo", "mknod")),
+                    "write"),
+    **dict.fromkeys(tuple(f"os.{n}" for n in ("write", "writev", "pwrite", "pwritev", "sendfile", "read", "readv",
+                                              "pread", "dup", "dup2", "pipe", "pipe2", "fdopen", "close",
+                                              "closerange", "set_inheritable", "set_blocking", "openpty",
+                                              "memfd_create", "eventfd"))
+                    + ("fcntl", "ctypes", "_ctypes", "cffi", "select", "selectors", "termios", "resource"), "fd"),
+    **dict.fromkeys(tuple(f"os.{n}" for n in ("system", "popen", "fork", "forkpty", "kill", "killpg", "_exit",
+                                              "abort", "execl", "execle", "execlp", "execlpe", "execv", "execve",
+                                              "execvp", "execvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe",
+                                              "spawnv", "spawnve", "spawnvp", "spawnvpe", "posix_spawn",
+                                              "posix_spawnp", "register_at_fork", "setsid", "setpgrp"))
+                    + ("subprocess", "pty", "multiprocessing", "signal", "atexit", "faulthandler", "sys.settrace",
+                       "sys.setprofile", "sys.addaudithook", "sys.set_asyncgen_hooks", "threading.settrace",
+                       "threading.setprofile", "threading.settrace_all_threads", "threading.setprofile_all_threads",
+                       "_thread", "torch.multiprocessing.spawn"), "process"),
+    **dict.fromkeys(("contextlib.redirect_stdout", "contextlib.redirect_stderr", "sys.__stdout__",
+                     "sys.__stderr__", "sys.__stdin__", "sys.stdout.buffer", "sys.stderr.buffer",
+                     "sys.stdout.fileno", "sys.stderr.fileno", "sys.stdout.reconfigure", "sys.stderr.reconfigure",
+                     "sys.displayhook", "sys.excepthook"), "stream"),
+    **dict.fromkeys(("builtins", "builtins.globals", "builtins.vars", "builtins.locals", "builtins.breakpoint",
+                     "sys._getframe", "sys._current_frames", "inspect.currentframe", "inspect.stack",
+                     "inspect.trace", "inspect.getouterframes", "inspect.getinnerframes", "inspect.getclosurevars",
+                     "traceback.walk_stack"), "introspect"),
+    **dict.fromkeys(("time.sleep", "sched", "threading.Timer", "torch.cuda._sleep", "signal.pause"), "pace"),
+    "infrarsi": "bot",
+    **dict.fromkeys(("gc.get_objects", "gc.get_referrers", "gc.get_referents"), "gc"),
+    **dict.fromkeys(("socket", "ssl", "urllib", "http", "ftplib", "smtplib", "requests", "httpx", "urllib3",
+                     "xmlrpc"), "network"),
+}
+
+#: Calls that write a file, and which argument is the destination (a write of the same destination in the same
+#: definition of the original is the original's).
+WRITERS: dict[str, int] = {"torch.save": 1, "torch.jit.save": 1, "torch.onnx.export": 2, "torch.export.save": 1,
+                           "numpy.save": 0, "numpy.savez": 0, "numpy.savez_compressed": 0, "numpy.savetxt": 0,
+                           "numpy.memmap": 0, "numpy.lib.format.open_memmap": 0, "os.open": 0}
+#: Functions that open a file by a mode argument (position of the mode).
+OPENERS: dict[str, int] = {"builtins.open": 1, "io.open": 1, "codecs.open": 1, "os.fdopen": 1}
+#: Methods flagged on any receiver: they only ever write a file (``Path.write_text``, ``ndarray.tofile``).
+WRITE_METHODS = frozenset({"write_text", "write_bytes", "touch", "unlink", "rmdir", "symlink_to", "hardlink_to",
+                           "tofile", "from_file"})
+#: Attributes that reach a function's frame, closure or globals, or every subclass of a type.
+INTROSPECT_ATTRS = frozenset({"__closure__", "__globals__", "__code__", "__subclasses__", "__builtins__",
+                              "f_locals", "f_globals", "f_back", "f_builtins", "gi_frame", "cr_frame", "tb_frame",
+                              "cell_contents", "__self_class__", "__loader__", "__spec__"})
+#: Substrings of string literals that name the bot's records, most specific first.
+RECORDS = (".infrarsi", "infrarsi.lock", "infrarsi.toml", "INFRARSI_", "sitecustomize", "/proc/self", "/dev/fd")
+STREAMS = frozenset({"sys.stdout", "sys.stderr", "sys.stdin", "sys.__stdout__", "sys.__stderr__", "sys.__stdin__"})
+#: Built-in names the scan resolves when nothing in scope binds them (the rest are not in the table).
+BUILTINS = frozenset({"open", "exec", "eval", "compile", "__import__", "getattr", "setattr", "delattr", "vars",
+                      "globals", "locals", "breakpoint", "__builtins__"})
+#: Standard-library modules a job may reach through another module's attribute (``harness.time``, ``torch.os``),
+#: and the bot's probe as a job's harness holds it (``harness.probe``).
+REROOTS = {"os": "os", "sys": "sys", "time": "time", "builtins": "builtins", "io": "io", "gc": "gc",
+           "atexit": "atexit", "signal": "signal", "threading": "threading", "importlib": "importlib",
+           "shutil": "shutil", "subprocess": "subprocess", "ctypes": "ctypes", "probe": "infrarsi.probe"}
+#: Modules whose attributes a patch may not assign: the standard library and the bot.
+GUARDED = frozenset(sys.stdlib_module_names) | {"infrarsi"}
+_WRITE_MODE = frozenset("wax+")
+_MODE_LETTERS = frozenset("rwxabt+U")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finding:
+    """One construct a patch adds that a speed patch never needs: where (the line in the patched file) and why."""
+
+    path: str
+    line: int
+    symbol: str  # the definition it is in (``GPT.forward``), ``<module>`` for top-level code
+    construct: str  # what it is: ``os.dup2``, ``open(..., 'a')``, ``time.perf_counter = ...``
+    kind: str  # a key of WHY
+    detail: str = ""  # what makes two of the same construct different: a destination, a literal
+
+    @property
+    def why(self) -> str:
+        return WHY[self.kind]
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.construct} ({self.why})"
+
+    def record(self) -> dict[str, object]:
+        """The trial's audit entry for it (``kind: quarantined``)."""
+        return {"kind": "quarantined", "path": self.path, "line": self.line, "symbol": self.symbol,
+                "construct": self.construct, "why": self.why}
+
+
+def quarantine_reason(findings: Sequence[Finding]) -> str:
+    """The record's reason: ``quarantined for review: train.py:41: os.dup2 (low-level fd trick: ...); ...``."""
+    return QUARANTINED + "; ".join(str(f) for f in findings)
+
+
+def scan_tree(before: Mapping[str, str | bytes], after: Mapping[str, str | bytes], paths: Sequence[str]
+              ) -> tuple[Finding, ...]:
+    """What the change from ``before`` to ``after`` adds, in each of ``paths`` (the changed files the scope audit
+    reports) that is Python on the patched side."""
+    found: list[Finding] = []
+    for path in sorted(set(paths)):
+        new = after.get(path)
+        if not path.endswith(".py") or new is None:
+            continue
+        found += added(path, _text(before.get(path)), _text(new))
+    return tuple(found)
+
+
+def added(path: str, before: str, after: str) -> list[Finding]:
+    """The findings of ``after`` that ``before`` does not have in the same definition (the destination of a write
+    and the text of a literal included); lines the patch left untouched are matched to the original's first."""
+    now = scan_source(after, path)
+    if now is None:
+        return [Finding(path=path, line=1, symbol="<module>", construct="code the scan cannot parse", kind="code")]
+    had = Counter(_key(f) for f in scan_source(before, path) or ())
+    touched = set(_touched(before.splitlines(), after.splitlines()))
+    out = []
+    for f in sorted(now, key=lambda f: (f.line in touched, f.line)):
+        if had[_key(f)] > 0:
+            had[_key(f)] -= 1
+        else:
+            out.append(f)
+    return sorted(out, key=lambda f: (f.line, f.construct))
+
+
+def scan_source(text: str, path: str = "<patch>") -> list[Finding] | None:
+    """Every flagged construct in ``text`` (None when it does not parse)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    scanner = _Scanner(path)
+    scanner.visit(tree)
+    return scanner.found
+
+
+def _key(f: Finding) -> tuple[str, str, str]:
+    return f.symbol, f.construct, f.detail
+
+
+def _text(content: str | bytes | None) -> str:
+    if content is None:
+        return ""
+    return content.decode("utf-8", errors="replace") if isinstance(content, bytes) else content
+
+
+def _touched(old: list[str], new: list[str]) -> Iterator[int]:
+    for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag in ("replace", "insert"):
+            yield from range(j1 + 1, j2 + 1)
+
+
+# -- names: what a name in scope is bound to --------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Scope:
+    """A module's, function's or class's bindings: imports (name → dotted), aliases (name → the expressions
+    assigned to it) and every other local name."""
+
+    imports: dict[str, set[str]]
+    aliases: dict[str, list[ast.expr]]
+    local: set[str]
+
+
+def _scope_of(node: ast.AST) -> _Scope:
+    scope = _Scope(imports={}, aliases={}, local=set())
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+        a = node.args
+        scope.local.update(x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if x)
+    for child in _own_nodes(node):
+        if isinstance(child, ast.Import):
+            for alias in child.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                scope.imports.setdefault(bound, set()).add(alias.name if alias.asname else bound)
+        elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
+            for alias in child.names:
+                if alias.name != "*":
+                    scope.imports.setdefault(alias.asname or alias.name, set()).add(f"{child.module}.{alias.name}")
+        elif isinstance(child, ast.Assign | ast.AnnAssign | ast.NamedExpr) and child.value is not None:
+            targets = child.targets if isinstance(child, ast.Assign) else [child.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    scope.aliases.setdefault(target.id, []).append(child.value)
+        elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            scope.local.add(child.name)
+        elif isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store | ast.Del):
+            scope.local.add(child.id)
+        elif isinstance(child, ast.ExceptHandler) and child.name:
+            scope.local.add(child.name)
+    return scope
+
+
+def _own_nodes(node: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``node``'s own scope: nested functions, lambdas and classes are their own."""
+    todo = list(ast.iter_child_nodes(node))
+    while todo:
+        child = todo.pop()
+        yield child
+        if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            todo.extend(ast.iter_child_nodes(child))
+
+
+def _arguments(a: ast.arguments) -> list[ast.expr | None]:
+    """What a signature evaluates when the definition runs: defaults and annotations."""
+    params = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+    return [*a.defaults, *a.kw_defaults, *(p.annotation for p in params if p is not None)]
+
+
+class _Scanner(ast.NodeVisitor):
+    """One file's findings, walking definitions with their scopes."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.found: list[Finding] = []
+        self.scopes: list[_Scope] = []
+        self.names: list[str] = []
+        self.counts: Counter[str] = Counter()
+
+    # -- scopes and where a finding is --
+
+    def visit_Module(self, node: ast.Module) -> None:
+        self._enter(node, None)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        # decorators, bases, defaults and annotations run where the definition is, in the enclosing scope
+        if isinstance(node, ast.ClassDef):
+            outside: list[ast.expr | None] = [*node.bases, *(k.value for k in node.keywords)]
+        else:
+            outside = [*_arguments(node.args), node.returns]
+        for expr in (*node.decorator_list, *outside):
+            if expr is not None:
+                self.visit(expr)
+        qualname = ".".join([*self.names, node.name])
+        self.counts[qualname] += 1
+        self._enter(node, node.name if self.counts[qualname] == 1 else f"{node.name}#{self.counts[qualname]}")
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        for expr in _arguments(node.args):
+            if expr is not None:
+                self.visit(expr)
+        self.scopes.append(_scope_of(node))
+        self.visit(node.body)
+        self.scopes.pop()
+
+    def _enter(self, node: ast.AST, name: str | None) -> None:
+        self.scopes.append(_scope_of(node))
+        if name is not None:
+            self.names.append(name)
+        body = node.body if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) \
+            else []
+        for stmt in body:
+            self.visit(stmt)
+        if name is not None:
+            self.names.pop()
+        self.scopes.pop()
+
+    def _flag(self, node: ast.AST, construct: str, kind: str, detail: str = "") -> None:
+        self.found.append(Finding(path=self.path, line=getattr(node, "lineno", 1),
+                                  symbol=".".join(self.names) or "<module>", construct=construct, kind=kind,
+                                  detail=detail))
+
+    # -- resolving names --
+
+    def resolve(self, node: ast.expr, depth: int = 0) -> set[tuple[str, bool]]:
+        """What ``node`` may name, as (dotted, explicit) pairs; ``explicit`` is False for a bare built-in name.
+
+        A chain starts at a name, or at a module fetched by a literal name (``__import__("gc")``,
+        ``importlib.import_module("os")``, ``sys.modules["time"]``)."""
+        rest: list[str] = []
+        while isinstance(node, ast.Attribute):
+            rest.append(node.attr)
+            node = node.value
+        rest.reverse()
+        if depth > 8:
+            return set()
+        if isinstance(node, ast.Name):
+            roots = self._root(node.id, depth)
+        else:
+            fetched = self._fetched(node, depth)
+            roots = {(fetched, True)} if fetched else set()
+        return {(_reroot(root, rest), explicit) for root, explicit in roots}
+
+    def _fetched(self, node: ast.expr, depth: int) -> str | None:
+        """The module a dynamic import names by a literal."""
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            if {d for d, _ in self.resolve(node.func, depth + 1)} & {"builtins.__import__", "importlib.import_module"}:
+                return node.args[0].value
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, str):
+            if "sys.modules" in {d for d, _ in self.resolve(node.value, depth + 1)}:
+                return node.slice.value
+        return None
+
+    def _root(self, name: str, depth: int) -> set[tuple[str, bool]]:
+        for scope in reversed(self.scopes):
+            if name in scope.imports or name in scope.aliases:
+                found = {(d, True) for d in scope.imports.get(name, ())}
+                for value in scope.aliases.get(name, ()):
+                    found |= self.resolve(value, depth + 1)
+                return found
+            if name in scope.local:
+                return set()
+        if name == "__builtins__":
+            return {("builtins", True)}
+        return {(f"builtins.{name}", False)} if name in BUILTINS else set()
+
+    # -- what is flagged --
+
+    def _reference(self, node: ast.expr) -> bool:
+        """Flag ``node`` (a name or attribute chain) when the table names it; True when it did."""
+        flagged = False
+        for dotted, explicit in sorted(self.resolve(node)):
+            rule = _rule(dotted, exact_only=not explicit)
+            if rule is not None:
+                self._flag(node, dotted, RULES[rule])
+                flagged = True
+        return flagged
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load):
+            self._reference(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr in INTROSPECT_ATTRS:
+            self._flag(node, f".{node.attr}", "introspect")
+        if node.attr == "__dict__" and any(d.split(".")[0] in GUARDED for d, _ in self.resolve(node.value)):
+            self._flag(node, f"{ast.unparse(node)}", "introspect")
+        if isinstance(node.ctx, ast.Load) and self._reference(node):
+            base: ast.expr = node  # the chain as a whole is named (its prefixes are covered by the longest rule);
+            while isinstance(base, ast.Attribute):  # what it starts at may be named too (``__import__("os")``)
+                base = base.value
+            if not isinstance(base, ast.Name):
+                self.visit(base)
+            return
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        handled = False
+        resolved = sorted(self.resolve(node.func))
+        for dotted, _ in resolved:
+            handled |= self._call(node, dotted)
+        method = node.func.attr if isinstance(node.func, ast.Attribute) and not resolved else None
+        if method in WRITE_METHODS:
+            self._flag(node, f".{method}()", "write", _code(node.func.value))  # type: ignore[union-attr]
+        elif method == "open" and _write_mode(node, 0, literal_only=True):  # Path.open("w"), not Image.open(fp)
+            self._flag(node, f".open({_mode(node, 0)})", "write", _code(node.func.value))  # type: ignore[union-attr]
+        if handled:
+            for arg in (*node.args, *(k.value for k in node.keywords)):
+                self.visit(arg)
+            if not isinstance(node.func, ast.Name):
+                self.generic_visit(node.func)
+        else:
+            self.generic_visit(node)
+
+    def _call(self, node: ast.Call, dotted: str) -> bool:
+        """A call the table judges by its arguments; True when it was judged here."""
+        if dotted in OPENERS:
+            at = OPENERS[dotted]
+            if _write_mode(node, at):
+                self._flag(node, f"{dotted.removeprefix('builtins.')}(..., {_mode(node, at)})", "write",
+                           _code(_arg(node, 0, "file")))
+            return dotted != "os.fdopen"
+        if dotted in WRITERS:
+            if dotted != "os.open" or not _read_only_flags(node):
+                self._flag(node, dotted, "write", _code(_arg(node, WRITERS[dotted], "f")))
+            return True
+        if dotted in ("builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.vars"):
+            self._by_name(node, dotted.removeprefix("builtins."))
+            return True
+        return False
+
+    def _by_name(self, node: ast.Call, verb: str) -> None:
+        """``getattr(os, "write")`` is ``os.write``; ``setattr(time, ...)`` replaces a module's attribute."""
+        if not node.args:
+            return
+        owners = self.resolve(node.args[0])
+        name = node.args[1] if len(node.args) > 1 else None
+        literal = name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else None
+        for owner, _ in sorted(owners):
+            guarded = owner.split(".")[0] in GUARDED
+            if verb == "getattr" and literal is not None:
+                rule = _rule(f"{owner}.{literal}", exact_only=False)
+                if rule is not None:
+                    self._flag(node, f"{owner}.{literal}", RULES[rule])
+            elif verb == "getattr" and guarded:
+                self._flag(node, f"getattr({owner}, <a name built at run time>)", "introspect")
+            elif verb == "vars" and guarded:
+                self._flag(node, f"vars({owner})", "introspect")
+            elif verb in ("setattr", "delattr") and guarded:
+                self._flag(node, f"{verb}({owner}, {literal or '...'})", _patch_kind(f"{owner}.{literal}"))
+
+    # -- assignments to modules' attributes --
+
+    def _assigned(self, target: ast.expr) -> None:
+        if isinstance(target, ast.Tuple | ast.List):
+            for element in target.elts:
+                self._assigned(element)
+            return
+        if isinstance(target, ast.Starred):
+            self._assigned(target.value)
+            return
+        if isinstance(target, ast.Attribute):
+            for owner, explicit in sorted(self.resolve(target.value)):
+                if explicit and owner.split(".")[0] in GUARDED:
+                    self._flag(target, f"{owner}.{target.attr} = ...", _patch_kind(f"{owner}.{target.attr}"))
+            self.visit(target.value)
+            return
+        self.visit(target)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._assigned(target)
+        self.visit(node.value)
+
+    def visit_AugAssign(self, node: ast.AugAssign | ast.AnnAssign) -> None:
+        self._assigned(node.target)
+        if node.value is not None:
+            self.visit(node.value)
+
+    visit_AnnAssign = visit_AugAssign
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self._assigned(target)
+
+    # -- imports and literals --
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            rule = _rule(alias.name, exact_only=False)
+            if rule is not None:
+                self._flag(node, f"import {alias.name}", RULES[rule])
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if not node.module or node.level:
+            return
+        for alias in node.names:
+            if alias.name == "*":
+                if any(r == node.module or r.startswith(node.module + ".") for r in RULES) \
+                        or _rule(node.module, exact_only=False):
+                    self._flag(node, f"from {node.module} import *", "import")
+                continue
+            rule = _rule(f"{node.module}.{alias.name}", exact_only=False)
+            if rule is not None:
+                self._flag(node, f"from {node.module} import {alias.name}", RULES[rule])
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        value = node.value
+        if isinstance(value, bytes):
+            value = value.decode("latin-1")
+        if not isinstance(value, str):
+            return
+        lowered = value.lower()
+        hit = next((r for r in RECORDS if r.lower() in lowered), None)
+        if hit is not None:
+            self._flag(node, f"string naming {hit!r}", "records", value[:80])
+
+
+def _rule(dotted: str, *, exact_only: bool) -> str | None:
+    """The longest entry of the table covering ``dotted`` (only ``dotted`` itself for a bare built-in)."""
+    if exact_only:
+        return dotted if dotted in RULES else None
+    parts = dotted.split(".")
+    return next((".".join(parts[:i]) for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in RULES), None)
+
+
+def _reroot(root: str, rest: list[str]) -> str:
+    """``harness.time.perf_counter`` is ``time.perf_counter``: a module reached through another module's
+    attribute counts as itself (``torch.signal`` is torch's own module, not the standard library's)."""
+    parts = [*root.split("."), *rest]
+    if parts[0] in GUARDED:
+        return ".".join(parts)
+    for i, name in enumerate(parts[1:], start=1):
+        if name in REROOTS and not (parts[0] == "torch" and name == "signal"):
+            return ".".join([REROOTS[name], *parts[i + 1:]])
+    return ".".join(parts)
+
+
+def _patch_kind(dotted: str) -> str:
+    return "stream" if dotted in STREAMS or dotted.rsplit(".", 1)[0] in STREAMS else "patch"
+
+
+def _arg(node: ast.Call, at: int, keyword: str) -> ast.expr | None:
+    if len(node.args) > at:
+        return node.args[at]
+    return next((k.value for k in node.keywords if k.arg == keyword), None)
+
+
+def _mode(node: ast.Call, at: int) -> str:
+    mode = _arg(node, at, "mode")
+    return "<mode not a literal>" if mode is None else ast.unparse(mode)
+
+
+def _write_mode(node: ast.Call, at: int, *, literal_only: bool = False) -> bool:
+    """Whether a call opens for writing: a literal mode with w, a, x or +; any mode the scan cannot read (unless
+    ``literal_only``: then only a literal that is a mode)."""
+    mode = _arg(node, at, "mode")
+    if mode is None:
+        return False
+    if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
+        return bool(_WRITE_MODE & set(mode.value)) and (not literal_only or set(mode.value) <= _MODE_LETTERS)
+    return not literal_only
+
+
+def _read_only_flags(node: ast.Call) -> bool:
+    flags = _arg(node, 1, "flags")
+    return flags is not None and ast.unparse(flags) in ("os.O_RDONLY", "O_RDONLY", "0")
+
+
+def _code(node: ast.expr | None) -> str:
+    return "" if node is None else ast.unparse(node)

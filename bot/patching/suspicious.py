@@ -24,6 +24,9 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from infrarsi.contract.load import CONTRACT_FILE
+from infrarsi.contract.lock import LOCK_FILE
+from infrarsi.rundir import STATE_DIR
 from infrarsi.trial_record import QUARANTINED
 
 # -- the table: what is flagged, and why a speed patch never needs it ---------------------------------------
@@ -103,7 +106,7 @@ INTROSPECT_ATTRS = frozenset({"__closure__", "__globals__", "__code__", "__subcl
                               "f_locals", "f_globals", "f_back", "f_builtins", "gi_frame", "cr_frame", "tb_frame",
                               "cell_contents", "__self_class__", "__loader__", "__spec__"})
 #: Substrings of string literals that name the bot's records, most specific first.
-RECORDS = (".infrarsi", "infrarsi.lock", "infrarsi.toml", "INFRARSI_", "sitecustomize", "/proc/self", "/dev/fd")
+RECORDS = (STATE_DIR, LOCK_FILE, CONTRACT_FILE, "INFRARSI_", "sitecustomize", "/proc/self", "/dev/fd")
 STREAMS = frozenset({"sys.stdout", "sys.stderr", "sys.stdin", "sys.__stdout__", "sys.__stderr__", "sys.__stdin__"})
 #: Built-in names the scan resolves when nothing in scope binds them (the rest are not in the table).
 BUILTINS = frozenset({"open", "exec", "eval", "compile", "__import__", "getattr", "setattr", "delattr", "vars",

@@ -114,6 +114,9 @@ ALIASES = [
     ("", "sys.modules['os'].write(1, b'x')"),
     ("", "torch.os.write(1, b'x')"),
     ("", "harness.os.write(1, b'x')"),
+    ("", "getattr(os, 'wr' 'ite', None)(1, b'x')"),
+    ("", "getattr(__import__('os', globals()), 'write')(1, b'x')"),
+    ("", "getattr(harness, 'os').write(1, b'x')"),
 ]
 
 
@@ -202,8 +205,9 @@ def test_the_scan_names_each_line_in_the_patched_file_and_the_reason_says_quaran
                                  "construct": "os.dup2", "why": WHY["fd"]}
 
 
-def test_every_rule_has_a_reason() -> None:
+def test_every_rule_has_a_reason_and_a_reason_never_splits_a_list_of_findings() -> None:
     assert set(RULES.values()) <= set(WHY)
+    assert not any(";" in why for why in WHY.values())
 
 
 def _fixture_files() -> list[Path]:

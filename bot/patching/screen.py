@@ -108,7 +108,7 @@ def _also(audit: AuditResult) -> str:
     """What else a quarantined patch did wrong, for the person who looks at it."""
     if audit.ok:
         return ""
-    return " (also outside the editable scope: " + "; ".join(str(v) for v in audit.violations) + ")"
+    return " (also outside the editable scope: " + ", ".join(str(v) for v in audit.violations) + ")"
 
 
 def _closure(spec: PatchSpec, by_id: Mapping[str, PatchSpec]) -> list[str]:

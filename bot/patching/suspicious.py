@@ -31,16 +31,18 @@ from infrarsi.trial_record import QUARANTINED
 
 # -- the table: what is flagged, and why a speed patch never needs it ---------------------------------------
 
+#: Why a speed patch never needs each class of construct (no ";": a reason lists findings separated by "; ").
 WHY = {
     "import": "dynamic import: a module reached by name at run time escapes the import audit",
     "code": "code from a string: code the audit never read",
     "write": "file write the original code did not make: how the lock, the run's records or the next run's "
              "start get tampered with",
-    "fd": "low-level fd trick: step events travel on the job's descriptors; holding, relaying or pacing them "
+    "fd": "low-level fd trick: step events travel on the job's descriptors, and holding, relaying or pacing them "
           "shrinks the measured step",
     "process": "process or signal control: a child process, a signal handler or an exit hook acts outside the "
                "step the bot measures",
-    "stream": "stream replacement: step lines are read from the job's streams; replacing them holds or paces them",
+    "stream": "stream replacement: step lines are read from the job's streams, and a replaced stream holds or "
+              "paces them",
     "patch": "replaces a standard-library or bot object: the bot's witness and the job's clock rely on them",
     "gc": "walks every live object, the witness's key and hooks included",
     "introspect": "introspection of frames, closures or a module's namespace: reaches state the job does not own",
@@ -341,11 +343,15 @@ class _Scanner(ast.NodeVisitor):
         return {(_reroot(root, rest), explicit) for root, explicit in roots}
 
     def _fetched(self, node: ast.expr, depth: int) -> str | None:
-        """The module a dynamic import names by a literal."""
-        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, str):
-            if {d for d, _ in self.resolve(node.func, depth + 1)} & {"builtins.__import__", "importlib.import_module"}:
-                return node.args[0].value
+        """The module a dynamic import names by a literal, or the attribute ``getattr`` names by one."""
+        if isinstance(node, ast.Call) and node.args:
+            func = {d for d, _ in self.resolve(node.func, depth + 1)}
+            first, second = _literal(node.args[0]), _literal(node.args[1]) if len(node.args) > 1 else None
+            if first and func & {"builtins.__import__", "importlib.import_module", "importlib.__import__"}:
+                return first
+            if second and "builtins.getattr" in func:
+                owner = sorted(d for d, explicit in self.resolve(node.args[0], depth + 1) if explicit)
+                return f"{owner[0]}.{second}" if owner else None
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
                 and isinstance(node.slice.value, str):
             if "sys.modules" in {d for d, _ in self.resolve(node.value, depth + 1)}:
@@ -435,8 +441,7 @@ class _Scanner(ast.NodeVisitor):
         if not node.args:
             return
         owners = self.resolve(node.args[0])
-        name = node.args[1] if len(node.args) > 1 else None
-        literal = name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else None
+        literal = _literal(node.args[1]) if len(node.args) > 1 else None
         for owner, _ in sorted(owners):
             guarded = owner.split(".")[0] in GUARDED
             if verb == "getattr" and literal is not None:
@@ -539,6 +544,10 @@ def _reroot(root: str, rest: list[str]) -> str:
 
 def _patch_kind(dotted: str) -> str:
     return "stream" if dotted in STREAMS or dotted.rsplit(".", 1)[0] in STREAMS else "patch"
+
+
+def _literal(node: ast.expr) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
 def _arg(node: ast.Call, at: int, keyword: str) -> ast.expr | None:

@@ -56,9 +56,10 @@ def slurm_cluster() -> Iterator[None]:
 def _rows() -> list[dict[str, Any]]:
     """Every row: (name, what, which benches it runs on, the candidate's knobs and patches, honest or not)."""
     from tests.support.redteam.cheats import GPT, MOE, SHARED
+    from tests.support.redteam.quarantine_cheats import QUARANTINED, UNSEEN
 
     rows: list[dict[str, Any]] = []
-    for c in SHARED:
+    for c in (*SHARED, *QUARANTINED, *UNSEEN):
         rows.append({"name": c.name, "what": c.what, "kind": "cheat", "model": "gpt", "cheat": c})
     for c in GPT:
         rows.append({"name": c.name, "what": c.what, "kind": "cheat", "model": "gpt", "cheat": c})
@@ -165,7 +166,8 @@ def _cpu() -> str:
 
 def render(data: dict[str, Any]) -> str:
     """The section: one row per candidate, one column per executor (and re-split); a cell is the verdict and the
-    check that caught the candidate first. Every cheat must read invalid or rejected, every honest row ok."""
+    check that caught the candidate first. Every cheat must read invalid, rejected or quarantined, every honest row
+    ok."""
     cols = data["columns"]
     updated = "".join(f"; the {col} column re-measured {when} with `{cmd.strip()}`"
                       for col, (when, cmd) in sorted((data.get("updated") or {}).items()))
@@ -183,15 +185,15 @@ def render(data: dict[str, Any]) -> str:
             if cell is None:
                 cells.append("–")
                 continue
-            good = cell["verdict"] in (("invalid", "rejected") if row["kind"] == "cheat" else ("ok",))
+            good = cell["verdict"] in (("invalid", "rejected", "quarantined") if row["kind"] == "cheat" else ("ok",))
             if not good:
                 missed.append(f"{row['name']} on {col}: {cell['verdict']} ({cell['reason'][:120]})")
             text = cell["verdict"] if row["kind"] == "honest" else f"**{cell['first']}**"
             cells.append(text + ("" if good else " ⚠️"))
         out.append(f"| {row['name']}: {row['what']} | " + " | ".join(cells) + " |")
     total = sum(len(r["cells"]) for r in data["rows"])
-    out += ["", f"{total - len(missed)} of {total} cells as they must be (every cheat invalid or rejected, every "
-            "honest candidate ok)" + ("." if not missed else ": not " + "; ".join(missed))]
+    out += ["", f"{total - len(missed)} of {total} cells as they must be (every cheat invalid, rejected or "
+            "quarantined, every honest candidate ok)" + ("." if not missed else ": not " + "; ".join(missed))]
     return "\n".join(out)
 
 

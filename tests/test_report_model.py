@@ -87,8 +87,8 @@ def test_quarantined_patches_come_from_the_models_proposals_and_from_candidates_
                         outcome=Outcome.REJECTED, reason=relay.reason, audit=(change, finding))
     scope = TrialRecord(run_id="r", trial_no=8, candidate=Candidate.of({}, ("locked",)), outcome=Outcome.REJECTED,
                         reason="outside the editable scope: harness.py")
-    llm = {"patches_proposed": [{"id": "llm_a", "status": "quarantined",
-                                 "reason": "model.py:3: builtins.exec (code from a string: y); model.py:4: os.write (z)"},
+    llm = {"patches_proposed": [{"id": "llm_a", "status": "quarantined", "reason":
+                                 "model.py:3: builtins.exec (code from a string: y); model.py:4: os.write (z)"},
                                 {"id": "llm_b", "status": "rejected", "reason": "outside the editable scope"}]}
     found = quarantined_patches([again, scope, relay], llm)
     assert [(q.patches, q.when) for q in found] == [(("llm_a",), "when proposed"), (("relay",), "trial 7")]

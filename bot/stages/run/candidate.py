@@ -6,7 +6,8 @@ candidate whose patch does not apply, or whose change leaves the editable scope,
 is recorded as ``rejected`` with the offending path and symbol, and nothing is
 launched; one whose change adds something a speed patch never needs is
 quarantined for a person (``rejected``, ``quarantined for review: train.py:41:
-os.dup2 (...)``; :mod:`bot.patching.suspicious`), and nothing is launched either. Git is reached only through the :class:`~infrarsi.seams.workspace.Workspace`
+os.dup2 (...)``; :mod:`bot.patching.suspicious`), and nothing is launched either.
+Git is reached only through the :class:`~infrarsi.seams.workspace.Workspace`
 the caller gives (the CLI opens it on the contract's repo).
 """
 

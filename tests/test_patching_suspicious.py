@@ -119,6 +119,15 @@ ALIASES = [
     ("", "getattr(harness, 'os').write(1, b'x')"),
 ]
 
+#: A module handed around as a value is a use the scan cannot follow: the handing is flagged.
+AS_VALUE = ["m = [os][0]", "for m in (os,):\n        pass", "helper(os)", "m = {'k': harness.os}['k']",
+            "return sys"]
+
+
+@pytest.mark.parametrize("line", AS_VALUE)
+def test_a_module_used_as_a_value_is_flagged(line: str) -> None:
+    assert [c for c in _added(line) if c.endswith(" as a value")], _added(line)
+
 
 @pytest.mark.parametrize(("binding", "use"), ALIASES, ids=[f"{b} | {u}"[:50] for b, u in ALIASES])
 def test_an_alias_does_not_hide_a_construct(binding: str, use: str) -> None:
@@ -170,6 +179,9 @@ HONEST = [
     "x = y.replace('a', 'b')",
     "sys.stdout.flush()",
     "torch.optim.AdamW(params, fused=True)",
+    "clock = time",
+    "if isinstance(buf, io.BytesIO):\n        pass",
+    "hasattr(os, 'sched_getaffinity')",
     "with torch.autocast('cpu', dtype=torch.bfloat16):\n        y = model(x)",
     "loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))",
 ]
@@ -201,6 +213,8 @@ def test_the_scan_names_each_line_in_the_patched_file_and_the_reason_says_quaran
     reason = quarantine_reason(found)
     assert reason.startswith(QUARANTINED) and reason.startswith("quarantined for review: train.py:11: os.dup2 (")
     assert "; train.py:12: os.write (low-level fd trick: " in reason
+    assert quarantine_reason(found[:1], ["harness.py: locked path modified"]).endswith(
+        ") (also outside the editable scope: harness.py: locked path modified)")
     assert found[0].record() == {"kind": "quarantined", "path": "train.py", "line": 11, "symbol": "step",
                                  "construct": "os.dup2", "why": WHY["fd"]}
 

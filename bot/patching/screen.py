@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.patching.audit import AuditResult, audit_tree
+from bot.patching.audit import audit_tree
 from bot.patching.conflicts import Claim, claim_from, derived_conflicts, scratch_apply
 from bot.patching.one_patch import canonical_order
 from bot.patching.results import Applied, Failed, NotApplicable
@@ -70,7 +70,7 @@ def screen_one(read: Reader, spec: PatchSpec, scope: Scope, requirements: Sequen
                        allow_imports=scope.allow_imports)
     findings = scan_tree(before, after, [c.path for c in audit.changes])
     if findings:
-        return quarantine_reason(findings) + _also(audit)
+        return quarantine_reason(findings, audit.violations)
     if not audit.ok:
         return "outside the editable scope: " + "; ".join(str(v) for v in audit.violations)
     assert all(isinstance(r, Applied) for r in results)
@@ -102,13 +102,6 @@ def screen_patches(read: Reader, specs: Sequence[PatchSpec], scope: Scope, *,
     claims_kept = {s.id: known[s.id] for s in kept if s.id in known}
     accepted = resolve(kept, derived_conflicts(kept, claims_kept))
     return Screening(accepted=tuple(sorted(accepted, key=lambda s: s.id)), claims=claims_kept, rejected=rejected)
-
-
-def _also(audit: AuditResult) -> str:
-    """What else a quarantined patch did wrong, for the person who looks at it."""
-    if audit.ok:
-        return ""
-    return " (also outside the editable scope: " + ", ".join(str(v) for v in audit.violations) + ")"
 
 
 def _closure(spec: PatchSpec, by_id: Mapping[str, PatchSpec]) -> list[str]:

@@ -111,13 +111,18 @@ INTROSPECT_ATTRS = frozenset({"__closure__", "__globals__", "__code__", "__subcl
 RECORDS = (STATE_DIR, LOCK_FILE, CONTRACT_FILE, "INFRARSI_", "sitecustomize", "/proc/self", "/dev/fd")
 STREAMS = frozenset({"sys.stdout", "sys.stderr", "sys.stdin", "sys.__stdout__", "sys.__stderr__", "sys.__stdin__"})
 #: Built-in names the scan resolves when nothing in scope binds them (the rest are not in the table).
-BUILTINS = frozenset({"open", "exec", "eval", "compile", "__import__", "getattr", "setattr", "delattr", "vars",
-                      "globals", "locals", "breakpoint", "__builtins__"})
+BUILTINS = frozenset({"open", "exec", "eval", "compile", "__import__", "getattr", "setattr", "delattr", "hasattr",
+                      "vars", "globals", "locals", "breakpoint", "__builtins__"})
 #: Standard-library modules a job may reach through another module's attribute (``harness.time``, ``torch.os``),
 #: and the bot's probe as a job's harness holds it (``harness.probe``).
 REROOTS = {"os": "os", "sys": "sys", "time": "time", "builtins": "builtins", "io": "io", "gc": "gc",
            "atexit": "atexit", "signal": "signal", "threading": "threading", "importlib": "importlib",
            "shutil": "shutil", "subprocess": "subprocess", "ctypes": "ctypes", "probe": "infrarsi.probe"}
+#: Modules a patch may use only by name (``os.path.join``), never as a value (``[os][0].write``, ``f(os)``): what
+#: the scan looks for lives in them, and a module handed around as a value is one whose use it cannot follow.
+BY_NAME_ONLY = frozenset({"os", "sys", "builtins", "gc", "importlib", "shutil", "subprocess", "signal", "atexit",
+                          "ctypes", "fcntl", "io", "time", "threading", "inspect", "socket", "tempfile", "mmap",
+                          "pty", "resource", "select", "infrarsi", "infrarsi.probe"})
 #: Modules whose attributes a patch may not assign: the standard library and the bot.
 GUARDED = frozenset(sys.stdlib_module_names) | {"infrarsi"}
 _WRITE_MODE = frozenset("wax+")
@@ -148,9 +153,11 @@ class Finding:
                 "construct": self.construct, "why": self.why}
 
 
-def quarantine_reason(findings: Sequence[Finding]) -> str:
-    """The record's reason: ``quarantined for review: train.py:41: os.dup2 (low-level fd trick: ...); ...``."""
-    return QUARANTINED + "; ".join(str(f) for f in findings)
+def quarantine_reason(findings: Sequence[Finding], violations: Sequence[object] = ()) -> str:
+    """The record's reason: ``quarantined for review: train.py:41: os.dup2 (low-level fd trick: ...); ...``, and
+    what else the patch did wrong (the scope audit's violations), for the person who looks at it."""
+    also = f" (also outside the editable scope: {', '.join(map(str, violations))})" if violations else ""
+    return QUARANTINED + "; ".join(str(f) for f in findings) + also
 
 
 def scan_tree(before: Mapping[str, str | bytes], after: Mapping[str, str | bytes], paths: Sequence[str]
@@ -190,6 +197,7 @@ def scan_source(text: str, path: str = "<patch>") -> list[Finding] | None:
     except (SyntaxError, ValueError):
         return None
     scanner = _Scanner(path)
+    scanner.parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     scanner.visit(tree)
     return scanner.found
 
@@ -275,6 +283,7 @@ class _Scanner(ast.NodeVisitor):
         self.scopes: list[_Scope] = []
         self.names: list[str] = []
         self.counts: Counter[str] = Counter()
+        self.parents: dict[int, ast.AST] = {}
 
     # -- scopes and where a finding is --
 
@@ -384,15 +393,33 @@ class _Scanner(ast.NodeVisitor):
         return flagged
 
     def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Load):
-            self._reference(node)
+        if isinstance(node.ctx, ast.Load) and not self._reference(node):
+            self._as_value(node)
+
+    def _as_value(self, node: ast.expr) -> None:
+        """Flag a module of BY_NAME_ONLY used as a value: stored in a container, passed, returned (an alias
+        ``o = os`` and ``getattr(os, ...)`` are followed, not flagged)."""
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Attribute) or (isinstance(parent, ast.Assign) and parent.value is node
+                                                and all(isinstance(t, ast.Name) for t in parent.targets)):
+            return
+        if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node \
+                and {d for d, _ in self.resolve(parent.func)} & {"builtins.getattr", "builtins.setattr",
+                                                                  "builtins.delattr", "builtins.hasattr",
+                                                                  "builtins.vars"}:
+            return
+        for dotted, explicit in sorted(self.resolve(node)):
+            if explicit and dotted in BY_NAME_ONLY:
+                self._flag(node, f"{dotted} as a value", "introspect")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in INTROSPECT_ATTRS:
             self._flag(node, f".{node.attr}", "introspect")
         if node.attr == "__dict__" and any(d.split(".")[0] in GUARDED for d, _ in self.resolve(node.value)):
             self._flag(node, f"{ast.unparse(node)}", "introspect")
-        if isinstance(node.ctx, ast.Load) and self._reference(node):
+        if isinstance(node.ctx, ast.Load) and not self._reference(node):
+            self._as_value(node)
+        elif isinstance(node.ctx, ast.Load):
             base: ast.expr = node  # the chain as a whole is named (its prefixes are covered by the longest rule);
             while isinstance(base, ast.Attribute):  # what it starts at may be named too (``__import__("os")``)
                 base = base.value

@@ -85,7 +85,8 @@ def run_candidate(contract: Contract, lock: Lock, *, workspace: Workspace, base:
         records = audit_records(audit)
         findings = scan_tree(before, after, [c.path for c in audit.changes])
         if findings:  # never run: a person looks first (an audit entry of kind "quarantined" per line)
-            return record_rejected(contract, request, trial_no=trial_no, reason=quarantine_reason(findings),
+            return record_rejected(contract, request, trial_no=trial_no,
+                                   reason=quarantine_reason(findings, audit.violations),
                                    journal=journal, executor_name=executor.name,
                                    audit=records + tuple(f.record() for f in findings))
         if not audit.ok:

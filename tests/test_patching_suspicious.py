@@ -44,6 +44,7 @@ FLAGGED = [
     ("open(path, mode='a+')", "open(..., 'a+')", "write"),
     ("open(path, m)", "open(..., m)", "write"),
     ("os.open('x', os.O_WRONLY | os.O_CREAT)", "os.open", "write"),
+    ("sys.modules['io'].FileIO('x', 'w')", "io.FileIO(..., 'w')", "write"),
     ("Path('x').write_text('y')", ".write_text()", "write"),
     ("Path('x').write_bytes(b'y')", ".write_bytes()", "write"),
     ("Path('x').open('w')", ".open('w')", "write"),

@@ -80,7 +80,8 @@ WRITERS: dict[str, int] = {"torch.save": 1, "torch.jit.save": 1, "torch.onnx.exp
                            "numpy.save": 0, "numpy.savez": 0, "numpy.savez_compressed": 0, "numpy.savetxt": 0,
                            "numpy.memmap": 0, "numpy.lib.format.open_memmap": 0, "os.open": 0}
 #: Functions that open a file by a mode argument (position of the mode).
-OPENERS: dict[str, int] = {"builtins.open": 1, "io.open": 1, "codecs.open": 1, "os.fdopen": 1}
+OPENERS: dict[str, int] = {"builtins.open": 1, "io.open": 1, "io.FileIO": 1, "codecs.open": 1, "os.fdopen": 1,
+                           "gzip.open": 1, "bz2.open": 1, "lzma.open": 1, "tarfile.open": 1, "zipfile.ZipFile": 1}
 #: Methods flagged on any receiver: they only ever write a file (``Path.write_text``, ``ndarray.tofile``).
 WRITE_METHODS = frozenset({"write_text", "write_bytes", "touch", "unlink", "rmdir", "symlink_to", "hardlink_to",
                            "tofile", "from_file"})

@@ -35,6 +35,11 @@ class Outcome(StrEnum):
     INTERRUPTED = "interrupted"  # the bot died while it ran
 
 
+#: How a ``rejected`` record's reason starts when the patch was quarantined: it added something a speed patch never
+#: needs (bot/patching/suspicious.py), and a person should look at it; it never ran.
+QUARANTINED = "quarantined for review: "
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Candidate:
     """A point in the joint space: knob values plus a set of code patches.

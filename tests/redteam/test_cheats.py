@@ -1,4 +1,4 @@
-"""Every cheat ends ``invalid`` or ``rejected``; every honest catalog patch and knob still passes.
+"""Every cheat ends ``invalid``, ``rejected`` or ``quarantined``; every honest catalog patch and knob still passes.
 
 The cheats in the shared training step and the honest knobs (the same harness in both fixtures) run on
 tinygpt (``REDTEAM_FULL=1``: on tinymoe too); the model cheats and every honest catalog patch run on both
@@ -20,6 +20,10 @@ from tests.support.redteam.cheats import GPT, MOE, SHARED, SLIPS, Cheat, copy_we
 
 pytestmark = pytest.mark.slow
 
+#: What a cheat may end as: invalid (it ran and a check broke), rejected (it never ran: the scope audit) or
+#: quarantined (it never ran: it added what a speed patch never needs, bot/patching/suspicious.py).
+CAUGHT = ("invalid", "rejected", "quarantined")
+
 
 def _show(fixture: str, name: str, judged) -> None:  # noqa: ANN001
     print(f"\nREDTEAM | {fixture} | {name} | {judged.verdict} | {judged.caught_by} | {judged.reason()[:300]}")
@@ -37,7 +41,7 @@ def test_a_cheat_in_the_training_step_never_passes(bench: Bench, cheat: Cheat) -
     finally:  # edit_lock rewrites the repository's lock file: later candidates start from the real one
         (bench.repo / "infrarsi.lock").write_bytes(lock)
     _show(bench.repo.name, cheat.name, judged)
-    assert judged.verdict in ("invalid", "rejected"), judged.checks
+    assert judged.verdict in CAUGHT, judged.checks
 
 
 #: Lowering float32 math is the same task where the contract allows bf16 (tinygpt's dtype knob does): these run
@@ -84,21 +88,21 @@ def test_a_cheat_combined_with_a_resplit_never_passes(gpt_bench: Bench, cheat: C
     finally:
         (gpt_bench.repo / "infrarsi.lock").write_bytes(lock)
     _show("tinygpt", cheat.name + " + re-split", judged)
-    assert judged.verdict in ("invalid", "rejected"), judged.checks
+    assert judged.verdict in CAUGHT, judged.checks
 
 
 @pytest.mark.parametrize("cheat", GPT, ids=[c.name for c in GPT])
 def test_a_cheat_in_the_gpt_model_never_passes(gpt_bench: Bench, cheat: Cheat) -> None:
     judged = _judge(gpt_bench, cheat)
     _show("tinygpt", cheat.name, judged)
-    assert judged.verdict in ("invalid", "rejected"), judged.checks
+    assert judged.verdict in CAUGHT, judged.checks
 
 
 @pytest.mark.parametrize("cheat", MOE, ids=[c.name for c in MOE])
 def test_a_cheat_in_the_moe_model_never_passes(moe_bench: Bench, cheat: Cheat) -> None:
     judged = _judge(moe_bench, cheat)
     _show("tinymoe", cheat.name, judged)
-    assert judged.verdict in ("invalid", "rejected"), judged.checks
+    assert judged.verdict in CAUGHT, judged.checks
 
 
 def test_a_previous_runs_weights_are_not_a_head_start(bench: Bench) -> None:
@@ -107,6 +111,9 @@ def test_a_previous_runs_weights_are_not_a_head_start(bench: Bench) -> None:
     build_model = source[start:source.index("\n\n\n", start)] + "\n"
     cheat = copy_weights(str(bench.repo.parent / "previous-run.pt"), build_model)
     first = _judge(bench, cheat)  # saves its weights: nothing to copy yet, the same work as the baseline
+    if first.verdict == "quarantined":  # torch.save to a destination the original never wrote: never run
+        assert ": torch.save (" in first.record.reason, first.record.reason
+        return
     second = _judge(bench, cheat)
     _show(bench.repo.name, cheat.name, second)
     assert first.record.outcome.value == "ok", first.record.reason

@@ -4,7 +4,10 @@ The promise to a reviewer: every candidate that ran is an ordinary commit on
 ``infrarsi/<run-id>/<trial-no>`` that touched only what the contract allows. A
 candidate whose patch does not apply, or whose change leaves the editable scope,
 is recorded as ``rejected`` with the offending path and symbol, and nothing is
-launched. Git is reached only through the :class:`~infrarsi.seams.workspace.Workspace`
+launched; one whose change adds something a speed patch never needs is
+quarantined for a person (``rejected``, ``quarantined for review: train.py:41:
+os.dup2 (...)``; :mod:`bot.patching.suspicious`), and nothing is launched either.
+Git is reached only through the :class:`~infrarsi.seams.workspace.Workspace`
 the caller gives (the CLI opens it on the contract's repo).
 """
 
@@ -20,6 +23,7 @@ from bot.patching.patch_set import apply_patches
 from bot.patching.audit import AuditResult, audit_tree
 from bot.patching.results import Applied, Failed, NotApplicable
 from bot.patching.screen import Reader, commit_reader
+from bot.patching.suspicious import quarantine_reason, scan_tree
 from bot.stages.run.run_trial import TrialRequest, record_rejected, run_trial
 from infrarsi.contract.lock import Lock
 from infrarsi.contract.model import Contract
@@ -79,6 +83,12 @@ def run_candidate(contract: Contract, lock: Lock, *, workspace: Workspace, base:
         audit = audit_tree(before, after, editable=contract.scope.editable, locked=contract.scope.locked,
                            allow_imports=contract.scope.allow_imports)
         records = audit_records(audit)
+        findings = scan_tree(before, after, [c.path for c in audit.changes])
+        if findings:  # never run: a person looks first (an audit entry of kind "quarantined" per line)
+            return record_rejected(contract, request, trial_no=trial_no,
+                                   reason=quarantine_reason(findings, audit.violations),
+                                   journal=journal, executor_name=executor.name,
+                                   audit=records + tuple(f.record() for f in findings))
         if not audit.ok:
             reason = "outside the editable scope: " + "; ".join(str(v) for v in audit.violations)
             return record_rejected(contract, request, trial_no=trial_no, reason=reason, journal=journal,

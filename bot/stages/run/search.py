@@ -40,7 +40,7 @@ from infrarsi.search.acquisition import Proposal
 from infrarsi.search.drift import ControlSchedule, Drift
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial_record import Candidate, Outcome, TrialRecord, median_bytes
+from infrarsi.trial_record import QUARANTINED, Candidate, Outcome, TrialRecord, median_bytes
 from infrarsi.patches import PatchSpec
 from infrarsi.verdict import Reference, Verdict, VerdictKind, trial_invariants
 
@@ -467,10 +467,14 @@ def _screen(ctx: TrialContext, patches: list[PatchSpec], session: Any, progress:
     if read is None:
         return None
     screening = screen_patches(read, patches, ctx.contract.scope, claims=claims)
+    quarantined = screening.quarantined
     for pid, why in sorted(screening.rejected.items()):
-        if session is None or session.judge(pid, "rejected", why):
-            _emit(progress, event="patch", patch=pid, verdict="rejected",
-                  message=f"patch {pid} rejected when proposed: {why}")
+        verdict = "quarantined" if pid in quarantined else "rejected"
+        findings = why.removeprefix(QUARANTINED)  # a quarantined patch's lines, named
+        if session is None or session.judge(pid, verdict, findings):
+            _emit(progress, event="patch", patch=pid, verdict=verdict,
+                  message=f"patch {pid} quarantined for review when proposed, never run: {findings}"
+                  if pid in quarantined else f"patch {pid} rejected when proposed: {why}")
     return screening
 
 

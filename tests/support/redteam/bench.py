@@ -30,7 +30,7 @@ from infrarsi.journal import Journal
 from infrarsi.loss_band import LossBand
 from infrarsi.patches import PatchSpec
 from infrarsi.seams.executor import Executor
-from infrarsi.trial_record import Candidate, Outcome, TrialRecord
+from infrarsi.trial_record import QUARANTINED, Candidate, Outcome, TrialRecord
 from infrarsi.verdict import trial_invariants
 from tests.support.tinygpt import REPO, infrarsi
 
@@ -120,9 +120,16 @@ class Judged:
     checks: tuple[InvariantCheck, ...]
 
     @property
+    def quarantined(self) -> bool:
+        """Never ran: it added what a speed patch never needs, and waits for a person (bot/patching/suspicious.py)."""
+        return self.record.outcome is Outcome.REJECTED and self.record.reason.startswith(QUARANTINED)
+
+    @property
     def verdict(self) -> str:
-        """``rejected`` (never ran), ``invalid`` (an outcome or an invariant broke), ``unverified`` (a row could
-        not be checked) or ``ok``."""
+        """``quarantined`` (never ran, left for a person), ``rejected`` (never ran), ``invalid`` (an outcome or an
+        invariant broke), ``unverified`` (a row could not be checked) or ``ok``."""
+        if self.quarantined:
+            return "quarantined"
         if self.record.outcome is Outcome.REJECTED:
             return "rejected"
         if any(c.broken for c in self.checks):
@@ -131,6 +138,8 @@ class Judged:
 
     @property
     def caught_by(self) -> str:
+        if self.quarantined:
+            return "quarantine: " + self.record.reason.removeprefix(QUARANTINED)[:160]
         if self.record.outcome is Outcome.REJECTED:
             return "scope audit / patch application: " + self.record.reason[:160]
         broken = [c for c in self.checks if c.broken]
@@ -139,6 +148,8 @@ class Judged:
     @property
     def first(self) -> str:
         """The check that caught it first (the table's cell): the outcome's reason names the witness or the lock."""
+        if self.quarantined:
+            return "quarantine"
         if self.record.outcome is Outcome.REJECTED:
             return "rejected (scope audit)"
         broken = [c for c in self.checks if c.broken]

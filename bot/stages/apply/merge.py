@@ -56,7 +56,7 @@ from infrarsi.seams.workspace import Workspace
 from infrarsi.trial_record import Candidate
 from infrarsi.verdict import Verdict
 
-__all__ = ["PromoteError", "PromoteResult", "Reverify", "promote", "real_reverify"]
+__all__ = ["PromoteError", "PromoteResult", "Reverify", "promote", "real_reverify", "reverify_run_id"]
 
 VERIFY_MARKER = "<!-- infrarsi:promote -->"
 # (repo, run id, candidate, base commit) -> the verdict of the candidate against that base
@@ -79,6 +79,11 @@ class PromoteResult:
     verdict: Verdict
     method: MergeMethod | None = None  # how the forge merged it (None: not merged)
     queued: bool = False  # added to the base's merge queue: the forge merges it later
+
+
+def reverify_run_id(run_id: str) -> str:
+    """The run the re-verification of run ``run_id``'s promotion journals its trials under."""
+    return f"{run_id}.promote"
 
 
 def _fetch_tips(forge: Forge, repo: Path, remote: str, pr: PullRequest) -> str:
@@ -118,7 +123,7 @@ def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, 
         from dataclasses import replace
 
         ctx = replace(ctx, base=base_sha)
-        return verify_candidate(ctx, run_id=f"{run_id}.promote", candidate=candidate, doctor=doctor, pairs=pairs,
+        return verify_candidate(ctx, run_id=reverify_run_id(run_id), candidate=candidate, doctor=doctor, pairs=pairs,
                                 progress=lambda m: say(f"  re-verify: {m}"))
 
 

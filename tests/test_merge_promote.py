@@ -51,8 +51,10 @@ def test_refuses_without_an_approval(applied: Path) -> None:
 
 
 def test_refuses_a_non_approvers_approval(applied: Path) -> None:
-    approve = infrarsi("approve", str(applied), "1", "--as", "mallory")
-    assert approve.returncode == 0 and "approved by mallory" in approve.stdout
+    approve = infrarsi("approve", str(applied), "1", "--as", "mallory")  # refused at once (issue 45)
+    assert approve.returncode == 2 and "mallory is not an approver of this repo (the contract's approvers: alice, " \
+        "team acme/perf)" in approve.stderr
+    _forge(applied).submit_review(1, "mallory", "APPROVED")  # on a forge where anyone may review
     assert "approved by mallory, who is not a listed approver (alice)" in _refused(applied)
 
 

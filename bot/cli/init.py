@@ -96,7 +96,8 @@ def next_steps(repo: str, approvers: tuple[str, ...]) -> str:
     """What to do after ``init``, in order: review, commit, one dry run."""
     who = "" if approvers else " and add your login under [approvers] users (who may approve a promotion)"
     return (f"next:\n"
-            f"  1. review the lines marked `# guessed:` in {CONTRACT_FILE}{who}; after an edit, `infrarsi lock {repo}`\n"
+            f"  1. review the lines marked `# guessed:` in {CONTRACT_FILE}{who}; after an edit, "
+            f"`infrarsi lock {repo}`\n"
             f"  2. commit {CONTRACT_FILE} and {LOCK_FILE}: trials run the committed HEAD in their own worktrees\n"
             f"  3. `infrarsi check {repo} --run`: one run of the baseline, to see the step lines read as the contract "
             "says")

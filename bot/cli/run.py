@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TYPE_CHECKING
 
 from bot.cli.common import (UsageError, add_repo_argument, add_run_id_argument, int_at_least, positive_float,
@@ -20,7 +20,10 @@ from infrarsi.bank import open_bank
 from infrarsi.contract import load_contract
 
 if TYPE_CHECKING:  # the CLI imports stages when a verb runs, not to build its parser
+    from bot.stages.run.search import RunResult
     from bot.workspace.gc import PruneReport
+    from infrarsi.contract.model import Contract
+    from infrarsi.journal import Journal
     from infrarsi.trial_record import Candidate
     from infrarsi.verdict import Verdict
 
@@ -106,7 +109,7 @@ def _verdict_text(verdict: Verdict) -> str:
     return "\n".join(lines)
 
 
-def nothing_to_search(contract, patches: Mapping[str, object]) -> str | None:  # noqa: ANN001 - a Contract
+def nothing_to_search(contract: Contract, patches: Mapping[str, object]) -> str | None:
     """Why a run could not search anything (no knob, no applicable patch), or None. One small rule, so that a
     run that searches the proposer's patches (issue 47) can relax it."""
     if contract.knobs or patches:
@@ -197,7 +200,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _prune(root: Path, run_id: str, result: Any, journal: Any) -> PruneReport:
+def _prune(root: Path, run_id: str, result: RunResult, journal: Journal) -> PruneReport:
     """Delete the finished run's trial branches but the verified winner's."""
     from bot.stages.report.build import winner_record
     from bot.workspace.gc import prune_run

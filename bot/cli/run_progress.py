@@ -15,12 +15,15 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.cli.doctor import noise_lines
 from infrarsi.contract.model import Contract
 
-__all__ = ["ORIGINS", "RunProgress"]
+if TYPE_CHECKING:
+    from infrarsi.doctor import DoctorReport
+
+__all__ = ["ORIGINS", "RunProgress", "doctor_loader"]
 
 #: Who proposed a trial (the ``[origin]`` of a trial line), in plain words.
 ORIGINS = {
@@ -41,12 +44,12 @@ class RunProgress:
     contract: Contract
     run_id: str
     as_json: bool = False
-    load_doctor: Callable[[str], Any] = lambda run_id: None
+    load_doctor: Callable[[str], DoctorReport | None] = lambda run_id: None
     write: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
-    _costs: list[float] = field(default_factory=list)
-    _pairs: int | None = None
-    _verdicts: int = 0
-    _said: set[str] = field(default_factory=set)
+    _costs: list[float] = field(default_factory=list, init=False)  # the cost of each trial so far
+    _pairs: int | None = field(default=None, init=False)  # the doctor's verify_pairs, once the search starts
+    _verdicts: int = field(default=0, init=False)
+    _said: set[str] = field(default_factory=set, init=False)  # what was explained already
 
     def __call__(self, event: dict[str, Any]) -> None:
         if self.as_json:
@@ -118,9 +121,9 @@ class RunProgress:
             self.write(f"  {line}")
 
 
-def doctor_loader(root: Path) -> Callable[[str], Any]:
+def doctor_loader(root: Path) -> Callable[[str], DoctorReport | None]:
     """``RunProgress.load_doctor`` for the repo at ``root``."""
-    def load(run_id: str) -> Any:
+    def load(run_id: str) -> DoctorReport | None:
         from bot.stages.doctor.baseline import load_doctor
 
         return load_doctor(root, run_id)

@@ -202,13 +202,19 @@ def error_line(tail: str) -> str:
 
 
 def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measured: int,
-             tokens_per_step: int, steps_per_line: int = 1) -> tuple[Outcome, str]:
-    """The outcome of a finished execution and the reason a person would want to read."""
+             tokens_per_step: int, steps_per_line: int = 1,
+             memory_limit_bytes: int | None = None) -> tuple[Outcome, str]:
+    """The outcome of a finished execution and the reason a person would want to read (``memory_limit_bytes``:
+    the limit an OOM is told against)."""
     if execution.lock_changed:
         return Outcome.INVALID, ("lock broken where the job ran (checked by the launcher before and after): "
                                  + ", ".join(execution.lock_changed[:5]))
     if execution.killed_for == "memory":
-        return Outcome.OOM, f"peak memory reached the limit ({metrics.peak_mem_bytes} bytes); killed"
+        from infrarsi.contract.load import memory_text
+
+        seen = memory_text(metrics.peak_mem_bytes or 0)
+        return Outcome.OOM, (f"peak memory {seen} reached the limit of {memory_text(memory_limit_bytes)}; killed"
+                             if memory_limit_bytes else f"peak memory reached the limit ({seen}); killed")
     if execution.probe_oom is not None:
         return Outcome.OOM, f"the job reported out-of-memory: {execution.probe_oom.strip()[:300]}"
     if execution.killed_for == "timeout":

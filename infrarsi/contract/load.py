@@ -374,6 +374,15 @@ def parse_memory(value: Any) -> int | None:
     return None
 
 
+def memory_text(n: int) -> str:
+    """Bytes in the largest binary unit that keeps the figure at least 1 (``9.35 MiB``, ``1000 B``): the
+    inverse of :func:`parse_memory` for people."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
 def _budget(t: Table) -> Budget:
     trials = t.integer("trials", 30, minimum=1)
     seconds = t.number("seconds", None)

@@ -57,7 +57,7 @@ from infrarsi.rundir import RunDir, read_json, write_json
 from infrarsi.trial_record import Candidate
 from infrarsi.verdict import Verdict, VerdictKind
 
-__all__ = ["PromoteError", "PromoteResult", "Reverify", "promote", "real_reverify"]
+__all__ = ["PromoteError", "PromoteResult", "Reverify", "promote", "real_reverify", "reverify_run_id"]
 
 VERIFY_MARKER = "<!-- infrarsi:promote -->"
 # (repo, run id, candidate, base commit) -> the verdict of the candidate against that base
@@ -80,6 +80,11 @@ class PromoteResult:
     verdict: Verdict
     method: MergeMethod | None = None  # how the forge merged it (None: not merged)
     queued: bool = False  # added to the base's merge queue: the forge merges it later
+
+
+def reverify_run_id(run_id: str) -> str:
+    """The run the re-verification of run ``run_id``'s promotion journals its trials under."""
+    return f"{run_id}.promote"
 
 
 def _fetch_tips(forge: Forge, repo: Path, remote: str, pr: PullRequest) -> str:
@@ -120,10 +125,11 @@ def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, 
 
         ctx = replace(ctx, base=base_sha)
         # an inconclusive re-verification on this same base (the machine would not sit still) is resumed
-        saved = RunDir(repo, f"{run_id}.promote").verify_json(f"{candidate.digest()}-{base_sha[:12]}")
+        promote_run = reverify_run_id(run_id)
+        saved = RunDir(repo, promote_run).verify_json(f"{candidate.digest()}-{base_sha[:12]}")
         earlier = read_json(saved)
         resume = Verdict.from_dict(earlier) if earlier and earlier.get("verdict") == "inconclusive" else None
-        verdict = verify_candidate(ctx, run_id=f"{run_id}.promote", candidate=candidate, doctor=doctor, pairs=pairs,
+        verdict = verify_candidate(ctx, run_id=promote_run, candidate=candidate, doctor=doctor, pairs=pairs,
                                    progress=lambda m: say(f"  re-verify: {m}"), resume=resume)
         write_json(saved, verdict.to_dict())
         return verdict

@@ -6,6 +6,7 @@ trial ends, before anything else happens.
 
 from __future__ import annotations
 
+import logging
 import random
 import sys
 import time
@@ -24,6 +25,8 @@ from infrarsi.rundir import logs_dir
 from infrarsi.measure import classify, summarize
 from infrarsi.step_clock import draw_count_step
 from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
+
+log = logging.getLogger(__name__)
 
 
 def trial_spec(contract: Contract, candidate: Candidate, *, tree: Path, memory_limit_bytes: int | None,
@@ -119,13 +122,15 @@ def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor
         spec = replace(spec, witness=witness_step(contract))
     if request.past_window > 0 and spec.expected_steps:
         spec = replace(spec, expected_steps=spec.expected_steps + request.past_window)
+    log.debug("trial %s/%s on the %s executor: %s (cwd %s, timeout %s s, logs %s)", request.run_id, trial_no,
+              executor.name, " ".join(spec.argv), spec.cwd, spec.timeout_s, log_dir)
     execution = executor.execute(spec)
     timing = contract.timing
     metrics = summarize(execution, warmup=timing.warmup_steps, measured=timing.measured_steps,
                         memory_limit_bytes=memory_limit, steps_per_line=timing.steps_per_line)
     outcome, reason = classify(execution, metrics, warmup=timing.warmup_steps, measured=timing.measured_steps,
                                tokens_per_step=contract.workload.tokens_per_step,
-                               steps_per_line=timing.steps_per_line)
+                               steps_per_line=timing.steps_per_line, memory_limit_bytes=memory_limit)
     if outcome is Outcome.CRASH:
         from bot.stages.init.data_check import missing_in_trial  # reads the job's code only when it crashed
 

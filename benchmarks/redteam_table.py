@@ -2,7 +2,7 @@
 
     python -m benchmarks.redteam_table [--executors local torchrun actions slurm] [--resplit-on local ...]
                                        [--data benchmarks/data/redteam.json] [--doc docs/trials.md] [--render-only]
-                                       [--update]
+                                       [--update] [--only NAME ...]
 
 Each cell is one real, witnessed trial of the candidate, judged as verification judges it (the benches of
 ``tests/redteam``): tinygpt with dropout on the local executor, a self-hosted runner (the project's GitHub
@@ -13,7 +13,8 @@ another split of the global batch (``RESPLIT`` in tests/support/redteam/bench.py
 catalog patches and knobs, and the baseline against itself, are rows too: they must read ``ok``. The results
 go to the data file; the table is rendered from it into the doc's ``redteam`` section (``--render-only``
 re-renders without a trial; ``--update`` re-measures the named columns only, e.g. ``--executors torchrun
---resplit-on --update``). Run it alone: about 40 min on 2 cores.
+--resplit-on --update``, and ``--only`` the named rows only, adding rows the data file lacks). Run it alone: about
+40 min on 2 cores.
 """
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ def slurm_cluster() -> Iterator[None]:
 def _rows() -> list[dict[str, Any]]:
     """Every row: (name, what, which benches it runs on, the candidate's knobs and patches, honest or not)."""
     from tests.support.redteam.cheats import GPT, MOE, SHARED
+    from tests.support.redteam.quarantine_cheats import QUARANTINED, UNSEEN
 
     rows: list[dict[str, Any]] = []
-    for c in SHARED:
+    for c in (*SHARED, *QUARANTINED, *UNSEEN):
         rows.append({"name": c.name, "what": c.what, "kind": "cheat", "model": "gpt", "cheat": c})
     for c in GPT:
         rows.append({"name": c.name, "what": c.what, "kind": "cheat", "model": "gpt", "cheat": c})
@@ -97,11 +99,12 @@ def _judge(bench: Any, row: dict[str, Any], resplit: dict[str, Any] | None) -> d
         (bench.repo / "infrarsi.lock").write_bytes(lock)
 
 
-def measure(executors: list[str], resplit_on: list[str], work: Path, progress: Any) -> dict[str, Any]:
+def measure(executors: list[str], resplit_on: list[str], work: Path, progress: Any,
+            only: list[str] | None = None) -> dict[str, Any]:
     from tests.support.redteam.bench import RESPLIT, Bench, ddp_repo, gpt_repo, moe_repo
     from tests.support.redteam.paths import executor_for
 
-    rows = _rows()
+    rows = [r for r in _rows() if not only or r["name"] in only]
     cells: dict[str, dict[str, Any]] = {r["name"]: {} for r in rows}
     with contextlib.ExitStack() as stack:
         if "slurm" in executors:
@@ -136,18 +139,27 @@ def measure(executors: list[str], resplit_on: list[str], work: Path, progress: A
             "command": "python -m benchmarks.redteam_table " + " ".join(sys.argv[1:]),
             "columns": [e + (" + re-split" if s else "") for e, s in columns],
             "rows": [{"name": r["name"], "what": r["what"], "kind": r["kind"], "cells": cells[r["name"]]}
-                     for r in rows]}
+                     for r in rows], **({"only": list(only)} if only else {})}
 
 
 def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """``old`` with the columns ``new`` measured replaced by ``new``'s, in ``old``'s column order, each replaced
-    column recorded under ``updated`` with its time and command."""
+    column recorded under ``updated`` with its time and command; a row ``old`` lacks is added in the order of
+    :func:`_rows`."""
     fresh = set(new["columns"])
     columns = old["columns"] + [c for c in new["columns"] if c not in old["columns"]]
     by_name = {r["name"]: r for r in new["rows"]}
     rows = [{**r, "cells": {**{c: v for c, v in r["cells"].items() if c not in fresh},
-                            **by_name.get(r["name"], {}).get("cells", {})}} for r in old["rows"]]
-    updated = {**(old.get("updated") or {}), **{c: (new["measured_at"], new["command"]) for c in fresh}}
+                            **by_name[r["name"]]["cells"]}} if r["name"] in by_name else r for r in old["rows"]]
+    order = [r["name"] for r in _rows()]
+    for row in new["rows"]:
+        if row["name"] not in {r["name"] for r in rows}:
+            after = [i for i, r in enumerate(rows) if r["name"] in order[:order.index(row["name"])]]
+            rows.insert(max(after) + 1 if after else len(rows), row)
+    names = new.get("only") or ()
+    rows_measured = ", ".join(names) if len(names) <= 3 else f"{names[0]} … {names[-1]} ({len(names)} rows)"
+    measured = [f"rows {rows_measured}"] if names else fresh
+    updated = {**(old.get("updated") or {}), **{c: (new["measured_at"], new["command"]) for c in measured}}
     return {**old, "columns": columns, "rows": rows, "updated": updated}
 
 
@@ -165,12 +177,15 @@ def _cpu() -> str:
 
 def render(data: dict[str, Any]) -> str:
     """The section: one row per candidate, one column per executor (and re-split); a cell is the verdict and the
-    check that caught the candidate first. Every cheat must read invalid or rejected, every honest row ok."""
+    check that caught the candidate first. Every cheat must read invalid, rejected or quarantined, every honest row
+    ok."""
     cols = data["columns"]
-    updated = "".join(f"; the {col} column re-measured {when} with `{cmd.strip()}`"
+    updated = "".join(f"; the {col if col.startswith('rows ') else col + ' column'} "
+                      f"{'measured' if col.startswith('rows ') else 're-measured'} {when} with `{cmd.strip()}`"
                       for col, (when, cmd) in sorted((data.get("updated") or {}).items()))
     out = [f"Measured {data['measured_at']} on {data['machine']['cpu']} with `{data['command'].strip()}`{updated}; "
-           "each cell one real witnessed trial (a re-split column: tinygpt's micro-batch 2 -> 1, tinymoe's 4 -> 2, "
+           "each cell one real witnessed trial (a quarantined cell: none, the patch never ran; a re-split column: "
+           "tinygpt's micro-batch 2 -> 1, tinymoe's 4 -> 2, "
            "against the baseline run at that split). tinygpt with dropout 0.1 on local, Actions and Slurm; the same "
            "model data-parallel on two ranks (the DDP fixture, four rows a rank, two micro-batches) under torchrun; "
            "tinymoe for its own rows.",
@@ -183,15 +198,15 @@ def render(data: dict[str, Any]) -> str:
             if cell is None:
                 cells.append("–")
                 continue
-            good = cell["verdict"] in (("invalid", "rejected") if row["kind"] == "cheat" else ("ok",))
+            good = cell["verdict"] in (("invalid", "rejected", "quarantined") if row["kind"] == "cheat" else ("ok",))
             if not good:
                 missed.append(f"{row['name']} on {col}: {cell['verdict']} ({cell['reason'][:120]})")
             text = cell["verdict"] if row["kind"] == "honest" else f"**{cell['first']}**"
             cells.append(text + ("" if good else " ⚠️"))
         out.append(f"| {row['name']}: {row['what']} | " + " | ".join(cells) + " |")
     total = sum(len(r["cells"]) for r in data["rows"])
-    out += ["", f"{total - len(missed)} of {total} cells as they must be (every cheat invalid or rejected, every "
-            "honest candidate ok)" + ("." if not missed else ": not " + "; ".join(missed))]
+    out += ["", f"{total - len(missed)} of {total} cells as they must be (every cheat invalid, rejected or "
+            "quarantined, every honest candidate ok)" + ("." if not missed else ": not " + "; ".join(missed))]
     return "\n".join(out)
 
 
@@ -206,13 +221,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--update", action="store_true",
                         help="re-measure only the columns named by --executors/--resplit-on and keep the data file's "
                              "other columns (each re-measured column says when)")
+    parser.add_argument("--only", nargs="+", default=None, metavar="NAME",
+                        help="measure only these rows (with --update: the data file's other rows are kept)")
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args(argv)
     if not args.render_only:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         work = args.workdir or Path(tempfile.mkdtemp(prefix="redteam-table-"))
         data = measure(args.executors, args.resplit_on, work,
-                       lambda m: print(f"redteam_table: {m}", file=sys.stderr, flush=True))
+                       lambda m: print(f"redteam_table: {m}", file=sys.stderr, flush=True), only=args.only)
         if args.update and args.data.is_file():
             data = merged(json.loads(args.data.read_text(encoding="utf-8")), data)
         args.data.parent.mkdir(parents=True, exist_ok=True)

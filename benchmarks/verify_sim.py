@@ -14,6 +14,14 @@ burst's runs, which are run again, and futility uses the larger of the doctor's 
 Printed, per sigma: A/A false promotions (must be <= alpha = 0.05), power at a true 1.3x, median pairs of an
 A/A, and the share of verdicts a burst flips (the same seeds with and without the burst). The table goes to
 the ``verify-sim`` section of docs/doctor.md with the command.
+
+A second table, *sustained contention*: from a random run of the first pairs to the end, another process keeps
+the CPUs busy; every run is 2-3x slower and the faster arm's 1.5x more so (its short steps lose more to each
+preemption), which pulls a real speedup towards 1. "before": disturbed runs are counted once the re-runs are
+spent (the bot before this change); "after": the bot waits for quiet (on the simulated clock) and ends
+``inconclusive`` when it does not come. Printed: A/A false promotions (<= alpha) and, at a true 1.3x, the shares
+of promoted, ``not_significant`` (a wrong answer: must be 0 after) and ``inconclusive`` verdicts. Written to the
+``verify-sim-contention`` section.
 """
 
 from __future__ import annotations
@@ -57,8 +65,79 @@ def _one(speedup: float, sigma: float, seed: int, burst: bool, after: bool) -> t
     b = Burst(arm="candidate" if rng.random() < 0.5 else "baseline", at=int(rng.integers(0, 3)),
               factor=float(rng.uniform(3.0, 5.0))) if burst else None
     machine = SimulatedMachine(speedup=speedup, sigma=sigma, seed=seed, burst=b, visible=after)
-    verdict = verify_candidate(machine, run_id="sim", candidate=CANDIDATE, doctor=machine.doctor())  # type: ignore[arg-type]
+    verdict = verify_candidate(machine, run_id="sim", candidate=CANDIDATE, doctor=machine.doctor(),  # type: ignore[arg-type]
+                               quiet=machine.quiet())
     return verdict.kind.value, verdict.pairs, len(verdict.reruns)
+
+
+@contextmanager
+def legacy_counting() -> Iterator[None]:
+    """Disturbed runs counted once the re-runs are spent, as before this change (no waiting, no inconclusive)."""
+    import bot.stages.run.verify as verify
+    from bot.stages.run.quiet import DisturbanceGuard
+    from infrarsi.disturbance import disturbance
+
+    class Counting(DisturbanceGuard):
+        def run(self, launch, reference, *, same_arm=lambda: True):  # noqa: ANN001, ANN202
+            while True:
+                record = launch()
+                why = disturbance(record, reference(), same_arm=same_arm())
+                if why is None or self.spent >= self.rerun_budget:
+                    return record
+                self.spent += 1
+                self.reruns.append(record.trial_no)
+
+    current = verify.DisturbanceGuard
+    verify.DisturbanceGuard = Counting  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        verify.DisturbanceGuard = current  # type: ignore[misc]
+
+
+def _contended(speedup: float, sigma: float, seed: int, after: bool) -> str:
+    from bot.stages.run.verify import verify_candidate
+    from tests.support.simulated import CANDIDATE, Contention, SimulatedMachine
+
+    rng = np.random.default_rng(20_000 + seed)
+    machine = SimulatedMachine(speedup=speedup, sigma=sigma, seed=seed,
+                               contention=Contention(at=int(rng.integers(2, 5)), factor=float(rng.uniform(2.0, 3.0))))
+    if after:
+        verdict = verify_candidate(machine, run_id="sim", candidate=CANDIDATE, doctor=machine.doctor(),  # type: ignore[arg-type]
+                                   quiet=machine.quiet())
+    else:
+        with legacy_counting():
+            verdict = verify_candidate(machine, run_id="sim", candidate=CANDIDATE, doctor=machine.doctor(),  # type: ignore[arg-type]
+                                       quiet=machine.quiet())
+    return verdict.kind.value
+
+
+def contention(sigmas: list[float], sims: int, seed: int, progress) -> list[dict]:  # noqa: ANN001
+    rows = []
+    for sigma in sigmas:
+        for after in (False, True):
+            aa = [_contended(1.0, sigma, seed + i, after) for i in range(sims)]
+            win = [_contended(1.3, sigma, seed + i, after) for i in range(sims)]
+            progress(f"contention, sigma {sigma}, {'after' if after else 'before'}: done")
+            rows.append({"sigma": sigma, "design": "after" if after else "before",
+                         "aa_false": aa.count("promoted") / sims,
+                         "aa_inconclusive": aa.count("inconclusive") / sims,
+                         "promoted": win.count("promoted") / sims,
+                         "not_significant": win.count("not_significant") / sims,
+                         "inconclusive": win.count("inconclusive") / sims})
+    return rows
+
+
+def render_contention(rows: list[dict], command: str, sims: int, when: str) -> str:
+    out = [f"Simulated {when} with `{command}` ({sims} verifications a cell, sustained contention from a random run "
+           "of the first pairs to the end, 2-3x slower, the faster arm 1.5x more; through the production "
+           "`verify_candidate`):", "",
+           "| log-sd | design | A/A promoted | A/A inconclusive | 1.3x promoted | 1.3x not_significant (wrong) "
+           "| 1.3x inconclusive |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['sigma']:.2f} | {r['design']} | {r['aa_false']:.3f} | {r['aa_inconclusive']:.2f} | "
+                   f"{r['promoted']:.2f} | {r['not_significant']:.2f} | {r['inconclusive']:.2f} |")
+    return "\n".join(out)
 
 
 def cell(speedup: float, sigma: float, sims: int, seed: int, *, burst: bool, after: bool) -> list[tuple[str, int, int]]:
@@ -118,13 +197,20 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     rows = measure(args.sigmas, args.sims, args.seed, lambda m: print(f"verify_sim: {m}", file=sys.stderr, flush=True))
     command = "python -m benchmarks.verify_sim " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = render(rows, command.strip(), args.sims, time.strftime("%Y-%m-%d", time.gmtime()))
+    when = time.strftime("%Y-%m-%d", time.gmtime())
+    text = render(rows, command.strip(), args.sims, when)
     print(text)
+    contended = render_contention(contention(args.sigmas, args.sims, args.seed,
+                                             lambda m: print(f"verify_sim: {m}", file=sys.stderr, flush=True)),
+                                  command.strip(), args.sims, when)
+    print()
+    print(contended)
     print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
     if not args.no_write:
         from benchmarks.doc_sections import write_section
 
         write_section(args.out, "verify-sim", text)
+        write_section(args.out, "verify-sim-contention", contended)
     return 0
 
 

@@ -17,6 +17,7 @@ contract says nothing, by its name through :data:`KNOB_DECISIONS`.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 
 from infrarsi.contract.model import Knob
 
@@ -50,3 +51,13 @@ def knob_decides(knob: Knob) -> tuple[str, ...]:
         if re.fullmatch(rf"(?:.*[._])?{pattern}", knob.name, flags=re.IGNORECASE):
             return (decision,)
     return ()
+
+
+def moved_decisions(knobs: Sequence[Knob], values: Mapping[str, object]) -> tuple[str, ...]:
+    """What the knobs set off their defaults in ``values`` decide (the verdict lets a knob that decides the
+    optimizer's implementation change its class, one that decides TF32 let float32 products run in it)."""
+    moved: set[str] = set()
+    for knob in knobs:
+        if knob.name in values and values[knob.name] != knob.default:
+            moved.update(knob_decides(knob))
+    return tuple(sorted(moved))

@@ -51,10 +51,13 @@ def _shares(record: TrialRecord) -> dict[str, float]:
     return out
 
 
-def disturbance(record: TrialRecord, reference: Sequence[TrialRecord], *, same_arm: bool = True) -> str | None:
+def disturbance(record: TrialRecord, reference: Sequence[TrialRecord], *, same_arm: bool = True,
+                alone: bool = True) -> str | None:
     """Why ``record`` looks disturbed from outside, against ``reference`` (undisturbed runs of the same arm,
     or — ``same_arm=False`` — of the baseline, whose CPU use says nothing of another configuration's); None
-    when it does not, or when nothing was measured to say so."""
+    when it does not, or when nothing was measured to say so. ``alone=False``: with no reference run the
+    pressure says nothing (a job that oversubscribes the CPUs by itself stalls its own threads; the doctor's
+    first baseline run is judged against the later ones instead)."""
     if record.outcome is not Outcome.OK:
         return None
     mine = _shares(record)
@@ -65,7 +68,7 @@ def disturbance(record: TrialRecord, reference: Sequence[TrialRecord], *, same_a
     psi_ref = [s["psi"] for s in refs if "psi" in s]
     if "psi" in mine:
         usual = statistics.median(psi_ref) if psi_ref else None
-        if (mine["psi"] - usual > PSI_EXCESS) if usual is not None else mine["psi"] > PSI_ALONE:
+        if (mine["psi"] - usual > PSI_EXCESS) if usual is not None else (alone and mine["psi"] > PSI_ALONE):
             against = f"against {usual:.0%} in undisturbed runs" if usual is not None else "with no run to compare"
             return (f"trial {record.trial_no}: runnable tasks waited for a CPU {mine['psi']:.0%} of the trial "
                     f"(/proc/pressure/cpu), {against}")

@@ -78,6 +78,9 @@ class DoctorReport:
     # The witnessed runs the doctor made beside the baseline repeats (the baseline in each lower dtype): theirs,
     # not the search's, so the search never counts or verifies them as candidates.
     calibration_trials: tuple[int, ...] = ()
+    # The band over the printed losses, kept beside a witness-sourced ``loss_band`` for unwitnessed runs (the
+    # search's timed trials) whose printed curve is all they have; None when ``loss_band`` is itself printed.
+    printed_band: LossBand | None = None
 
     @property
     def own_trials(self) -> frozenset[int]:
@@ -110,6 +113,7 @@ class DoctorReport:
             "datasheet_model": self.datasheet_model, "mfu_datasheet": self.mfu_datasheet,
             "gpu_peak_bytes": self.gpu_peak_bytes, "gpu_steady_bytes": self.gpu_steady_bytes,
             "gpu_capacity_bytes": self.gpu_capacity_bytes, "calibration_trials": list(self.calibration_trials),
+            "printed_band": self.printed_band.to_dict() if self.printed_band else None,
         }
 
     @staticmethod
@@ -132,7 +136,8 @@ class DoctorReport:
             datasheet_model=d.get("datasheet_model"), mfu_datasheet=d.get("mfu_datasheet"),
             gpu_peak_bytes=d.get("gpu_peak_bytes"), gpu_steady_bytes=d.get("gpu_steady_bytes"),
             gpu_capacity_bytes=d.get("gpu_capacity_bytes"),
-            calibration_trials=tuple(int(t) for t in d.get("calibration_trials") or ()))
+            calibration_trials=tuple(int(t) for t in d.get("calibration_trials") or ()),
+            printed_band=LossBand.from_dict(d["printed_band"]) if d.get("printed_band") else None)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -210,7 +215,7 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
     good = good_baseline_runs(records)
     notes: list[str] = []
     runs = [r.metrics.step_times_s for r in good]
-    profile = noise_profile(runs)
+    profile = noise_profile(runs, figures=[r.metrics.step_time_s or 0.0 for r in good])
     spec = contract.verify
     pairs = repeats_for_effect(profile.sigma_log, spec.target_effect, spec.alpha, spec.power,
                                min_effect=spec.min_effect, n_max=spec.max_pairs)
@@ -218,7 +223,9 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
     if not math.isfinite(mde) or mde > spec.target_effect:
         notes.append(f"the job is noisy: with {pairs} pairs (verify.max_pairs) verification detects only "
                      f"{mde:.1%} effects, not the {spec.target_effect:.0%} target")
-    median = statistics.median(statistics.median(r) for r in runs)
+    # the figure every trial is read against: each run's step time as measured (infrarsi.step_clock), not the
+    # median of its intervals (which holding and pacing events could shrink)
+    median = statistics.median(r.metrics.step_time_s or statistics.median(r.metrics.step_times_s) for r in good)
 
     phases, source, error = _phases(good, median, profiled_phases)
     peak_mem = int(statistics.median(r.metrics.peak_mem_bytes or 0 for r in good))
@@ -235,6 +242,9 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
     sheet = datasheet_peaks(fingerprint.get("gpu_model"))
     on_sheet = mfu_of(flops_per_step=model_flops, step_time_s=median, peaks=sheet[1], dtype=dtype,
                       peak_source="datasheet") if sheet and model_flops else None
+    printed = [r.metrics.loss for r in good if r.metrics.loss]
+    printed_band = calibrate_band(printed, rtol=contract.loss.rtol, final_rtol=contract.loss.final_rtol,
+                                  dtype_deviation=band.dtype_deviation if band else ()) if printed else None
     if band is None:
         band = calibrate_band([r.metrics.loss for r in good], rtol=contract.loss.rtol,
                               final_rtol=contract.loss.final_rtol)
@@ -254,7 +264,8 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
         work=work, mfu_defect=figure.defect if figure else None,
         datasheet_peak_flops=dict(sheet[1]) if sheet else None, datasheet_model=sheet[0] if sheet else None,
         mfu_datasheet=on_sheet.value if on_sheet else None, gpu_peak_bytes=gpu["device_peak_mem_bytes"],
-        gpu_steady_bytes=gpu["device_steady_mem_bytes"], gpu_capacity_bytes=gpu["device_capacity_bytes"])
+        gpu_steady_bytes=gpu["device_steady_mem_bytes"], gpu_capacity_bytes=gpu["device_capacity_bytes"],
+        printed_band=printed_band if band.source == "witness" else None)
 
 
 def _phases(good: Sequence[TrialRecord], median: float,

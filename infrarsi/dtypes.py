@@ -19,8 +19,10 @@ TORCH_NAMES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfl
                "fp16": "float16", "float16": "float16", "half": "float16", "fp8": "float8_e4m3fn",
                "fp64": "float64", "float64": "float64"}
 
-#: How low a torch dtype's precision is: a step that ran any matrix product lower is judged at the lowest.
-PRECISION_RANK = {"float64": 0, "float32": 1, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 3, "float8_e5m2": 3}
+#: How low a torch dtype's precision is: a step that ran any matrix product lower is judged at the lowest. ``tf32``
+#: is not a dtype: float32 products computed in TensorFloat-32 (a float32 math setting, infrarsi.witnessed_settings).
+PRECISION_RANK = {"float64": 0, "float32": 1, "tf32": 1.5, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 3,
+                  "float8_e5m2": 3}
 
 #: torch's dtype names to the short names device peaks are keyed by (fp8's two formats share one peak).
 SHORT_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64",

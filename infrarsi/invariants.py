@@ -13,9 +13,10 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from infrarsi.dtypes import PRECISION_RANK, lowest_precision
+from infrarsi.witnessed_settings import fp32_precision, math_problems, optimizer_problems
 from infrarsi.trial_record import Outcome, TrialRecord
 from infrarsi.witness import WitnessReport
 
@@ -72,11 +73,11 @@ def not_checked(name: str, why: str) -> InvariantCheck:
 
 
 #: The rows a witnessed reference makes possible, in the order they are checked.
-WITNESS_ROWS = ("optimizer_steps", "work", "precision", "trainable", "first_step", "weights")
+WITNESS_ROWS = ("optimizer_steps", "work", "precision", "trainable", "optimizer", "first_step", "weights")
 
 
 # torch.testing.assert_close's defaults per dtype (rtol, atol): the starting point for one operation.
-ASSERT_CLOSE = {"float64": (1e-7, 1e-7), "float32": (1.3e-6, 1e-5), "bfloat16": (1.6e-2, 1e-5),
+ASSERT_CLOSE = {"float64": (1e-7, 1e-7), "float32": (1.3e-6, 1e-5), "tf32": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5),
                 "float16": (1e-3, 1e-5)}
 # Lower precision ranks higher; a candidate is judged at the lowest precision its matrix products used.
 # A whole step is thousands of operations: re-associating them (fused kernels, other micro-batch sizes,
@@ -85,7 +86,13 @@ ASSERT_CLOSE = {"float64": (1e-7, 1e-7), "float32": (1.3e-6, 1e-5), "bfloat16": 
 # by far less than 2e-5; the weight update moves more, because a contract's own knob may change the
 # function slightly (tinymoe's balancing loss is per micro-batch: micro_batch 2 -> 4 moved the update
 # 1.3e-2), while cheats that keep step 1 intact moved it by >= 0.15.
-FLOOR = {"first_loss": 2e-5, "grad": 5e-4, "update": 5e-2}
+# ``param_update``: each parameter's own update (its projections on a few random directions, relative to their
+# size): a parameter whose update is off by a quarter is not the same training, however small its share of the
+# whole vector (a frozen bias is 100% off); honest fp32 rewrites move it by far less than 1e-2.
+FLOOR = {"first_loss": 2e-5, "grad": 5e-4, "update": 5e-2, "param_update": 0.25}
+# A parameter whose baseline update is below this share of the largest one's is judged on that share: its own
+# relative change means nothing (a row of zeros that only weight decay moves).
+PARAM_ATOL = 1e-3
 # A dtype change may move a figure this many times what the doctor measured it to move.
 DTYPE_MARGIN = 3.0
 # Written by doctors before re-split candidates were compared with a baseline at their own split
@@ -108,15 +115,17 @@ class DtypeDeviation:
     grad: float
     update: float
     loss: tuple[float, ...] = ()  # per measured step
+    param_update: float = 0.0  # the largest per-parameter update deviation (0: measured before it was kept)
 
     def to_dict(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "first_loss": self.first_loss, "grad": self.grad, "update": self.update,
-                "loss": list(self.loss)}
+                "loss": list(self.loss), "param_update": self.param_update}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> DtypeDeviation:
         return DtypeDeviation(dtype=str(d["dtype"]), first_loss=float(d["first_loss"]), grad=float(d["grad"]),
-                              update=float(d["update"]), loss=tuple(float(v) for v in d.get("loss") or ()))
+                              update=float(d["update"]), loss=tuple(float(v) for v in d.get("loss") or ()),
+                              param_update=float(d.get("param_update") or 0.0))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -132,11 +141,15 @@ class WorkReference:
     allowed_dtypes: tuple[str, ...]  # matmul dtypes the contract permits (the baseline's and its dtype knob's)
     deviations: tuple[DtypeDeviation, ...] = field(default=())
     ranks: tuple[tuple[int, tuple[WitnessReport, ...]], ...] = ()
+    # Where ``first_loss`` was read: "witness" (the loss that reached backward() in step 1) or "printed" (the
+    # job's first step line; references built before the witness kept its losses). A candidate is read alike.
+    loss_source: str = "printed"
 
     def to_dict(self) -> dict[str, Any]:
         return {"reports": [r.to_dict() for r in self.reports], "first_loss": list(self.first_loss),
                 "allowed_dtypes": list(self.allowed_dtypes), "deviations": [d.to_dict() for d in self.deviations],
-                "ranks": [[rank, [r.to_dict() for r in reports]] for rank, reports in self.ranks]}
+                "ranks": [[rank, [r.to_dict() for r in reports]] for rank, reports in self.ranks],
+                "loss_source": self.loss_source}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> WorkReference:
@@ -146,7 +159,8 @@ class WorkReference:
                              deviations=tuple(DtypeDeviation.from_dict(x) for x in d.get("deviations") or ()
                                               if x.get("dtype") != SPLIT),
                              ranks=tuple((int(rank), tuple(WitnessReport.from_dict(r) for r in reports))
-                                         for rank, reports in d.get("ranks") or ()))
+                                         for rank, reports in d.get("ranks") or ()),
+                             loss_source=str(d.get("loss_source") or "printed"))
 
     @property
     def flops(self) -> int | None:
@@ -164,7 +178,7 @@ class WorkReference:
         if reports is None:
             return None
         return WorkReference(reports=reports, first_loss=self.first_loss, allowed_dtypes=self.allowed_dtypes,
-                             deviations=self.deviations)
+                             deviations=self.deviations, loss_source=self.loss_source)
 
 
 def step_tokens(main: WitnessReport, ranks: Sequence[WitnessReport] = ()) -> int | None:
@@ -217,7 +231,40 @@ def dtype_deviation(report: WitnessReport, first_loss: float, loss: Sequence[flo
         dtype=dtype, first_loss=_rel(first_loss, _mean(reference.first_loss)),
         grad=vector_deviation(_filled(report.grad_norms), [_filled(r.grad_norms) for r in reference.reports]),
         update=vector_deviation(report.update_proj, [r.update_proj for r in reference.reports]),
-        loss=tuple(_rel(v, m) for v, m in zip(loss, means)))
+        loss=tuple(_rel(v, m) for v, m in zip(loss, means)),
+        param_update=max(param_deviations(report, reference.reports), default=0.0))
+
+
+def _param_means(reports: Sequence[WitnessReport]) -> list[list[float]]:
+    n = len(reports[0].update_projs)
+    return [[_mean([r.update_projs[i][j] for r in reports]) for j in range(len(reports[0].update_projs[i]))]
+            for i in range(n)]
+
+
+def param_deviations(report: WitnessReport, reports: Sequence[WitnessReport]) -> list[float]:
+    """Per parameter, how far its update landed from the baseline's, relative to the update's size (its
+    projections on the witness's random directions: their root mean square is the update's norm, up to a
+    constant). Empty when either side did not keep them or the parameters differ."""
+    if not reports or not report.update_projs or any(len(r.update_projs) != len(report.update_projs)
+                                                     for r in reports):
+        return []
+    means = _param_means(reports)
+    scales = [math.sqrt(_mean([m * m for m in row])) if row else 0.0 for row in means]
+    atol = PARAM_ATOL * max(scales, default=0.0)
+    out = []
+    for mine, row, scale in zip(report.update_projs, means, scales):
+        if len(mine) != len(row) or not row:
+            return []
+        diff = math.sqrt(_mean([(a - b) ** 2 for a, b in zip(mine, row)]))
+        out.append(diff / max(scale, atol) if max(scale, atol) else diff)
+    return out
+
+
+def _param_spread(reports: Sequence[WitnessReport]) -> float:
+    """SIGMAS times the baseline's own run-to-run spread of each parameter's update, relative, at the worst."""
+    if len(reports) < 2 or not all(r.update_projs for r in reports):
+        return 0.0
+    return SIGMAS * max((d for r in reports for d in param_deviations(r, reports)), default=0.0)
 
 
 def tolerance(reference: WorkReference, dtype: str, figure: str) -> float:
@@ -265,8 +312,11 @@ def _fmt_flops(n: float) -> str:
 
 def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_seen: int,
                     reference: WorkReference, trial: int | str = "?",
-                    steps_at_report: int | None = None, steps_per_line: int = 1) -> list[InvariantCheck]:
-    """Each invariant of one witnessed candidate trial against the baseline's reference.
+                    steps_at_report: int | None = None, steps_per_line: int = 1,
+                    moved: Collection[str] = ()) -> list[InvariantCheck]:
+    """Each invariant of one witnessed candidate trial against the baseline's reference. ``moved``: what the
+    candidate's knobs decide off their defaults (infrarsi.decisions: ``optimizer_impl`` may change the
+    optimizer's class, ``tf32_matmul`` float32 products to TF32).
 
     A report written before exit (the bot stops a long job after its measured steps) is held to at least the
     step lines that had arrived when it was written (``steps_at_report``), give or take the one whose line is
@@ -309,9 +359,28 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
 
     dtype = lowest_precision(report.matmul_dtypes)
     extra = sorted(set(report.matmul_dtypes) - set(reference.allowed_dtypes))
-    checks.append(compared("precision", not extra, (
+    fp32 = fp32_precision(report, base) if "float32" in report.matmul_dtypes else None
+    if fp32 is not None and PRECISION_RANK.get(fp32, 1) > PRECISION_RANK.get(dtype, 1):
+        dtype = fp32  # float32 tensors, products computed lower: judged at what they were computed in
+    math = math_problems(report, base, allowed_dtypes=reference.allowed_dtypes,
+                         tf32_knob_moved="tf32_matmul" in moved)
+    seen = "" if report.math or not base.math else "; the witness read no float32 math settings"
+    checks.append(compared("precision", not extra and not math and not seen, (
         f"{t}: matrix products ran in {', '.join(report.matmul_dtypes) or 'nothing counted'}"
-        + (f"; the contract allows only {', '.join(reference.allowed_dtypes)}" if extra else ""))))
+        + (f" (float32 products computed in {fp32})" if fp32 else "")
+        + (f"; the contract allows only {', '.join(reference.allowed_dtypes)}" if extra else "")
+        + ("; " + "; ".join(math) + f": the contract allows only {', '.join(reference.allowed_dtypes)}"
+           if math else "") + seen)))
+
+    if not base.optimizer:
+        checks.append(not_checked("optimizer", f"{t}: the baseline's witness recorded no torch.optim optimizer "
+                                  "(none stepped, or a reference from before the optimizer was witnessed)"))
+    else:
+        wrong = optimizer_problems(report, base, impl_knob_moved="optimizer_impl" in moved)
+        families = ", ".join(str(o.get("family")) for o in report.optimizer) or "no optimizer"
+        checks.append(compared("optimizer", not wrong, f"{t}: " + ("; ".join(wrong[:3]) if wrong else (
+            f"{families} configured as the baseline's at every optimizer step (class, every group's settings, "
+            "its parameters, the state's dtypes; foreach/fused/capturable/differentiable not compared)"))))
 
     same = (report.params, report.param_elements, report.with_grad) == (base.params, base.param_elements,
                                                                          base.with_grad)
@@ -345,18 +414,62 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
     dev = vector_deviation(report.update_proj, updates)
     norms = vector_deviation(report.weight_norms, [r.weight_norms for r in reference.reports])
     ok = dev <= tol and norms <= tol and len(report.update_proj) == len(base.update_proj)
+    per_param = param_deviations(report, reference.reports)
+    param_text = ""
+    if per_param:
+        param_tol = max(tolerance(reference, dtype, "param_update"), _param_spread(reference.reports))
+        worst = max(range(len(per_param)), key=lambda i: per_param[i])
+        ok = ok and per_param[worst] <= param_tol
+        shape = report_shape(report, worst)
+        param_text = (f"; each parameter's own update within {per_param[worst]:.2e} of the baseline's "
+                      f"(tolerance {param_tol:.1e})" if per_param[worst] <= param_tol else
+                      f"; parameter {worst}{shape}'s own update is {per_param[worst]:.0%} off the baseline's "
+                      f"(tolerance {param_tol:.0%})")
     checks.append(compared("weights", ok, (
         f"{t}: after {report.optimizer_steps} steps the weight update differs by {dev:.2e} and the weight norms "
-        f"by {norms:.2e} relative (tolerance {tol:.1e})")))
+        f"by {norms:.2e} relative (tolerance {tol:.1e})" + param_text)))
     return checks
 
 
+def report_shape(report: WitnessReport, i: int) -> str:
+    """`` (shape [32])`` for the ``i``-th parameter in the optimizer's order, when the report names shapes."""
+    members = [shape for group in (report.optimizer[0].get("members") or []) for shape in group] \
+        if report.optimizer else []
+    return f" (shape {members[i]})" if i < len(members) else ""
 
-def first_loss(record: TrialRecord) -> float | None:
-    """The loss the job reported for its first step (a warm-up step when there is one)."""
+
+
+def first_loss(record: TrialRecord, source: str = "printed") -> float | None:
+    """The loss of the first step: the one that reached backward() in optimizer step 1 (``source="witness"``),
+    or the one the job printed on its first step line (a warm-up step when there is one)."""
+    if source == "witness":
+        report = witnessed_report(record)
+        losses = report.backward_loss if report is not None else ()
+        return losses[0] if losses else None
     m = record.metrics
     values = m.warmup_loss or m.loss
     return values[0] if values else None
+
+
+def window_loss(record: TrialRecord, first_step: int, steps: int) -> tuple[float, ...] | None:
+    """The losses that reached backward() in optimizer steps ``first_step`` .. ``first_step + steps - 1``, as the
+    witness saw them (None: not witnessed, or a step in the window with no scalar loss)."""
+    report = witnessed_report(record)
+    if report is None or first_step < 1:
+        return None
+    values = report.backward_loss[first_step - 1:first_step - 1 + steps]
+    if not values or any(v is None for v in values):
+        return None
+    return tuple(float(v) for v in values)  # type: ignore[arg-type]
+
+
+def loss_window(warmup: int, measured: int, steps_per_line: int, records: Sequence[TrialRecord]) -> tuple[int, int]:
+    """(first optimizer step, steps) of the measured window that every witnessed record covers."""
+    k = max(1, steps_per_line)
+    first = warmup * k + 1
+    reports = [r for r in (witnessed_report(x) for x in records) if r is not None]
+    have = min((len(r.backward_loss) for r in reports), default=0)
+    return first, max(0, min(measured * k, have - first + 1))
 
 
 def witnessed_report(record: TrialRecord) -> WitnessReport | None:
@@ -370,30 +483,41 @@ def rank_reports(record: TrialRecord) -> dict[int, WitnessReport]:
 
 
 def build_reference(records: Sequence[TrialRecord], *, allowed_dtypes: Sequence[str],
-                    lower: Sequence[tuple[str, TrialRecord]] = ()) -> WorkReference | None:
-    """The reference from the baseline's witnessed repeats, with the deviation of each ``(dtype, run)``."""
+                    lower: Sequence[tuple[str, TrialRecord]] = (),
+                    window: tuple[int, int] | None = None) -> WorkReference | None:
+    """The reference from the baseline's witnessed repeats, with the deviation of each ``(dtype, run)``.
+    Losses are the witness's (what reached backward()) when every repeat has them, and ``window`` (first
+    optimizer step, steps) says which of them the lower-dtype runs' per-step deviations are measured over."""
     good = [r for r in records if r.outcome is Outcome.OK and r.metrics.witness]
     if not good:
         return None
     reports = tuple(WitnessReport.from_dict(r.metrics.witness) for r in good)  # type: ignore[arg-type]
-    losses = tuple(v for v in (first_loss(r) for r in good) if v is not None)
+    source = "witness" if all(first_loss(r, "witness") is not None for r in good) else "printed"
+    losses = tuple(v for v in (first_loss(r, source) for r in good) if v is not None)
     allowed = tuple(sorted(set(allowed_dtypes) | {d for r in reports for d in r.matmul_dtypes}))
     per_run = [rank_reports(r) for r in good]
     common = sorted(set.intersection(*(set(p) for p in per_run))) if all(per_run) else []
     ranks = tuple((rank, tuple(p[rank] for p in per_run)) for rank in common)
-    reference = WorkReference(reports=reports, first_loss=losses, allowed_dtypes=allowed, ranks=ranks)
+    reference = WorkReference(reports=reports, first_loss=losses, allowed_dtypes=allowed, ranks=ranks,
+                              loss_source=source)
+
+    def curve(run: TrialRecord) -> tuple[float, ...]:
+        if source == "witness" and window is not None:
+            return window_loss(run, *window) or ()
+        return run.metrics.loss
+
     deviations = []
     for dtype, run in lower:
         report = witnessed_report(run)
-        loss = first_loss(run)
+        loss = first_loss(run, source)
         if run.outcome is Outcome.OK and report is not None and loss is not None:
-            deviations.append(dtype_deviation(report, loss, run.metrics.loss, reference,
-                                              [r.metrics.loss for r in good], dtype))
+            deviations.append(dtype_deviation(report, loss, curve(run), reference, [curve(r) for r in good], dtype))
     return WorkReference(reports=reports, first_loss=losses, allowed_dtypes=allowed, deviations=tuple(deviations),
-                         ranks=ranks)
+                         ranks=ranks, loss_source=source)
 
 
-def record_invariants(record: TrialRecord, reference: WorkReference) -> list[InvariantCheck]:
+def record_invariants(record: TrialRecord, reference: WorkReference,
+                      moved: Collection[str] = ()) -> list[InvariantCheck]:
     """The witnessed rows of one finished trial against the baseline's reference (its outcome already says
     whether the witness is trusted). A multi-process trial holds each rank to the same rank of the baseline
     (the printed loss is rank 0's), plus the work of all ranks together (``work_total``); each row then says
@@ -406,9 +530,9 @@ def record_invariants(record: TrialRecord, reference: WorkReference) -> list[Inv
         return [not_checked(name, why) for name in WITNESS_ROWS]
     ranks = rank_reports(record)
     if not ranks or not reference.ranks:
-        return work_invariants(report, first_loss=first_loss(record), steps_seen=m.steps_seen,
+        return work_invariants(report, first_loss=first_loss(record, reference.loss_source), steps_seen=m.steps_seen,
                                steps_at_report=m.steps_at_witness, steps_per_line=m.steps_per_line,
-                               reference=reference, trial=record.trial_no)
+                               reference=reference, trial=record.trial_no, moved=moved)
     per_rank: dict[int, list[InvariantCheck]] = {}
     for rank, _ in reference.ranks:
         mine = ranks.get(rank)
@@ -417,10 +541,11 @@ def record_invariants(record: TrialRecord, reference: WorkReference) -> list[Inv
             per_rank[rank] = [compared(name, False, f"trial {record.trial_no}: rank {rank} wrote no witness report "
                                        f"(the baseline's did)") for name in WITNESS_ROWS]
             continue
-        per_rank[rank] = work_invariants(mine, first_loss=first_loss(record) if rank == 0 else None,
+        per_rank[rank] = work_invariants(mine, first_loss=first_loss(record, reference.loss_source)
+                                         if rank == 0 else None,
                                          steps_seen=m.steps_seen, steps_at_report=m.steps_at_witness,
                                          steps_per_line=m.steps_per_line, reference=ref,
-                                         trial=f"{record.trial_no} rank {rank}")
+                                         trial=f"{record.trial_no} rank {rank}", moved=moved)
     rows = _rows_over_ranks(per_rank)
     base_total = sum(min((r.flops or 0) for r in reports) for _, reports in reference.ranks)
     got_total = sum((r.flops or 0) for r in ranks.values())

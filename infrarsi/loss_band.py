@@ -36,11 +36,18 @@ class LossBand:
     runs: int
     method: str = "rtol"  # "rtol": max(kσ, rtol); "calibrated": calibrate_band, rtol only an upper bound
     dtype_deviation: tuple[float, ...] = ()  # per step, relative, of the doctor's lower-dtype baseline run
+    # What the band holds: "witness" — per optimizer step from ``first_step`` on, the loss the witness saw
+    # reach backward() (whatever the job prints, and however it splits the batch); "printed" — per measured
+    # step line, the loss the job printed (a band from before the witness kept its losses, or a job whose
+    # losses the witness cannot see).
+    source: str = "printed"
+    first_step: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {"mean": list(self.mean), "lower": list(self.lower), "upper": list(self.upper),
                 "spread": list(self.spread), "rtol": self.rtol, "final_rtol": self.final_rtol, "runs": self.runs,
-                "sigmas": BAND_SIGMAS, "method": self.method, "dtype_deviation": list(self.dtype_deviation)}
+                "sigmas": BAND_SIGMAS, "method": self.method, "dtype_deviation": list(self.dtype_deviation),
+                "source": self.source, "first_step": self.first_step}
 
     @staticmethod
     def from_dict(data: dict[str, object]) -> LossBand:
@@ -49,7 +56,8 @@ class LossBand:
         return LossBand(mean=floats("mean"), lower=floats("lower"), upper=floats("upper"), spread=floats("spread"),
                         rtol=float(data["rtol"]), final_rtol=float(data["final_rtol"]),  # type: ignore[arg-type]
                         runs=int(data["runs"]), method=str(data.get("method", "rtol")),  # type: ignore[call-overload]
-                        dtype_deviation=tuple(float(v) for v in data.get("dtype_deviation") or ()))  # type: ignore[union-attr]
+                        dtype_deviation=tuple(float(v) for v in data.get("dtype_deviation") or ()),  # type: ignore[union-attr]
+                        source=str(data.get("source") or "printed"), first_step=int(data.get("first_step") or 0))  # type: ignore[call-overload]
 
 
 def calibrate(loss_runs: Sequence[Sequence[float]], *, rtol: float, final_rtol: float) -> LossBand:

@@ -1,19 +1,21 @@
 """From a raw execution to metrics and an outcome, the same way for every executor.
 
-Step time is the median of the intervals between consecutive bot stamps over
-the measured steps: interval *k* runs from the stamp of step *k-1* to that of
-step *k*, so warm-up steps (compilation, allocator growth) never count. A job
-that prints one step line every *k* optimizer steps (``steps_per_line``) gets
-each interval divided by *k*, and each line then stands for *k* steps' tokens.
-A job the launcher ended after its expected steps (it is configured for days)
-is judged on those steps; its exit status is the signal we sent, not a crash.
+Step time is measured over the measured steps by a statistic that holding,
+batching or pacing step events can only make longer (:mod:`infrarsi.step_clock`:
+the span to the bot's stamp of the last measured event, divided by the optimizer
+steps in it), so warm-up steps (compilation, allocator growth) never count. A
+job that prints one step line every *k* optimizer steps (``steps_per_line``)
+has each line stand for *k* steps' time and tokens. A job the launcher ended
+after its expected steps (it is configured for days) is judged on those steps;
+its exit status is the signal we sent, not a crash.
 
-Lines printed faster than the bot reads them (steps of a few milliseconds)
-arrive several to one read and carry one stamp: the first of them holds the
-whole gap and the rest none. Such a run is shared evenly among its lines,
-which keeps the measured total exact. Lines that all arrive at once (a job
-that buffers its output, or a toy that prints them in microseconds) give no
-time at all; the doctor, which needs one, says so.
+The per-step intervals (``step_times_s``: their spread, and the clock row's
+cross-check) come from the same stamps. Lines printed faster than the bot reads
+them (steps of a few milliseconds) arrive several to one read and carry one
+stamp: the first of them holds the whole gap and the rest none. Such a run is
+shared evenly among its lines, which keeps the measured total exact. Lines that
+all arrive at once (a job that buffers its output, or a toy that prints them in
+microseconds) give no time at all; the doctor, which needs one, says so.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import statistics
 from collections.abc import Sequence
 
 from infrarsi.seams.executor import Execution
+from infrarsi.step_clock import measure_clock
 from infrarsi.trial_record import Outcome, StepEvent, TrialMetrics
+from infrarsi.witness import WitnessReport
 
 _OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "std::bad_alloc",
                 "DefaultCPUAllocator: can't allocate memory")
@@ -85,7 +89,15 @@ def summarize(execution: Execution, *, warmup: int, measured: int,
         min(tokens) if tokens else None)
     if tokens_per_step is not None:
         tokens_per_step //= steps_per_line
-    step_time = statistics.median(times) if times else None
+    report = None
+    if execution.witness and execution.witness_error is None:
+        try:
+            report = WitnessReport.from_dict(execution.witness)
+        except (KeyError, TypeError, ValueError):
+            report = None
+    clock = measure_clock([e.stamp for e in window], report, warmup=warmup, measured=measured,
+                          steps_per_line=steps_per_line)
+    step_time = clock.step_time_s if times else None
     censored = execution.killed_for == "memory" or execution.probe_oom is not None
     peak = execution.peak_rss_bytes
     if execution.killed_for == "memory" and memory_limit_bytes is not None:
@@ -118,6 +130,12 @@ def summarize(execution: Execution, *, warmup: int, measured: int,
         witness_skipped=execution.witness_skipped,
         lock_checked=execution.lock_changed is not None,
         host=execution.host,
+        clock=clock.how if step_time is not None else "",
+        span_s=clock.span_s,
+        witness_span_s=clock.witness_span_s,
+        clock_steps=clock.steps,
+        clock_first_step=clock.first_step,
+        clock_last_step=clock.last_step,
     )
 
 
@@ -184,13 +202,19 @@ def error_line(tail: str) -> str:
 
 
 def classify(execution: Execution, metrics: TrialMetrics, *, warmup: int, measured: int,
-             tokens_per_step: int, steps_per_line: int = 1) -> tuple[Outcome, str]:
-    """The outcome of a finished execution and the reason a person would want to read."""
+             tokens_per_step: int, steps_per_line: int = 1,
+             memory_limit_bytes: int | None = None) -> tuple[Outcome, str]:
+    """The outcome of a finished execution and the reason a person would want to read (``memory_limit_bytes``:
+    the limit an OOM is told against)."""
     if execution.lock_changed:
         return Outcome.INVALID, ("lock broken where the job ran (checked by the launcher before and after): "
                                  + ", ".join(execution.lock_changed[:5]))
     if execution.killed_for == "memory":
-        return Outcome.OOM, f"peak memory reached the limit ({metrics.peak_mem_bytes} bytes); killed"
+        from infrarsi.contract.load import memory_text
+
+        seen = memory_text(metrics.peak_mem_bytes or 0)
+        return Outcome.OOM, (f"peak memory {seen} reached the limit of {memory_text(memory_limit_bytes)}; killed"
+                             if memory_limit_bytes else f"peak memory reached the limit ({seen}); killed")
     if execution.probe_oom is not None:
         return Outcome.OOM, f"the job reported out-of-memory: {execution.probe_oom.strip()[:300]}"
     if execution.killed_for == "timeout":

@@ -22,7 +22,7 @@ from infrarsi.contract.model import KnobValue
 #: whether its peak is censored; 4 every rank's witness report, why a trial was not witnessed, and whether the
 #: launcher checked the lock where the job ran. An added field bumps the version: older code then says its
 #: record is newer, rather than failing on an unknown keyword.
-TRIAL_SCHEMA_VERSION = 4
+TRIAL_SCHEMA_VERSION = 5
 
 
 class Outcome(StrEnum):
@@ -33,6 +33,11 @@ class Outcome(StrEnum):
     INVALID = "invalid"  # it ran, but an invariant broke
     REJECTED = "rejected"  # never launched: the patch did not apply or left the scope
     INTERRUPTED = "interrupted"  # the bot died while it ran
+
+
+#: How a ``rejected`` record's reason starts when the patch was quarantined: it added something a speed patch never
+#: needs (bot/patching/suspicious.py), and a person should look at it; it never ran.
+QUARANTINED = "quarantined for review: "
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -94,7 +99,10 @@ class StepEvent:
 class TrialMetrics:
     """Figures of one trial, all measured by the bot outside the candidate's process."""
 
-    step_time_s: float | None = None  # median of bot-stamped intervals over the measured steps
+    # Seconds per optimizer step over the measured steps, by a statistic that holding, batching or pacing step
+    # events can only make longer (infrarsi.measure: the span to the bot's stamp of the last measured event,
+    # from the witness's end of the window's first step where the trial was witnessed).
+    step_time_s: float | None = None
     step_time_cv: float | None = None
     step_times_s: tuple[float, ...] = ()
     tokens_per_step: int | None = None
@@ -129,6 +137,16 @@ class TrialMetrics:
     witness_skipped: str | None = None  # witnessed, but the executor could not run the witness: why
     lock_checked: bool = False  # the launcher compared the locked files with the lock where the job ran
     host: tuple[tuple[str, float], ...] = ()  # the host while it ran (Execution.host): CPU, pressure, steal
+    # How step_time_s was measured (infrarsi.measure.StepClock): "anchored" (from the witness's end of the
+    # window's first optimizer step to the bot's stamp of the last event), "span" (the bot's own stamps), or
+    # "" (no time). span_s: the bot's own first-to-last stamp span over the window; witness_span_s: the same
+    # optimizer steps by the witness's clock; clock_steps: optimizer steps the figure divides by.
+    clock: str = ""
+    span_s: float | None = None
+    witness_span_s: float | None = None
+    clock_steps: int | None = None
+    clock_first_step: int | None = None  # anchored: the optimizer steps the witness's span runs between
+    clock_last_step: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -178,7 +196,8 @@ class TrialRecord:
 
 
 def upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """Bring a stored record up to the current schema (1 -> 2 -> 3 -> 4 add optional metrics: nothing to do)."""
+    """Bring a stored record up to the current schema (1 -> 2 -> 3 -> 4 -> 5 add optional metrics: nothing to do;
+    a record before 5 measured its step time as the median interval, which it keeps)."""
     version = int(data.get("schema_version", 1))
     if version > TRIAL_SCHEMA_VERSION:
         raise ValueError(f"trial record has schema {version}, newer than this InfraRSI ({TRIAL_SCHEMA_VERSION})")

@@ -4,8 +4,8 @@ A faster number that is noise, or that came from computing something else, is
 what this module exists to refuse. The verdict is a value with every
 measurement kept: ``promoted``, ``not_significant``, ``invalid`` (an invariant
 broke), ``unverified`` (a check the promotion needs could not be made there, and
-the contract does not waive it) or ``quarantined`` (a result too good to believe
-without a human). Each invariant row is ``ok``, ``broken`` or ``not_checked``
+the contract does not waive it), ``quarantined`` (a result too good to believe
+without a human) or ``inconclusive`` (the machine would not sit still: no answer). Each invariant row is ``ok``, ``broken`` or ``not_checked``
 with why: a comparison that was not made never reads as passed.
 """
 
@@ -19,8 +19,9 @@ from enum import StrEnum
 from typing import Any, Sequence
 
 from infrarsi.invariants import (WITNESS_ROWS, CheckStatus, InvariantCheck, WorkReference, compared, not_checked,
-                                 record_invariants, rank_reports, step_tokens, witnessed_report)
+                                 record_invariants, rank_reports, step_tokens, window_loss, witnessed_report)
 from infrarsi.loss_band import LossBand, final_loss_worse, first_step_outside
+from infrarsi.step_clock import READER_LAG_S, SPAN_AGREEMENT, paced
 from infrarsi.stats import Comparison, compare
 from infrarsi.trial_record import Candidate, Outcome, TrialRecord, parse_description
 
@@ -36,6 +37,9 @@ class VerdictKind(StrEnum):
     INVALID = "invalid"
     UNVERIFIED = "unverified"  # a required check could not be made on this executor (never the candidate's fault)
     QUARANTINED = "quarantined"
+    # The machine would not sit still: more runs disturbed from outside than could be re-run, and waiting for
+    # quiet did not end it. Not an answer about the candidate: never stored as experience; resumable.
+    INCONCLUSIVE = "inconclusive"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -59,6 +63,9 @@ class Reference:
     band: LossBand | None
     split: tuple[tuple[str, Any], ...] = ()
     missing: str = ""  # why ``work`` is None (shown on every witnessed row)
+    # What the candidate's knobs decide off their defaults (infrarsi.decisions.moved_decisions): an
+    # ``optimizer_impl`` knob may change the optimizer's class, a ``tf32_matmul`` knob float32 math.
+    moved: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -79,6 +86,10 @@ class Verdict:
     pairs), ``invariant`` (a candidate run broke one); empty for a verdict written before this was recorded."""
     reruns: tuple[int, ...] = ()
     """Trials disturbed from outside (infrarsi.disturbance) and run again instead of counted."""
+    disturbed: tuple[int, ...] = ()
+    """Every trial found disturbed from outside (re-run, or the one an inconclusive verification stopped at)."""
+    waited_s: float = 0.0
+    """Seconds spent waiting for the machine to become quiet."""
 
     @property
     def promoted(self) -> bool:
@@ -103,6 +114,7 @@ class Verdict:
             "test": TEST,
             "invariants": [i.to_dict() for i in self.invariants],
             "pairs": self.pairs, "stop": self.stop, "reruns": list(self.reruns),
+            "disturbed": list(self.disturbed), "waited_s": self.waited_s,
         }
 
     @staticmethod
@@ -127,7 +139,9 @@ class Verdict:
                        candidate_step_s=tuple(data.get("candidate_step_s") or ()), comparison=comparison,
                        invariants=tuple(InvariantCheck.from_dict(i) for i in data.get("invariants") or ()),
                        pairs=int(data.get("pairs") or 0), stop=str(data.get("stop") or ""),
-                       reruns=tuple(int(t) for t in data.get("reruns") or ()))
+                       reruns=tuple(int(t) for t in data.get("reruns") or ()),
+                       disturbed=tuple(int(t) for t in data.get("disturbed") or ()),
+                       waited_s=float(data.get("waited_s") or 0.0))
 
 
 def _legacy_candidate(text: str) -> Candidate:
@@ -171,20 +185,48 @@ def trial_invariants(record: TrialRecord, reference: Reference) -> list[Invarian
                   if m.lock_checked else
                   not_checked("lock", f"{t}: the executor did not check the locked files where the job ran"))
     if reference.work is not None:
-        checks += record_invariants(record, reference.work)
+        checks += record_invariants(record, reference.work, moved=reference.moved)
     else:
         why = reference.missing or "the doctor has no witnessed baseline run"
         checks += [not_checked(name, f"{t}: no witnessed baseline to compare with ({why})") for name in WITNESS_ROWS]
     checks += _loss_rows(record, reference.band)
-    measured = sum(m.step_times_s)
-    consistent = measured <= m.wall_s * 1.001
-    claimed = m.child_step_time_s
-    if claimed is not None and m.step_time_s:
-        consistent = consistent and claimed / m.step_time_s >= CLOCK_DISAGREEMENT
-    checks.append(compared("clock", consistent, (
-        f"{t}: bot measured {m.step_time_s or 0:.4f} s/step within {m.wall_s:.1f} s of "
-        f"process wall time" + (f"; the job's own clock claims {claimed:.4f} s/step" if claimed else ""))))
+    checks.append(clock_row(record))
     return checks
+
+
+def clock_row(record: TrialRecord) -> InvariantCheck:
+    """The step time the bot measured, cross-checked: inside the process's wall time, not far longer than the
+    job's own clock claims, and — witnessed — the step events neither held back (the bot's span of the window
+    against the witness's span of the same optimizer steps) nor paced (the median interval against the
+    witness's median step). The figure itself cannot be shrunk by either (infrarsi.step_clock)."""
+    m = record.metrics
+    t = f"trial {record.trial_no}"
+    problems = []
+    measured = sum(m.step_times_s)
+    if measured > m.wall_s * 1.001:
+        problems.append(f"{measured:.3f} s of measured steps in {m.wall_s:.3f} s of process wall time")
+    claimed = m.child_step_time_s
+    if claimed is not None and m.step_time_s and claimed / m.step_time_s < CLOCK_DISAGREEMENT:
+        problems.append(f"the job's own clock claims {claimed:.4f} s/step")
+    report = witnessed_report(record)
+    if m.witness_span_s and m.span_s is not None \
+            and m.span_s < SPAN_AGREEMENT * m.witness_span_s - READER_LAG_S:
+        problems.append(f"the window's step events arrived over {m.span_s:.3f} s while its optimizer steps took "
+                        f"{m.witness_span_s:.3f} s by the witness's clock: events were held back")
+    paced_why = paced(m.step_times_s, report, first_step=m.clock_first_step, last_step=m.clock_last_step)
+    if paced_why:
+        problems.append(paced_why)
+    how = {"anchored": "from the witness's end of the window's first optimizer step to the bot's stamp of the "
+                       "last measured event", "span": "over the bot's stamps of the window's first and last "
+                                                       "events"}.get(m.clock, "")
+    detail = (f"{t}: bot measured {m.step_time_s or 0:.4f} s/step" + (f" ({how})" if how else "")
+              + f" within {m.wall_s:.1f} s of process wall time"
+              + (f"; the job's own clock claims {claimed:.4f} s/step" if claimed and not problems else ""))
+    if problems:
+        return compared("clock", False, f"{t}: " + "; ".join(problems))
+    if report is None and m.clock:
+        detail += "; not witnessed: event pacing not cross-checked"
+    return compared("clock", True, detail)
 
 
 def _tokens_row(record: TrialRecord, work: WorkReference | None) -> InvariantCheck:
@@ -206,22 +248,38 @@ def _tokens_row(record: TrialRecord, work: WorkReference | None) -> InvariantChe
 
 
 def _loss_rows(record: TrialRecord, band: LossBand | None) -> list[InvariantCheck]:
+    """The loss curve against the band: the losses the witness saw reach backward() when the band holds those
+    (never the number the job prints, which a patch can print in band), else the printed ones."""
     t = f"trial {record.trial_no}"
-    loss = record.metrics.loss
+    if band is not None and band.source == "witness":
+        if witnessed_report(record) is None:
+            why = f"{t}: not witnessed: the losses that reached backward() were not seen"
+            return [not_checked("loss_band", why), not_checked("final_loss", why)]
+        seen = window_loss(record, band.first_step, len(band.mean))
+        if seen is None:
+            why = (f"{t}: the witness saw no loss reach backward() in optimizer steps {band.first_step}-"
+                   f"{band.first_step + len(band.mean) - 1} (the baseline's did)")
+            return [compared("loss_band", False, why), compared("final_loss", False, why)]
+        loss: tuple[float, ...] = seen
+    else:
+        loss = record.metrics.loss
     if band is None or not loss:
         why = f"{t}: " + ("no baseline loss band" if band is None else "the job printed no loss on its step lines")
         return [not_checked("loss_band", why), not_checked("final_loss", why)]
     step = first_step_outside(band, loss)
+    what = "loss that reached backward()" if band.source == "witness" else "printed loss"
     if step is None:
-        rows = [compared("loss_band", True, f"{t}: every measured step inside the band")]
+        rows = [compared("loss_band", True, f"{t}: every measured step's {what} inside the band")]
     else:
         got = loss[step - 1] if step <= len(loss) else float("nan")
+        where = (f"optimizer step {band.first_step + step - 1}" if band.source == "witness"
+                 else f"measured step {step}")
         rows = [compared("loss_band", False,
-                         f"{t}: measured step {step} left the baseline loss band (loss {got:.5f}, band "
+                         f"{t}: the {what} of {where} left the baseline loss band (loss {got:.5f}, band "
                          f"[{band.lower[step - 1]:.5f}, {band.upper[step - 1]:.5f}])"
                          if step <= len(band.lower) else f"{t}: fewer loss values than the baseline")]
     worse = final_loss_worse(band, loss)
-    rows.append(compared("final_loss", worse is None, f"{t}: final loss "
+    rows.append(compared("final_loss", worse is None, f"{t}: final {what} "
                          + ("within tolerance" if worse is None else f"{worse:.2%} worse than baseline")))
     return rows
 

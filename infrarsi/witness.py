@@ -44,6 +44,21 @@ class WitnessReport:
     # was indexed with) and targets that reached a classification loss (nll_loss, which cross_entropy runs).
     tokens_in: int | None = None
     targets_in: int | None = None
+    # Counted FLOPs taken off as not real work, by why: "meta" (meta or fake tensors), "unreached" (a forward
+    # product whose result never reached the loss), "no_grad" (outside the differentiated graph).
+    flops_excluded: tuple[tuple[str, int], ...] = ()
+    # Per optimizer step up to the report (1-based step i at index i-1): when it ended, on the clock the bot
+    # stamps with (CLOCK_MONOTONIC), and the sum of the scalar losses passed to backward() during it (None:
+    # none). Empty in a report written before the witness kept them.
+    step_t: tuple[float, ...] = ()
+    backward_loss: tuple[float | None, ...] = ()
+    # Per optimizer, in the order each first stepped: {"family", "timeline": [[from step, [group settings]]],
+    # "members": per group the parameter shapes at its first step, "members_at_end", "state_dtypes"}.
+    optimizer: tuple[dict[str, Any], ...] = ()
+    # The settings deciding how float32 products are computed: [[from step, {setting: value}], ...].
+    math: tuple[tuple[int, dict[str, Any]], ...] = ()
+    # Per parameter, the update's projections on several fixed random directions (the first is update_proj).
+    update_projs: tuple[tuple[float, ...], ...] = ()
 
     @property
     def tokens(self) -> int | None:
@@ -62,7 +77,11 @@ class WitnessReport:
                 "grad_norms": list(self.grad_norms), "weight_norms": list(self.weight_norms),
                 "update_proj": list(self.update_proj),
                 "tampered": list(self.tampered), "source_sha256": self.source_sha256, "at": self.at, "t": self.t,
-                "rank": self.rank, "tokens_in": self.tokens_in, "targets_in": self.targets_in}
+                "rank": self.rank, "tokens_in": self.tokens_in, "targets_in": self.targets_in,
+                "flops_excluded": dict(self.flops_excluded), "step_t": list(self.step_t),
+                "backward_loss": list(self.backward_loss), "optimizer": list(self.optimizer),
+                "math": [[step, settings] for step, settings in self.math],
+                "update_projs": [list(p) for p in self.update_projs]}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> WitnessReport:
@@ -78,7 +97,13 @@ class WitnessReport:
             update_proj=tuple(float(w) for w in d.get("update_proj") or ()),
             tampered=tuple(str(t) for t in d.get("tampered") or ()), source_sha256=str(d["source_sha256"]),
             at=str(d.get("at") or "exit"), t=None if d.get("t") is None else float(d["t"]),
-            rank=_rank(d.get("rank")), tokens_in=_count(d.get("tokens_in")), targets_in=_count(d.get("targets_in")))
+            rank=_rank(d.get("rank")), tokens_in=_count(d.get("tokens_in")), targets_in=_count(d.get("targets_in")),
+            flops_excluded=tuple(sorted((str(k), int(v)) for k, v in dict(d.get("flops_excluded") or {}).items())),
+            step_t=tuple(float(t) for t in d.get("step_t") or ()),
+            backward_loss=tuple(None if v is None else float(v) for v in d.get("backward_loss") or ()),
+            optimizer=tuple(dict(o) for o in d.get("optimizer") or ()),
+            math=tuple((int(step), dict(settings)) for step, settings in d.get("math") or ()),
+            update_projs=tuple(tuple(float(x) for x in p) for p in d.get("update_projs") or ()))
 
 
 def _rank(value: Any) -> int | None:

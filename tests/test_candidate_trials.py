@@ -115,6 +115,22 @@ def test_rejected_candidates_launch_nothing_and_name_the_offender(git_repo: Path
     assert trial_branch("t", 1) not in git(git_repo, "branch", "--list")
 
 
+def test_a_patch_with_what_a_speed_patch_never_needs_is_quarantined_never_run(git_repo: Path) -> None:
+    spec = _replacement("relay", "model.py::gelu_tanh",
+                        'def gelu_tanh(x):\n    __import__("os").dup2(3, 1)\n'
+                        '    return F.gelu(x, approximate="tanh")\n')
+    executor = MustNotLaunch()
+    record, stored = _run(git_repo, Candidate.of({}, ["relay"]), {"relay": spec}, executor)
+    assert record.outcome is Outcome.REJECTED and record.cost_s == 0.0 and executor.calls == []
+    assert record.reason.startswith("quarantined for review: model.py:"), record.reason
+    assert ": os.dup2 (low-level fd trick: " in record.reason
+    assert ": builtins.__import__ (dynamic import: " in record.reason
+    flagged = [a for a in record.audit if a.get("kind") == "quarantined"]
+    assert {a["construct"] for a in flagged} == {"os.dup2", "builtins.__import__"}
+    assert all(a["symbol"] == "gelu_tanh" and a["path"] == "model.py" for a in flagged)
+    assert stored[0].reason == record.reason and trial_branch("t", 1) not in git(git_repo, "branch", "--list")
+
+
 def test_module_level_import_and_new_file_are_rejected(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import bot.stages.run.candidate as ct
 

@@ -1,4 +1,5 @@
-"""bot.cli.common: the REPO argument, ``--run-id`` and its deprecated spelling, byte sizes, progress lines."""
+"""bot.cli.common: the REPO argument, ``--run-id`` and its deprecated spelling, byte sizes, progress lines, and the
+argparse types that check each number and name where it is parsed."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from bot.cli.common import (UsageError, add_deprecated_alias, add_repo_argument, add_run_id_argument, fmt_bytes,
-                            repo_dir, resolve_repo, say)
+                            infrarsi_version, int_at_least, memory_size, positive_float, repo_dir, resolve_repo,
+                            run_id, say)
 
 
 def test_a_deprecated_alias_stores_like_its_replacement_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
@@ -60,3 +62,29 @@ def test_progress_goes_to_stderr_unless_json(capsys: pytest.CaptureFixture[str])
     say(argparse.Namespace(json=True))("quiet")
     out, err = capsys.readouterr()
     assert (out, err) == ("", "  baseline 1/5\n  no json flag\n")
+
+
+@pytest.mark.parametrize(("parse", "text", "says"), [
+    (int_at_least(1), "0", "expected an integer >= 1, got 0"),
+    (int_at_least(2), "x", "expected an integer >= 2, got 'x'"),
+    (positive_float, "-1", "expected a finite number > 0, got -1"),
+    (positive_float, "inf", "expected a finite number > 0, got inf"),
+    (positive_float, "soon", "expected a number > 0, got 'soon'"),
+    (memory_size, "0GiB", "expected a size > 0 in bytes or like 6GiB or 512MB, got '0GiB'"),
+    (run_id, "a b", "invalid run id 'a b'"),
+    (run_id, "..", "invalid run id '..'"),
+])
+def test_a_bad_value_names_itself_and_the_allowed_range(parse: object, text: str, says: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError) as caught:
+        parse(text)  # type: ignore[operator]
+    assert says in str(caught.value)
+
+
+def test_good_values_parse() -> None:
+    assert int_at_least(1)("3") == 3 and positive_float("0.5") == 0.5
+    assert memory_size("1KB") == 1000 and memory_size("2GiB") == 2 * 2**30
+    assert run_id("r1.promote_2-b") == "r1.promote_2-b"
+
+
+def test_the_version_is_the_installed_package_s() -> None:
+    assert infrarsi_version()[0].isdigit()

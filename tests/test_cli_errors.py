@@ -118,7 +118,7 @@ CASES = [
          "knob dtype: expected one of 'fp32', 'bf16', got 'fp16'"),
     Case("fresh", ("verify", "{repo}", "--knob", "nope=1"), BAD_INPUT, "nope"),
     Case("fresh", ("trial", "{repo}", "--memory-limit", "lots"), BAD_INPUT,
-         "--memory-limit: expected bytes or a size like 6GiB, got 'lots'"),
+         "argument --memory-limit: expected a size > 0 in bytes or like 6GiB or 512MB, got 'lots'"),
     Case("fresh", ("trial", "{repo}", "--patch", "fused_gelu"), BAD_INPUT, "--patch needs a git repository"),
     # the command line itself
     Case("fresh", ("frobnicate", "{repo}"), BAD_INPUT, "invalid choice: 'frobnicate'"),

@@ -10,7 +10,7 @@ import pytest
 from bot.stages.init.dryrun import dry_run, no_step_line_message
 from infrarsi.contract.model import Contract
 from infrarsi.seams.executor import Execution
-from tests.support.init_draft import FakeExecutor, drafted_contract, steps
+from tests.support.init_draft import FakeExecutor, drafted_contract, step_log, steps
 
 
 @pytest.fixture
@@ -29,7 +29,8 @@ def _run(contract: Contract, tmp_path: Path, execution: Execution, log: str = ""
 
 
 def test_one_line_per_step_is_ok(contract: Contract, tmp_path: Path) -> None:
-    result = _run(contract, tmp_path, Execution(events=steps(14), returncode=0, wall_s=1.5, peak_rss_bytes=1))
+    result = _run(contract, tmp_path, Execution(events=steps(14), returncode=0, wall_s=1.5, peak_rss_bytes=1),
+                  step_log(steps(14)))
     assert (result.ok, result.seen, result.expected) == (True, 14, 14)
     assert result.message == "ok: the regex saw 14 step lines in 1.5 s; first losses [2.0, 1.99, 1.98]"
 
@@ -45,7 +46,7 @@ def test_a_failed_baseline_shows_the_end_of_its_stderr(contract: Contract, tmp_p
 
 def test_lines_that_skip_steps_ask_for_steps_per_line(contract: Contract, tmp_path: Path) -> None:
     result = _run(contract, tmp_path, Execution(events=steps(14, every=10), returncode=0, wall_s=1.0,
-                                                peak_rss_bytes=1))
+                                                peak_rss_bytes=1), step_log(steps(14, every=10)))
     assert not result.ok
     assert result.message == ("the regex saw 14 lines but their steps advance by [10] (timing.steps_per_line = 1); "
                               "set timing.steps_per_line to the logging interval")
@@ -79,3 +80,13 @@ def test_only_the_last_twelve_lines_are_shown() -> None:
     shown = [ln for ln in message.splitlines() if ln.startswith("  | ")]
     assert shown == [f"  | epoch {i}" for i in range(18, 30)]
     assert "the last lines it printed on stderr:" in message
+
+
+def test_events_the_regex_did_not_read_are_not_its(contract: Contract, tmp_path: Path) -> None:
+    """Issue 45: step events that came from the probe channel while the regex matched none of the job's lines."""
+    log = "".join(f"it={i} l={2 - i / 100}\n" for i in range(14))
+    result = _run(contract, tmp_path, Execution(events=steps(14), returncode=0, wall_s=1.0, peak_rss_bytes=1), log)
+    assert not result.ok and result.seen == 0
+    assert result.message.startswith("the step regex saw 0 step lines, expected 14 (")
+    assert result.message.endswith("(14 step events came from the infrarsi.probe channel instead; set timing.source "
+                                   "= 'probe' to time those)")

@@ -4,6 +4,8 @@ The executor here runs nothing (it hands back a made-up execution); a real witne
 tests/test_doctor_tokens.py (slow)."""
 from __future__ import annotations
 
+from infrarsi.step_clock import counted_inside
+
 from pathlib import Path
 
 import pytest
@@ -40,8 +42,9 @@ def test_the_baseline_runs_once_with_the_witness_on_the_last_warmup_step(contrac
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     got, executor = _measure(contract, monkeypatch, witness=_report(tokens_in=512))
     assert got == (512, "measured: one short run of the baseline, the witness counted the token ids reaching an "
-                        "embedding in optimizer step 2")
-    assert [(s.witness, s.timeout_s) for s in executor.specs] == [(2, 30)]
+                        "embedding in optimizer step 2")  # the report's own count_step
+    assert [s.timeout_s for s in executor.specs] == [30]
+    assert counted_inside(executor.specs[0].witness, contract.timing.warmup_steps, contract.timing.measured_steps)
 
 
 def test_a_classifier_counts_targets_and_ranks_are_summed(contract: Contract,

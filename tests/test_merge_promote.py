@@ -51,8 +51,10 @@ def test_refuses_without_an_approval(applied: Path) -> None:
 
 
 def test_refuses_a_non_approvers_approval(applied: Path) -> None:
-    approve = infrarsi("approve", str(applied), "1", "--as", "mallory")
-    assert approve.returncode == 0 and "approved by mallory" in approve.stdout
+    approve = infrarsi("approve", str(applied), "1", "--as", "mallory")  # refused at once (issue 45)
+    assert approve.returncode == 2 and "mallory is not an approver of this repo (the contract's approvers: alice, " \
+        "team acme/perf)" in approve.stderr
+    _forge(applied).submit_review(1, "mallory", "APPROVED")  # on a forge where anyone may review
     assert "approved by mallory, who is not a listed approver (alice)" in _refused(applied)
 
 
@@ -117,7 +119,8 @@ def test_the_local_forge_s_rules_take_promote_s_path(applied: Path) -> None:
     forge.configure(merge_methods=("squash",))
     forge.protect("main", required_approvals=2)
     infrarsi("approve", str(applied), "1", "--as", "alice")
-    (line,) = _refused(applied).strip().splitlines()
+    *progress, line = _refused(applied).strip().splitlines()  # promote's progress is on stderr, before the error
+    assert [p.split(" at head ")[0] for p in progress] == ["#1: approved by alice"]
     assert line == ("error: pull request #1 cannot be merged yet (nothing was re-verified): required approving "
                     "reviews: 2 needed, 1 given (alice)")
     assert forge.statuses(forge.get_pr(1).head_sha) == {}  # nothing posted: no re-verification started

@@ -59,7 +59,8 @@ def test_targets_outside_the_tree_missing_or_not_utf8_leave_it_untouched(tmp_pat
         patch_id="p", reason="target file nope.py does not exist")
     (tmp_path / "latin.py").write_bytes(b"x = '\xe9'\n")
     result = apply_patch(tmp_path, _replace("p", "latin.py::f", "def f(): pass\n"))
-    assert isinstance(result, Failed) and result.error.startswith("latin.py is not UTF-8")
+    assert isinstance(result, Failed) and result.error.startswith("latin.py cannot be decoded as its coding line (or "
+                                                                  "UTF-8) says")
     assert (tmp_path / "m.py").read_text() == SOURCE
 
 
@@ -69,3 +70,12 @@ def test_an_unknown_codemod_is_a_value_not_an_exception(tmp_path: Path) -> None:
                      effect=EFFECT)
     result = apply_patch(tmp_path, spec)
     assert isinstance(result, (Failed, NotApplicable)) and (tmp_path / "m.py").read_text() == SOURCE
+
+
+def test_a_file_in_latin_1_is_patched_and_written_back_in_latin_1(tmp_path: Path) -> None:
+    """PEP 263: the coding line names the encoding both ways (issue 45)."""
+    source = "# -*- coding: latin-1 -*-\n# modèle\n" + SOURCE
+    (tmp_path / "m.py").write_bytes(source.encode("latin-1"))
+    result = apply_patch(tmp_path, _replace("p", "m.py::f", "def f(x):\n    return 'é'\n"))
+    assert isinstance(result, Applied), result
+    assert (tmp_path / "m.py").read_bytes().decode("latin-1") == source.replace("return x + 1", "return 'é'")

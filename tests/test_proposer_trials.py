@@ -9,6 +9,7 @@ outside the editable scope and sees no secret of the bot.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 import pygit2
@@ -114,8 +115,17 @@ def test_an_obeyed_prompt_injection_changes_nothing_outside_the_scope_and_leaks_
     assert record.outcome is Outcome.REJECTED and "adds `import os`" in record.reason
     assert executor.launched == []
 
-    record = _run(repo, (leaky.id,), patches, executor, "inj")
-    assert record.outcome is Outcome.OK, record.reason  # in scope: it runs, in a scrubbed environment
+    record = _run(repo, (leaky.id,), patches, executor, "inj")  # __import__("os"): quarantined, never run
+    assert record.outcome is Outcome.REJECTED and record.reason.startswith("quarantined for review: model.py:")
+    assert ": builtins.__import__ (dynamic import: " in record.reason and executor.launched == []
+
+    # The same print through a name the quarantine has no reason to flag (torch's own `os`) is in scope: it runs,
+    # in a scrubbed environment.
+    plain = replace(leaky, id="gelu_env_plain",
+                    replacement=leaky.replacement.replace('__import__("os")', "torch.os"))
+    assert plain.replacement != leaky.replacement
+    record = _run(repo, (plain.id,), {**patches, plain.id: plain}, executor, "inj")
+    assert record.outcome is Outcome.OK, record.reason
     (spec,) = executor.launched
     assert not {k for k, _ in spec.env} & set(SECRETS)
     logs = repo / ".infrarsi" / "logs" / "inj" / str(record.trial_no)

@@ -18,6 +18,8 @@ from tests.support.witnessed import report, trial
 LOSS = (5.0, 4.8, 4.6, 4.5, 4.4, 4.3)
 
 
+TIMING = SimpleNamespace(warmup_steps=1, measured_steps=6, steps_per_line=1)
+
 def _contract(tmp_path: Path, knobs: dict, constraints: list) -> object:
     (tmp_path / "train.py").write_text("")
     data = {"workload": {"command": "python train.py", "tokens_per_step": 128}, "knobs": knobs,
@@ -57,8 +59,7 @@ def test_an_old_doctors_resplit_deviation_widens_nothing() -> None:
 
 
 def test_a_resplit_is_held_to_the_baseline_at_its_split_strictly(tmp_path: Path) -> None:
-    contract = SimpleNamespace(loss=SimpleNamespace(rtol=0.02, final_rtol=0.01),
-                               knobs=(), constraints=())
+    contract = SimpleNamespace(loss=SimpleNamespace(rtol=0.02, final_rtol=0.01), knobs=(), constraints=(), timing=TIMING)
     band = calibrate_band([LOSS, LOSS], rtol=0.02, final_rtol=0.01)
     doctor = _doctor(band)
     # at micro_batch 4 dropout draws other masks: the step-1 gradients moved 6%, the printed loss 1.3%
@@ -83,7 +84,7 @@ def test_a_resplit_is_held_to_the_baseline_at_its_split_strictly(tmp_path: Path)
 
 
 def test_a_split_knob_that_changes_the_job_is_caught_on_the_split_baseline(tmp_path: Path) -> None:
-    contract = SimpleNamespace(loss=SimpleNamespace(rtol=0.02, final_rtol=0.01), knobs=(), constraints=())
+    contract = SimpleNamespace(loss=SimpleNamespace(rtol=0.02, final_rtol=0.01), knobs=(), constraints=(), timing=TIMING)
     doctor = _doctor(calibrate_band([LOSS, LOSS], rtol=0.02, final_rtol=0.01))
     half = report(flops=500_000_000, flops_by_op=(("aten.mm", 500_000_000),))
     runs = [trial(n, 1.0, cand=Candidate.of({"micro_batch": 4}), loss=LOSS, witness=half) for n in (11, 12)]
@@ -96,7 +97,7 @@ def test_a_split_knob_that_changes_the_job_is_caught_on_the_split_baseline(tmp_p
 
 
 def test_a_split_baseline_that_did_not_run_leaves_the_candidate_unverified() -> None:
-    contract = SimpleNamespace(loss=SimpleNamespace(rtol=0.02, final_rtol=0.01), knobs=(), constraints=())
+    contract = SimpleNamespace(loss=SimpleNamespace(rtol=0.02, final_rtol=0.01), knobs=(), constraints=(), timing=TIMING)
     doctor = _doctor(None)
     from infrarsi.trial_record import Outcome
 

@@ -71,3 +71,26 @@ def test_winner_dtype_is_the_witnessed_else_the_knobs_else_the_fallback() -> Non
     assert winner_dtype([], bf16, [DTYPE], "fp32") == "bf16"
     assert winner_dtype([], Candidate.of({"dtype": "fp8x"}), [DTYPE], "fp32") == "fp32"
     assert winner_dtype([], None, [DTYPE], "fp32") == "fp32"
+
+
+def test_quarantined_patches_come_from_the_models_proposals_and_from_candidates_never_run() -> None:
+    from infrarsi.report.model import quarantined_patches
+
+    finding = {"kind": "quarantined", "path": "train.py", "line": 41, "symbol": "train_step", "construct": "os.dup2",
+               "why": "low-level fd trick: x"}
+    change = {"path": "train.py", "symbol": "train_step", "line_start": 30, "line_end": 50, "lines_added": 3,
+              "lines_removed": 1}
+    relay = TrialRecord(run_id="r", trial_no=7, candidate=Candidate.of({}, ("relay",)), outcome=Outcome.REJECTED,
+                        reason="quarantined for review: train.py:41: os.dup2 (low-level fd trick: x)",
+                        audit=(change, finding))
+    again = TrialRecord(run_id="r", trial_no=9, candidate=Candidate.of({"dtype": "bf16"}, ("relay",)),
+                        outcome=Outcome.REJECTED, reason=relay.reason, audit=(change, finding))
+    scope = TrialRecord(run_id="r", trial_no=8, candidate=Candidate.of({}, ("locked",)), outcome=Outcome.REJECTED,
+                        reason="outside the editable scope: harness.py")
+    llm = {"patches_proposed": [{"id": "llm_a", "status": "quarantined", "reason":
+                                 "model.py:3: builtins.exec (code from a string: y); model.py:4: os.write (z)"},
+                                {"id": "llm_b", "status": "rejected", "reason": "outside the editable scope"}]}
+    found = quarantined_patches([again, scope, relay], llm)
+    assert [(q.patches, q.when) for q in found] == [(("llm_a",), "when proposed"), (("relay",), "trial 7")]
+    assert found[0].findings == ("model.py:3: builtins.exec (code from a string: y)", "model.py:4: os.write (z)")
+    assert found[1].findings == ("train.py:41: os.dup2 (low-level fd trick: x)",)

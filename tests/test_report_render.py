@@ -165,3 +165,15 @@ def test_what_the_search_blamed_its_failures_on_is_listed_under_them() -> None:
     assert ("The search blamed its failed trials on settings that never ran elsewhere, and avoided them: "
             "`vpp=4` (1.5 of 3 failed trials), `pp=2 + vpp=4` (0.4 of 2 failed trials).") in body
     assert "blamed" not in render_pr_body(sample_report())
+
+
+def test_quarantined_patches_have_a_short_section_of_their_own_with_the_lines_named() -> None:
+    from infrarsi.report.model import Quarantined
+
+    assert "Quarantined for a person" not in render_markdown(sample_report())
+    report = sample_report(quarantined=(Quarantined(patches=("relay",), when="trial 7", findings=(
+        "train.py:41: os.dup2 (low-level fd trick: x)", "train.py:42: os.write (low-level fd trick: x)")),))
+    for text in (render_markdown(report), render_pr_body(report)):
+        section = text[text.index("## Quarantined for a person\n"):text.index("## Model calibration\n")]
+        assert "- `relay` (trial 7)" in section
+        assert "  - train.py:41: os.dup2 (low-level fd trick: x)" in section and "train.py:42: os.write" in section

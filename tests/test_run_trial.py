@@ -2,12 +2,15 @@
 executor that runs nothing (the trials that really run are in tests/test_trial_cli.py)."""
 from __future__ import annotations
 
+import random
+
 from pathlib import Path
 
 import pytest
 
 from bot.stages.run.run_trial import TrialRequest, metrics_summary, record_rejected, run_trial, trial_spec, \
     witness_step
+from infrarsi.step_clock import counted_inside, counted_window
 from infrarsi.contract.lock import Lock, read_lock, write_lock
 from infrarsi.contract.model import Contract
 from infrarsi.journal import Journal
@@ -46,9 +49,12 @@ def test_the_spec_passes_every_knob_and_the_contracts_limits(tmp_path: Path) -> 
                       timeout_s=5).timeout_s == 5
 
 
-def test_the_witness_counts_the_last_warmup_step_and_never_the_first(tmp_path: Path) -> None:
+def test_the_witness_counts_a_step_drawn_inside_the_measured_window_never_the_first(tmp_path: Path) -> None:
     contract = drafted_contract(tmp_path)
-    assert witness_step(contract) == 2
+    timing = contract.timing
+    low, high = counted_window(timing.warmup_steps, timing.measured_steps, timing.steps_per_line)  # type: ignore[misc]
+    drawn = {witness_step(contract, random.Random(seed)) for seed in range(60)}
+    assert drawn <= set(range(low, high + 1)) and len(drawn) > 1 and min(drawn) > timing.warmup_steps
 
 
 def test_a_good_trial_is_recorded_with_its_cost_over_devices(job: tuple[Contract, Lock, Journal]) -> None:
@@ -59,7 +65,8 @@ def test_a_good_trial_is_recorded_with_its_cost_over_devices(job: tuple[Contract
     assert (record.outcome, record.trial_no, record.cost_s, record.executor, record.commit) == (
         Outcome.OK, 1, 4.0, "fake", "abc")
     spec = executor.specs[0]
-    assert (spec.witness, spec.commit, spec.lock) == (2, "abc", lock.files)
+    assert (spec.commit, spec.lock) == ("abc", lock.files)
+    assert counted_inside(spec.witness, contract.timing.warmup_steps, contract.timing.measured_steps)
     assert [r.trial_no for r in journal.trials("r1")] == [1]
     summary = metrics_summary(record)
     assert (summary["outcome"], summary["candidate"], summary["cost_s"]) == ("ok", "dtype=bf16", 4.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from infrarsi.invariants import CheckStatus
+from infrarsi.invariants import WITNESS_ROWS, CheckStatus
 from infrarsi.loss_band import calibrate, final_loss_worse, first_step_outside
 from infrarsi.stats import repeats_for_effect
 from infrarsi.trial_record import Candidate, Outcome, TrialRecord
@@ -125,7 +125,7 @@ def test_a_clear_speedup_that_an_executor_could_not_witness_is_unverified_never_
 
 def test_a_waived_check_that_could_not_run_lets_the_verdict_through_and_says_so() -> None:
     b, c = arms(*FAST, witnessed=False, skipped="not on this executor")
-    rows = ("optimizer_steps", "work", "precision", "trainable", "first_step", "weights")
+    rows = WITNESS_ROWS
     v = judge(b, c, reference=REF, policy=VerifyPolicy(waive=rows))
     assert v.kind is VerdictKind.PROMOTED, v.reason
     assert all(i.waived and i.status is CheckStatus.NOT_CHECKED for i in v.invariants if i.name in rows)

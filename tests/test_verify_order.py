@@ -26,11 +26,12 @@ class DriftingContext:
     # Nothing is witnessed here (the order is the point): the contract waives every row only a witness makes.
     contract = SimpleNamespace(defaults=lambda: {"dtype": "fp32"}, knobs=(), constraints=(),
                                verify=SimpleNamespace(min_effect=0.01, alpha=0.05, max_speedup=10.0, waive=WAIVABLE,
-                                                      max_pairs=12))
+                                                      max_pairs=12, quiet_wait_s=0.0),
+                               timing=SimpleNamespace(warmup_steps=2, measured_steps=6, steps_per_line=1))
     repo = Path(".")
     journal = SimpleNamespace(trials=lambda run_id: [])  # no doctor's runs on record: nothing to compare load with
 
-    def run(self, run_id: str, candidate: Candidate, *, witness: bool = False) -> TrialRecord:
+    def run(self, run_id: str, candidate: Candidate, *, witness: bool = False, past_window: int = 0) -> TrialRecord:
         step = self.start * (1.0 - self.drift) ** len(self.order)
         self.order.append("A" if candidate == BASE else "B")
         times = (step,) * 4
@@ -65,7 +66,7 @@ class TwoSpeedContext(DriftingContext):
 
     ratio: float = 0.5
 
-    def run(self, run_id: str, candidate: Candidate, witness: bool = False) -> TrialRecord:
+    def run(self, run_id: str, candidate: Candidate, witness: bool = False, past_window: int = 0) -> TrialRecord:
         record = super().run(run_id, candidate, witness=witness)
         jitter = 1.0 + 0.01 * ((len(self.order) * 7) % 5 - 2)  # -2% .. +2%, deterministic
         step = (self.ratio if candidate != BASE else 1.0) * jitter

@@ -55,7 +55,8 @@ def test_a_burst_of_outside_load_is_run_again_not_counted() -> None:
 
 
 # -- which candidates are verified at all ------------------------------------------------------------------
-DOCTOR = SimpleNamespace(median_s=1.0, sigma_log=0.05, loss_band=None, work=None, notes=(), trials=())
+DOCTOR = SimpleNamespace(median_s=1.0, sigma_log=0.05, loss_band=None, printed_band=None, work=None, notes=(), trials=(),
+                         step_times_s=())
 
 
 def _searched(no: int, knobs: dict, step: float) -> TrialRecord:

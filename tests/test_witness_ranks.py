@@ -26,11 +26,12 @@ def test_channels_are_private_files_one_per_rank(tmp_path: Path) -> None:
     assert os.stat(tmp_path / "w").st_mode & 0o777 == 0o700
     assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["key.0", "key.1", "report.0.jsonl",
                                                                   "report.1.jsonl"]
-    assert (tmp_path / "w" / "key.1").read_bytes() == ch.keys[1] and ch.keys[0] != ch.keys[1]
+    # the key, then the counted step: never in the environment, which /proc/self/environ keeps
+    assert (tmp_path / "w" / "key.1").read_bytes() == ch.keys[1] + b"\n3" and ch.keys[0] != ch.keys[1]
     assert os.stat(tmp_path / "w" / "key.0").st_mode & 0o777 == 0o600
-    assert ch.env == {RANK_WITNESS_ENV: f"{tmp_path / 'w'},3,9"}
+    assert ch.env == {RANK_WITNESS_ENV: f"{tmp_path / 'w'},0,9"}
     assert RankChannels.open(tmp_path / "x", ranks=1, count_step=2, final_step=None).env[RANK_WITNESS_ENV] == \
-        f"{tmp_path / 'x'},2"
+        f"{tmp_path / 'x'},0"
 
 
 def test_each_rank_is_authenticated_under_its_own_key(tmp_path: Path) -> None:

@@ -24,8 +24,8 @@ def _infrarsi_lines(name: str) -> list[list[str]]:
     lines = []
     for step in _steps(name):
         for line in str(step.get("run", "")).splitlines():
-            if line.strip().startswith("infrarsi "):
-                lines.append(shlex.split(re.sub(r'"\$\{?\w+\}?"', "1", line)))
+            if line.strip().startswith("infrarsi "):  # the command itself, not what the shell does after it (||)
+                lines.append(shlex.split(re.sub(r'"\$\{?\w+\}?"', "1", re.split(r"\s(?:\|\||&&)\s", line)[0])))
     return lines
 
 

@@ -1,4 +1,5 @@
-"""gc: killed runs are detected and cleaned; protected branches and active runs survive."""
+"""gc: killed runs are detected and cleaned; protected branches and active runs survive; a finished run prunes its
+own trial branches but those it keeps."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from bot.workspace import (
     commit_worktree,
     create_trial_worktree,
     find_trial_worktrees,
+    prune_run,
     remove_trial_worktree,
     trial_worktree,
 )
@@ -172,3 +174,21 @@ def test_orphan_directories_and_foreign_worktrees(repo, tmp_path: Path) -> None:
     kept = {k.name: k.reason for k in report.kept}
     assert "not a git worktree" in kept[str(unknown)]
     assert kept[str(active_dir)] == "run live is active"
+
+
+def test_a_finished_run_prunes_its_trial_branches_but_those_it_keeps(repo) -> None:
+    path, first, _ = repo
+    git_repo = pygit2.Repository(str(path))
+    head = git_repo.get(first)
+    for n in range(1, 6):
+        git_repo.branches.local.create(f"infrarsi/r1/{n}", head)
+    git_repo.branches.local.create("infrarsi/r2/1", head)
+    git_repo.branches.local.create("infrarsi/promote/r1", head)
+    with trial_worktree(path, base=first, run_id="r1", trial_no=6):  # still checked out: it stays
+        pruned = prune_run(path, "r1", keep={"infrarsi/r1/4": "the verified winner's"})
+    assert sorted(pruned.deleted) == [f"infrarsi/r1/{n}" for n in (1, 2, 3, 5)]
+    assert [(k.name, k.reason) for k in pruned.left] == [("infrarsi/r1/4", "the verified winner's"),
+                                                         ("infrarsi/r1/6", "checked out")]
+    assert {b for b in branches(path) if b.startswith("infrarsi/")} >= {"infrarsi/r1/4", "infrarsi/r2/1",
+                                                                         "infrarsi/promote/r1"}
+    assert not {f"infrarsi/r1/{n}" for n in (1, 2, 3, 5)} & branches(path)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.workspace.naming import EXPERIENCE_BRANCH
-from bot.cli.common import UsageError, add_deprecated_alias, resolve_repo
+from bot.cli.common import UsageError, add_deprecated_alias, int_at_least, resolve_repo
 from infrarsi.bank import Finding, SqliteBank, default_bank_path, open_bank
 
 __all__ = ["add_bank_parser", "cmd_bank_export", "cmd_bank_import", "cmd_bank_list", "cmd_bank_sync",
@@ -118,7 +118,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     v.add_argument("remote", metavar="REMOTE", help="a remote of the repository, a URL, or a path to a repository")
     add_deprecated_alias(v, "--repo", dest="repo_option", replacement="the positional REPO")
     v.add_argument("--branch", default=EXPERIENCE_BRANCH, help="the shared branch (default: %(default)s)")
-    v.add_argument("--attempts", type=int, default=5, help="rounds to retry when the remote moves (default: 5)")
+    v.add_argument("--attempts", type=int_at_least(1), default=5, metavar="N",
+                   help="rounds to retry when the remote moves, at least 1 (default: 5)")
     v.set_defaults(func=cmd_bank_sync)
     return p
 

@@ -1,4 +1,9 @@
-"""What every verb group shares: the bad-input error, the REPO argument, the run-id flag, progress lines.
+"""What every verb group shares: the bad-input error, the REPO argument, the run-id flag, progress lines, and the
+argparse types that check every number and name before anything runs.
+
+A number or a name is checked where it is parsed (:func:`int_at_least`, :func:`positive_float`,
+:func:`run_id`), so a bad value is one line naming the flag, the value and the allowed range before a
+contract is read or a trial starts.
 
 One flag name per idea across verbs: a run is named by ``--run-id`` and a
 repository by the positional ``REPO`` on every verb. The names these replaced
@@ -10,6 +15,7 @@ working.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,7 +24,8 @@ from typing import Any
 from infrarsi.errors import BAD_INPUT, InfraRSIError
 
 __all__ = ["UsageError", "add_deprecated_alias", "add_repo_argument", "add_run_id_argument", "fmt_bytes",
-           "repo_dir", "resolve_repo", "say"]
+           "infrarsi_version", "int_at_least", "memory_size", "positive_float", "repo_dir", "resolve_repo", "run_id",
+           "say"]
 
 
 class UsageError(InfraRSIError):
@@ -40,10 +47,59 @@ class _DeprecatedAlias(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def add_deprecated_alias(p: argparse.ArgumentParser, old: str, *, dest: str, replacement: str) -> None:
-    """``old`` still works (hidden from ``--help``) and stores into ``dest`` like ``replacement``."""
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer ``>= low``; anything else is one line naming the value and the range."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        return value
+    parse.__name__ = f"int_at_least_{low}"
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number ``> 0`` (seconds, a budget)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return value
+
+
+def memory_size(text: str) -> int:
+    """An argparse type: a memory size in bytes, written as bytes or with a unit (``6GiB``, ``512MB``)."""
+    from infrarsi.contract.load import parse_memory
+
+    value = parse_memory(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected a size > 0 in bytes or like 6GiB or 512MB, got {text!r}")
+    return value
+
+
+def run_id(text: str) -> str:
+    """An argparse type: a run id that can name a directory and a branch (``[A-Za-z0-9._-]+``, not starting with
+    '.' or '-'; :func:`bot.workspace.naming.validate_run_id`)."""
+    from bot.workspace.errors import InvalidRunIdError
+    from bot.workspace.naming import validate_run_id
+
+    try:
+        return validate_run_id(text)
+    except InvalidRunIdError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_deprecated_alias(p: argparse.ArgumentParser, old: str, *, dest: str, replacement: str,
+                         type: Callable[[str], Any] | None = None) -> None:  # noqa: A002 - argparse's own name
+    """``old`` still works (hidden from ``--help``) and stores into ``dest`` like ``replacement`` (checked by
+    ``type`` like it)."""
     p.add_argument(old, dest=dest, action=_DeprecatedAlias, replacement=replacement, default=argparse.SUPPRESS,
-                   help=argparse.SUPPRESS)
+                   help=argparse.SUPPRESS, type=type)
 
 
 def add_repo_argument(p: argparse.ArgumentParser, *, optional: bool = False,
@@ -59,9 +115,9 @@ def add_repo_argument(p: argparse.ArgumentParser, *, optional: bool = False,
 def add_run_id_argument(p: argparse.ArgumentParser, help: str, *,  # noqa: A002
                         deprecated_run: bool = False) -> None:
     """``--run-id ID``; ``deprecated_run`` keeps the old ``--run`` spelling of ``report`` and ``apply``."""
-    p.add_argument("--run-id", metavar="ID", help=help)
+    p.add_argument("--run-id", metavar="ID", type=run_id, help=help)
     if deprecated_run:
-        add_deprecated_alias(p, "--run", dest="run_id", replacement="--run-id")
+        add_deprecated_alias(p, "--run", dest="run_id", replacement="--run-id", type=run_id)
 
 
 def resolve_repo(args: argparse.Namespace) -> str:
@@ -75,6 +131,16 @@ def repo_dir(path: str) -> Path:
     if not root.is_dir():
         raise UsageError(f"{path}: not a directory (REPO is the training repository)")
     return root
+
+
+def infrarsi_version() -> str:
+    """The installed package's version (``infrarsi --version``, ``infrarsi env``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("infrarsi")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def fmt_bytes(n: int | None) -> str:

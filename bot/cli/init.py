@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bot.cli.common import UsageError, add_repo_argument, repo_dir
+from bot.cli.common import UsageError, add_repo_argument, int_at_least, repo_dir
 from bot.proposers import ProposerSetupError, add_proposer_arguments, proposer_from_args
 from infrarsi.rundir import ensure_state_dir
 from infrarsi.contract import ContractError, load_contract
@@ -43,7 +43,7 @@ def outside_git(root: Path) -> dict[str, str]:
 
 def cmd_init(args: argparse.Namespace) -> int:
     from bot.stages.init.draft import DraftError, draft_contract
-    from bot.stages.init.job import read_job
+    from bot.stages.init.job import missing_script, read_job
     from bot.stages.init.launcher import LaunchError
     from bot.stages.init.scan import scan_repo
     from bot.stages.init.validate import validated
@@ -64,6 +64,8 @@ def cmd_init(args: argparse.Namespace) -> int:
             job = read_job(args.command, root)
         except LaunchError as e:
             raise UsageError(f"--command: {e}") from None
+        if (why := missing_script(root, job.workdir, job.prog)) is not None:
+            raise UsageError(f"--command: {why}")
         summary = scan_repo(root, job.entry, outside_git=outside_git(root))
         try:
             draft = (draft_contract(args.command, summary, tokens_per_step=args.tokens_per_step,
@@ -86,7 +88,19 @@ def cmd_init(args: argparse.Namespace) -> int:
     ensure_state_dir(root)
     lock_path = write_lock(contract)
     print(f"wrote {lock_path.name}: {len(read_lock(root).files)} locked files and the contract hashed")
+    print(next_steps(args.repo, contract.approvers.users))
     return 0
+
+
+def next_steps(repo: str, approvers: tuple[str, ...]) -> str:
+    """What to do after ``init``, in order: review, commit, one dry run."""
+    who = "" if approvers else " and add your login under [approvers] users (who may approve a promotion)"
+    return (f"next:\n"
+            f"  1. review the lines marked `# guessed:` in {CONTRACT_FILE}{who}; after an edit, "
+            f"`infrarsi lock {repo}`\n"
+            f"  2. commit {CONTRACT_FILE} and {LOCK_FILE}: trials run the committed HEAD in their own worktrees\n"
+            f"  3. `infrarsi check {repo} --run`: one run of the baseline, to see the step lines read as the contract "
+            "says")
 
 
 def _with_measured_tokens(draft, contract, root: Path) -> str:  # noqa: ANN001
@@ -127,8 +141,12 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from bot.stages.init.job import missing_script
+
     root = repo_dir(args.repo)
     contract = load_contract(root)
+    if (why := missing_script(root, contract.workload.workdir, contract.workload.command)) is not None:
+        raise UsageError(f"{CONTRACT_FILE}: workload.command: {why}")
     lock = read_lock(root)
     broken = verify_lock(contract, lock)
     if broken:
@@ -174,7 +192,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("init", help="draft the contract (infrarsi.toml) and take the lock (infrarsi.lock)")
     add_repo_argument(p)
     p.add_argument("--command", help='the training command, e.g. "python train.py --steps 8"')
-    p.add_argument("--tokens-per-step", type=int, help="tokens per optimizer step, when init cannot infer it")
+    p.add_argument("--tokens-per-step", type=int_at_least(1), metavar="N",
+                   help="tokens per optimizer step, at least 1, when init cannot infer it")
     p.add_argument("--force", action="store_true", help="draft a new contract over an existing one")
     p.add_argument("--step-regex", help="the regex of the job's step line (a (?P<loss>...) group), over the guess")
     add_proposer_arguments(p)

@@ -9,11 +9,11 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any, TYPE_CHECKING
 
-from bot.cli.common import UsageError, add_repo_argument, add_run_id_argument, fmt_bytes, repo_dir
+from bot.cli.common import (UsageError, add_repo_argument, add_run_id_argument, fmt_bytes, memory_size,
+                            positive_float, repo_dir)
 from bot.executors.registry import ExecutorOptions, add_executor_argument, build_executor, select_executor
 from infrarsi.rundir import journal_path
 from infrarsi.contract import load_contract
-from infrarsi.contract.load import parse_memory
 from infrarsi.contract.lock import read_lock
 from infrarsi.patches import PatchSpec
 
@@ -41,11 +41,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
         candidate = make_candidate(contract, args.knob or [], tuple(args.patch or ()))
     except CandidateError as e:
         raise UsageError(str(e)) from None
-    memory_limit = None
-    if args.memory_limit is not None:
-        memory_limit = parse_memory(args.memory_limit)
-        if memory_limit is None:
-            raise UsageError(f"--memory-limit: expected bytes or a size like 6GiB, got {args.memory_limit!r}")
+    memory_limit = args.memory_limit  # bytes: checked by the parser (common.memory_size)
     total = contract.timing.total_steps
 
     def progress(n: int) -> None:
@@ -161,14 +157,16 @@ def _parent_data_names(root: Path) -> frozenset[str]:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
+    from bot.stages.report.build import winner_branches
     from bot.workspace.gc import collect_garbage
     from infrarsi.journal import Journal
 
     root = repo_dir(args.repo)
-    protected = frozenset(args.protect or ())
     with Journal(journal_path(root)) as journal:
         orphaned = {(p.run_id, p.trial_no) for p in journal.orphaned()}
         active = {p.run_id for p in journal.pending() if (p.run_id, p.trial_no) not in orphaned}
+        winners = winner_branches(root, journal)  # the branch each finished run keeps
+    protected = frozenset(args.protect or ()) | frozenset(winners)
     report = collect_garbage(root, active_runs=frozenset(active), protected_branches=protected,
                              data_links=_parent_data_names(root), dry_run=args.dry_run)
     print(report.summary())
@@ -181,8 +179,10 @@ def register(sub: Any) -> None:
     p.add_argument("--knob", action="append", metavar="NAME=VALUE", help="set a knob (repeatable)")
     p.add_argument("--patch", action="append", metavar="ID", help="apply a catalog patch (repeatable; see "
                    "`infrarsi patches`); needs a git repository")
-    p.add_argument("--memory-limit", metavar="SIZE", help="override the contract's memory limit (e.g. 2GiB)")
-    p.add_argument("--timeout", type=float, metavar="SECONDS", help="override the contract's trial timeout")
+    p.add_argument("--memory-limit", metavar="SIZE", type=memory_size,
+                   help="override the contract's memory limit, > 0 (e.g. 2GiB)")
+    p.add_argument("--timeout", type=positive_float, metavar="SECONDS",
+                   help="override the contract's trial timeout, in seconds > 0")
     add_run_id_argument(p, "journal the trial under this run (default: manual)")
     add_executor_argument(p)
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
@@ -194,7 +194,8 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="one full trial record per line")
     p.set_defaults(func=cmd_journal)
 
-    p = sub.add_parser("gc", help="remove worktrees and branches of finished or abandoned runs")
+    p = sub.add_parser("gc", help="remove worktrees and branches of finished or abandoned runs (the verified "
+                       "winner's branch of a finished run stays: report and apply read it)")
     add_repo_argument(p)
     p.add_argument("--protect", action="append", metavar="BRANCH",
                    help="a branch never to delete, e.g. the head of an open pull request (repeatable)")

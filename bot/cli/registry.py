@@ -13,13 +13,15 @@ import sys
 from typing import NoReturn
 
 from bot import __doc__ as _bot_doc
-from bot.cli import apply, bank, doctor, init, journal, report, run
-from infrarsi.errors import BAD_INPUT
+from bot.cli import apply, bank, doctor, env, init, journal, report, run
+from bot.cli.common import infrarsi_version
+from bot.cli.verbosity import add_verbosity_arguments
+from infrarsi.errors import BAD_INPUT, EXIT_STATUS_HELP
 
 __all__ = ["GROUPS", "Parser", "build_parser"]
 
-# In the order of the stages: contract, baseline, trials, search, report, promotion; then the bank.
-GROUPS = (init, doctor, journal, run, report, apply, bank)
+# In the order of the stages: contract, baseline, trials, search, report, promotion; then the bank; then `env`.
+GROUPS = (init, doctor, journal, run, report, apply, bank, env)
 
 
 class Parser(argparse.ArgumentParser):
@@ -30,13 +32,23 @@ class Parser(argparse.ArgumentParser):
         sys.exit(BAD_INPUT)
 
 
+def _verbs(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every verb's parser under ``parser``, nested ones (``bank list``) included."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for verb in action.choices.values():
+                found += [verb, *_verbs(verb)]
+    return found
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="infrarsi", description=_bot_doc,
-                    epilog="exit status: 0 done; 1 the thing checked is not right (a broken lock, a trial that "
-                           "was not ok, a verdict that is not promoted, a promotion refused); 2 bad input (a "
-                           "malformed or missing contract, an unknown flag, knob or run, no finished run); 3 a forge or API "
-                           "failed in a way that may pass on retry (a 5xx, a dropped connection): retry later")
+    parser = Parser(prog="infrarsi", description=_bot_doc, epilog=EXIT_STATUS_HELP)
+    parser.add_argument("--version", action="version", version=f"infrarsi {infrarsi_version()}")
+    add_verbosity_arguments(parser, top=True)
     sub = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.register(sub)
+    for verb in _verbs(parser):
+        add_verbosity_arguments(verb)
     return parser

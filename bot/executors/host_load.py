@@ -56,3 +56,27 @@ def host_facts(before: HostCounters, after: HostCounters, *, cpu_s: float | None
         hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         out.append(("steal_s", round((after.steal_ticks - before.steal_ticks) / hz, 4)))
     return tuple(out)
+
+
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) ticks over all CPUs since boot, from /proc/stat's first line."""
+    try:
+        fields = [int(v) for v in _STAT.read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    total = sum(fields[:8])  # guest time is already in user
+    return total - idle, total
+
+
+def busy_share(interval_s: float = 0.5, sleep=None) -> float | None:  # noqa: ANN001
+    """The share of all CPUs busy over ``interval_s`` (None: /proc/stat unreadable). Read while the bot runs no
+    trial, it is what everything else on the host takes."""
+    import time
+
+    before = _cpu_ticks()
+    (sleep or time.sleep)(interval_s)
+    after = _cpu_ticks()
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])

@@ -36,6 +36,7 @@ from typing import Mapping, Sequence
 import libcst as cst
 
 from bot.patching.symbols import FILE, MODULE, covers, def_sites, split_target
+from infrarsi.source_text import decode_source
 
 NULL_BLOB = "0" * 40  # git's id for "no such file on this side"
 
@@ -181,8 +182,8 @@ def _audit_python(path: str, old: bytes, new: bytes, blobs: tuple[str, str],
     cuts: list[tuple[dict[str, _Unit], list[tuple[str, str]]]] = []
     for side, data in (("before", old), ("after", new)):
         try:
-            module, units, imports = _cut(data.decode("utf-8"))
-        except (UnicodeDecodeError, cst.ParserSyntaxError) as e:
+            module, units, imports = _cut(decode_source(data))
+        except (UnicodeError, cst.ParserSyntaxError) as e:
             change = _file_change(path, old, new, blobs)
             message = " ".join(str(e).split())
             return [change], [Violation(path=path, symbol=MODULE,

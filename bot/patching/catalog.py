@@ -23,6 +23,7 @@ from bot.patching.results import Broken, Declined, Rewritten
 from infrarsi.contract.model import Contract
 from infrarsi.contract.scope import split_symbol
 from infrarsi.patches import Effect, PatchSpec
+from infrarsi.source_text import read_source
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -232,7 +233,7 @@ def catalog_for_repo(contract: Contract, tree: Path | None = None) -> list[Appli
             files[path] = symbols
         else:  # the job never imports it: no codemod is run there, no patch applies there
             skipped.append(f"{path}: not examined: nothing on the path from the entry point imports it")
-    sources = {path: (root / path).read_text(encoding="utf-8") for path in files}
+    sources = {path: read_source(root / path) for path in files}
     ticker = Ticker(label="patches: running the catalog over the editable files")
     out = []
     for done, entry in enumerate(CATALOG):

@@ -31,6 +31,7 @@ from bot.patching.results import (
 from bot.patching.symbols import definitions, split_target
 from infrarsi.conflicts import blocking
 from infrarsi.patches import PatchSpec
+from infrarsi.source_text import decode_source, encode_source
 
 
 def apply_patch(root: Path, spec: PatchSpec, *, applied: Collection[str] | Mapping[str, PatchSpec] = ()
@@ -91,9 +92,9 @@ def _apply(root: Path, spec: PatchSpec, applied: frozenset[str], present: list[P
             return NotApplicable(patch_id=spec.id, reason=f"target file {path} does not exist")
         raw = file.read_bytes()
         try:
-            source = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            return Failed(patch_id=spec.id, error=f"{path} is not UTF-8: {e}")
+            source = decode_source(raw)
+        except UnicodeError as e:
+            return Failed(patch_id=spec.id, error=f"{path} cannot be decoded as its coding line (or UTF-8) says: {e}")
         outcomes[path] = (source, _outcome(spec, source, scopes[path]))
 
     broken = [f"{path}: {o.error}" for path, (_, o) in outcomes.items() if isinstance(o, Broken)]
@@ -154,7 +155,7 @@ def _write_all(files: dict[Path, str]) -> None:
             fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.", suffix=".tmp")
             staged.append((tmp, file))
             with os.fdopen(fd, "wb") as handle:
-                handle.write(code.encode("utf-8"))
+                handle.write(encode_source(code))
             os.chmod(tmp, file.stat().st_mode & 0o7777)
         for tmp, file in staged:
             os.replace(tmp, file)

@@ -45,6 +45,7 @@ from bot.executors.job_python import ask_cached, job_python
 from bot.progress import Ticker
 from infrarsi.contract.entry import entry_file, split_command, split_interpreter
 from infrarsi.rundir import STATE_DIR
+from infrarsi.source_text import read_source
 
 _UNKNOWN: Any = object()
 _ENTRY_METHODS = {"forward", "__init__", "__call__", "__enter__", "__exit__", "__iter__", "__next__", "__len__",
@@ -163,7 +164,7 @@ class _Trees(dict[str, cst.Module]):
         self.root, self.ticker, self.total = root, ticker, total
 
     def __missing__(self, path: str) -> cst.Module:
-        tree = cst.parse_module((self.root / path).read_text(encoding="utf-8"))
+        tree = cst.parse_module(read_source(self.root / path))
         self[path] = tree
         self.ticker.tick(len(self), self.total, "files parsed")
         return tree
@@ -429,8 +430,8 @@ class _Walker:
             config = self.root / self.workdir / arg
             if "=" not in arg and arg.endswith(".py") and config.is_file():
                 try:
-                    module = cst.parse_module(config.read_text(encoding="utf-8"))
-                except (cst.ParserSyntaxError, OSError, UnicodeDecodeError):
+                    module = cst.parse_module(read_source(config))
+                except (cst.ParserSyntaxError, OSError, UnicodeError):
                     return {name: _UNKNOWN for name in names}
                 for statement in module.body:
                     for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():

@@ -5,7 +5,9 @@ scratch copy of the files it may write, taken from the base commit the trials
 start from, and the result is audited against the contract's scope. A patch
 that does not apply, or changes a locked file or a symbol outside ``editable``,
 is rejected once with its reason: it never enters the search space, so no
-candidate spends a trial on it. What each accepted patch changes (its
+candidate spends a trial on it. A patch that adds something a speed patch never
+needs (:mod:`bot.patching.suspicious`) is rejected as *quarantined* for a person,
+with each line named. What each accepted patch changes (its
 :class:`~bot.patching.conflicts.Claim`) is handed to the one conflict rule
 (:mod:`infrarsi.conflicts`), and every conflict it finds among the accepted
 patches (the same symbol changed, the same thing decided) is written into their
@@ -22,11 +24,13 @@ from bot.patching.audit import audit_tree
 from bot.patching.conflicts import Claim, claim_from, derived_conflicts, scratch_apply
 from bot.patching.one_patch import canonical_order
 from bot.patching.results import Applied, Failed, NotApplicable
+from bot.patching.suspicious import quarantine_reason, scan_tree
 from bot.patching.symbols import split_target
 from infrarsi.conflicts import resolve
 from infrarsi.contract.model import Scope
 from infrarsi.patches import PatchSpec
 from infrarsi.seams.workspace import Workspace
+from infrarsi.trial_record import QUARANTINED
 
 Reader = Callable[[Iterable[str]], dict[str, bytes]]
 
@@ -40,6 +44,11 @@ class Screening:
     claims: Mapping[str, Claim] = field(default_factory=dict)
     rejected: Mapping[str, str] = field(default_factory=dict)  # patch id → why
 
+    @property
+    def quarantined(self) -> dict[str, str]:
+        """patch id → the findings it was quarantined for (``quarantined for review: train.py:41: ...``)."""
+        return {pid: why for pid, why in self.rejected.items() if why.startswith(QUARANTINED)}
+
     def conflicts(self) -> dict[str, list[str]]:
         """patch id → the ids it conflicts with (the rule's answer, resolved)."""
         return {s.id: list(s.conflicts_with) for s in self.accepted if s.conflicts_with}
@@ -47,7 +56,8 @@ class Screening:
 
 def screen_one(read: Reader, spec: PatchSpec, scope: Scope, requirements: Sequence[PatchSpec] = ()
                ) -> Claim | str:
-    """``spec``'s claim on the base tree, or why it is rejected (does not apply, leaves the scope)."""
+    """``spec``'s claim on the base tree, or why it is rejected (does not apply, leaves the scope, is
+    quarantined)."""
     paths = {split_target(t)[0] for s in (*requirements, spec) for t in s.targets}
     files = read(paths)
     results, before, after = scratch_apply(files, [*requirements, spec])
@@ -58,6 +68,9 @@ def screen_one(read: Reader, spec: PatchSpec, scope: Scope, requirements: Sequen
             return f"does not apply to the base tree: {result.error}"
     audit = audit_tree(before, after, editable=scope.editable, locked=scope.locked,
                        allow_imports=scope.allow_imports)
+    findings = scan_tree(before, after, [c.path for c in audit.changes])
+    if findings:
+        return quarantine_reason(findings, audit.violations)
     if not audit.ok:
         return "outside the editable scope: " + "; ".join(str(v) for v in audit.violations)
     assert all(isinstance(r, Applied) for r in results)

@@ -63,10 +63,21 @@ def add_proposer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm-model", default=None,
                         help=f"anthropic proposer: the model (default {_default_model()})")
     parser.add_argument("--llm-base-url", default=None, help="anthropic proposer: API base URL")
-    parser.add_argument("--llm-token-budget", type=int, default=None,
+    parser.add_argument("--llm-token-budget", type=_tokens, default=None, metavar="N",
                         help="anthropic proposer: input+output tokens per run (default 200000; 0: unlimited)")
     parser.add_argument("--llm-cache", default=None, metavar="DIR",
                         help=f"anthropic proposer: response cache (default <repo>/{llm_cache_dir(Path())})")
+
+
+def _tokens(text: str) -> int:
+    """``--llm-token-budget``: an integer >= 0 (0: unlimited), checked where it is parsed."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0 (0: unlimited), got {text!r}")
+    return value
 
 
 def _default_model() -> str:

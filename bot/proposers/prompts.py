@@ -131,8 +131,11 @@ def patches_prompt(contract: Contract, doctor: Any, trials: Sequence[TrialSummar
         "faster definition of the same name computing the same values. Respond to the profile: name the figures "
         "(phases, memory, earlier trials) each patch answers in `evidence`. Learn from the trials so far: do not "
         "repeat a patch that failed for the same reason; an empty list is a fine answer. A patch `judged` rejected "
-        "never ran (it did not apply to the base tree or left the editable scope); one judged invalid changed "
-        "what the job computes. Two patches that change the same symbol are never run together.",
+        "never ran (it did not apply to the base tree or left the editable scope); one judged quarantined never "
+        "ran either (it added what a speed patch never needs: a dynamic import, code from a string, a file write, "
+        "a descriptor, stream or signal trick, a replaced standard-library object, the bot's records; each line is "
+        "named); one judged invalid changed what the job computes. Two patches that change the same symbol are "
+        "never run together.",
         _facts("Contract", contract_facts(contract)),
         _facts("Baseline profile (doctor)", doctor_facts(doctor)),
         _facts("Trials so far (every one, failures included)", [t.to_dict() for t in trials]),

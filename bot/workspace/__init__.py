@@ -39,10 +39,12 @@ from bot.workspace.errors import (
 from bot.workspace.gc import (
     GcReport,
     KeptItem,
+    PruneReport,
     RemovedWorktree,
     TrialWorktreeInfo,
     collect_garbage,
     find_trial_worktrees,
+    prune_run,
 )
 from bot.workspace.identity import BOT_IDENTITY, BotIdentity, format_message
 from bot.workspace.naming import parse_trial_branch, trial_branch
@@ -65,6 +67,7 @@ __all__ = [
     "InvalidRunIdError",
     "KeptItem",
     "NotARepositoryError",
+    "PruneReport",
     "RemovedWorktree",
     "RevisionNotFoundError",
     "StaleBranchError",
@@ -78,6 +81,7 @@ __all__ = [
     "create_trial_worktree",
     "find_trial_worktrees",
     "format_message",
+    "prune_run",
     "is_dirty",
     "link_data",
     "parse_trial_branch",

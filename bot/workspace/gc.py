@@ -1,9 +1,11 @@
-"""``infrarsi gc``: clean up the worktrees and branches of finished runs.
+"""``infrarsi gc``: clean up the worktrees and branches of finished runs; and a finished run's own pruning.
 
-A run that ends normally removes its worktrees but keeps its trial branches
-(the commits are the record). Those branches, and everything a *killed* run
-left behind (a live-looking worktree directory, its metadata, its branch), are
-removed here once the run is no longer active.
+A run that ends normally removes its worktrees and then its trial branches
+(:func:`prune_run`), keeping the branches it names (the verified winner's, which
+the report and the promotion read); the journal keeps every trial. What is left
+of older runs, and everything a *killed* run left behind (a live-looking worktree
+directory, its metadata, its branch), is removed here once the run is no longer
+active.
 
 Safety rules, in order: a branch in ``protected_branches`` (an open pull
 request's head, ``infrarsi/promote/...``, ``infrarsi/experience``) and the branch
@@ -15,6 +17,7 @@ worktree is never deleted; only ``infrarsi/<run>/<n>`` branches are candidates.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -42,6 +45,8 @@ __all__ = [
     "GcReport",
     "find_trial_worktrees",
     "collect_garbage",
+    "PruneReport",
+    "prune_run",
 ]
 
 log = logging.getLogger(__name__)
@@ -227,6 +232,41 @@ def collect_garbage(
         deleted_branches=tuple(deleted),
         kept=tuple(kept),
     )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PruneReport:
+    """The trial branches of one run that :func:`prune_run` deleted, and those it left (each with why)."""
+
+    run_id: str
+    deleted: tuple[str, ...]
+    left: tuple[KeptItem, ...]
+
+
+def prune_run(repo_path: Path | str, run_id: str, *, keep: Mapping[str, str]) -> PruneReport:
+    """Delete the trial branches ``infrarsi/<run_id>/<n>`` of a finished run, but those in ``keep`` (branch ->
+    why it stays) and any still checked out (in the main tree or a worktree). The run's worktrees are already
+    gone: each trial removes its own."""
+    repo = open_main_repository(repo_path)
+    checked_out = {b for b in (_head_branch(Path(repo.path)), *(i.branch for i in find_trial_worktrees(repo_path)))
+                   if b}
+    deleted: list[str] = []
+    left: list[KeptItem] = []
+    for branch in sorted(repo.listall_branches(pygit2.enums.BranchType.LOCAL)):
+        trial = parse_trial_branch(branch)
+        if trial is None or trial.run_id != run_id:
+            continue
+        why = keep.get(branch) or ("checked out" if branch in checked_out else None)
+        if why is None:
+            try:
+                delete_branch(repo, branch)
+            except pygit2.GitError as exc:
+                why = f"deletion failed: {exc}"
+        if why is None:
+            deleted.append(branch)
+        else:
+            left.append(KeptItem(kind="branch", name=branch, reason=why))
+    return PruneReport(run_id=run_id, deleted=tuple(deleted), left=tuple(left))
 
 
 def _worktree_verdict(info: TrialWorktreeInfo, active: set[str], protected: set[str]) -> str:

@@ -374,6 +374,15 @@ def parse_memory(value: Any) -> int | None:
     return None
 
 
+def memory_text(n: int) -> str:
+    """Bytes in the largest binary unit that keeps the figure at least 1 (``9.35 MiB``, ``1000 B``): the
+    inverse of :func:`parse_memory` for people."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
 def _budget(t: Table) -> Budget:
     trials = t.integer("trials", 30, minimum=1)
     seconds = t.number("seconds", None)
@@ -396,10 +405,13 @@ def _verify(t: Table) -> VerifySpec:
                       max_pairs=t.integer("max_pairs", d.max_pairs, minimum=4),
                       max_speedup=t.number("max_speedup", d.max_speedup),
                       top_k=t.integer("top_k", d.top_k, minimum=1),
+                      quiet_wait_s=t.number("quiet_wait_s", d.quiet_wait_s, positive=False),
                       waive=tuple(t.strings("waive", [])))
     unknown = [w for w in spec.waive if w not in WAIVABLE]
     if unknown:
         raise t.error("waive", f"{unknown[0]!r} is not a row a verdict can waive (one of: {', '.join(WAIVABLE)})")
+    if spec.quiet_wait_s < 0:
+        raise t.error("quiet_wait_s", f"expected a number of seconds >= 0, got {spec.quiet_wait_s:g}")
     if not 0 < spec.alpha < 0.5:
         raise t.error("alpha", f"expected a number in (0, 0.5), got {spec.alpha:g}")
     if not 0 < spec.power < 1:

@@ -153,8 +153,9 @@ class Budget:
 
 #: The verdict rows a contract may waive when they cannot be checked (infrarsi/verdict.py makes them;
 #: ``outcome`` and ``clock`` are always checked). A broken row is never waived.
-WAIVABLE = ("tokens_per_step", "lock", "optimizer_steps", "work", "precision", "trainable", "first_step", "weights",
-            "work_total", "loss_band", "final_loss", "project_metadata", "split_reference")
+WAIVABLE = ("tokens_per_step", "lock", "optimizer_steps", "work", "precision", "trainable", "optimizer",
+            "first_step", "weights", "work_total", "loss_band", "final_loss", "project_metadata", "split_reference",
+            "past_window")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -168,6 +169,9 @@ class VerifySpec:
     max_pairs: int = 12  # interleaved A/B pairs at most
     max_speedup: float = 10.0  # above it a result is quarantined for review
     top_k: int = 3  # candidates the run stage re-verifies
+    # Seconds one verification may wait, in all, for a machine that disturbed more runs than it may re-run to
+    # become quiet again; then it ends ``inconclusive`` (resumable), never with a verdict the load decided.
+    quiet_wait_s: float = 300.0
     # Verdict rows whose "not checked" may not stop a promotion (infrarsi.verdict.WAIVABLE; the PR body lists
     # them). A broken row is never waived.
     waive: tuple[str, ...] = ()

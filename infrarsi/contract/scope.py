@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 from infrarsi.contract.errors import ContractError
 from infrarsi.contract.model import Scope
 from infrarsi.rundir import STATE_DIR
+from infrarsi.source_text import read_source
 
 
 def split_symbol(entry: str) -> tuple[str, str | None]:
@@ -85,8 +86,8 @@ def check_scope(scope: Scope, *, root: Path, file: str, prefix: str) -> None:
                 raise ContractError(file, f"{key}.editable", f"expected a Python file for a qualified symbol, "
                                     f"got {entry!r}")
             try:
-                names = defined_symbols(target.read_text(encoding="utf-8"))
-            except (SyntaxError, UnicodeDecodeError) as e:
+                names = defined_symbols(read_source(target))
+            except (SyntaxError, UnicodeError) as e:
                 raise ContractError(file, f"{key}.editable", f"cannot parse {path} to find {symbol!r}: {e}") from None
             if symbol not in names:
                 raise ContractError(file, f"{key}.editable", f"expected a function or class defined in {path}, "

@@ -25,7 +25,7 @@ from infrarsi.dtype_levers import for_doctor, precision_exclusions
 from infrarsi.mfu import compute_dtype, mfu
 from infrarsi.patches import PatchSpec
 from infrarsi.run_summary import RunSummary
-from infrarsi.trial_record import Candidate, Outcome, TrialRecord, median_bytes
+from infrarsi.trial_record import QUARANTINED, Candidate, Outcome, TrialRecord, median_bytes
 from infrarsi.verdict import TEST, Verdict
 
 REPORT_VERSION = 1
@@ -69,6 +69,15 @@ class PatchChange:
     rationale: str = ""
     evidence: str = ""
     source: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Quarantined:
+    """A patch that added what a speed patch never needs: never run, left for a person, each line named."""
+
+    patches: tuple[str, ...]
+    when: str  # "when proposed", or "trial 12"
+    findings: tuple[str, ...]  # ``train.py:41: os.dup2 (low-level fd trick: ...)``
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -186,6 +195,7 @@ class Report:
     gpu_peak_before_bytes: int | None = None
     gpu_peak_after_bytes: int | None = None
     gpu_capacity_bytes: int | None = None
+    quarantined: tuple[Quarantined, ...] = ()  # patches left for a person (bot/patching/suspicious.py)
 
     @property
     def change_summary(self) -> str:
@@ -255,8 +265,26 @@ def _sources(records: Sequence[TrialRecord]) -> tuple[SourceChange, ...]:
         if r.audit:
             return tuple(SourceChange(path=a["path"], symbol=a["symbol"], line_start=a.get("line_start"),
                                       line_end=a.get("line_end"), lines_added=int(a.get("lines_added", 0)),
-                                      lines_removed=int(a.get("lines_removed", 0))) for a in r.audit)
+                                      lines_removed=int(a.get("lines_removed", 0)))
+                         for a in r.audit if a.get("kind", "change") == "change")
     return ()
+
+
+def quarantined_patches(records: Sequence[TrialRecord], llm: Mapping[str, Any] | None) -> tuple[Quarantined, ...]:
+    """Patches quarantined when proposed (the model's, from run.json) and candidates quarantined before their
+    trial's commit (their audit entries of kind ``quarantined``), each patch set once."""
+    out: dict[tuple[str, ...], Quarantined] = {}
+    for p in (llm or {}).get("patches_proposed") or ():
+        if p.get("status") == "quarantined":
+            out[(str(p["id"]),)] = Quarantined(patches=(str(p["id"]),), when="when proposed",
+                                               findings=tuple(str(p.get("reason") or "").split("; ")))
+    for r in sorted(records, key=lambda r: r.trial_no):
+        if r.outcome is Outcome.REJECTED and r.reason.startswith(QUARANTINED) and r.candidate.patches not in out:
+            lines = tuple(f"{a['path']}:{a['line']}: {a['construct']} ({a['why']})" for a in r.audit
+                          if a.get("kind") == "quarantined")
+            out[r.candidate.patches] = Quarantined(patches=r.candidate.patches, when=f"trial {r.trial_no}",
+                                                   findings=lines or (r.reason.removeprefix(QUARANTINED),))
+    return tuple(out.values())
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -521,5 +549,5 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
         other_verdicts=others, trials=rows, failed_cost_s=sum(r.cost_s for r in failed),
         total_cost_s=sum(r.cost_s for r in rows), oom=tuple(r for r in rows if r.outcome == Outcome.OOM.value),
         calibration=_calibration(run.posterior, winner, knobs), crash_suspects=_crash_suspects(run.posterior),
-        reproduce=reproduce,
+        reproduce=reproduce, quarantined=quarantined_patches(records, run.llm),
         llm=dict(run.llm) if run.llm else None, notes=tuple(notes))

@@ -344,9 +344,23 @@ def _reproduce(r: Report) -> list[str]:
     return out + ["```"]
 
 
+def _quarantined(r: Report) -> list[str]:
+    """Patches left for a person, never run: a section of their own, only when there are any."""
+    if not r.quarantined:
+        return []
+    out = ["## Quarantined for a person", "",
+           "These patches added what a speed patch never needs; they never ran. A person should read each line "
+           "named before anything like them is tried (docs/trials.md, \"The quarantine\").", ""]
+    for q in r.quarantined:
+        out.append(f"- {', '.join(f'`{p}`' for p in q.patches)} ({q.when})")
+        out += [f"  - {_cell(f)}" for f in q.findings]
+    return out
+
+
 def render_sections(report: Report, *, failed_limit: int | None = None, full_report: str | None = None) -> str:
     parts = [_summary(report), _changes(report), _verification(report), _failed(report, failed_limit, full_report),
-             _calibration(report), _reproduce(report)]
+             _quarantined(report), _calibration(report), _reproduce(report)]
+    parts = [p for p in parts if p]
     return "\n\n".join("\n".join(p) for p in parts) + "\n"
 
 

@@ -92,18 +92,24 @@ class NoiseProfile:
     robust: bool
 
 
-def noise_profile(runs: Sequence[Sequence[float]], *, robust: bool = True) -> NoiseProfile:
+def noise_profile(runs: Sequence[Sequence[float]], *, robust: bool = True,
+                  figures: Sequence[float] | None = None) -> NoiseProfile:
     """Summarise the noise of a job from two or more baseline runs.
 
     ``robust`` (default) measures the within-run spread with the MAD, because
     per-step times carry outliers; the between-run spread always uses the
     classical standard deviation, since with a handful of run medians a MAD is
     too coarse to be useful (and there are no single slow steps to resist).
+    ``figures``: each run's measured step time as verification compares it
+    (infrarsi.step_clock: a span, not a median), whose run-to-run spread is the
+    one verification sees; the runs' medians when not given.
     """
     arrays = [positive_1d(run, f"runs[{i}]", min_len=2) for i, run in enumerate(runs)]
     if len(arrays) < 2:
         raise ValueError(f"need at least 2 runs to see run-to-run noise, got {len(arrays)}")
-    run_medians = np.array([np.median(a) for a in arrays])
+    if figures is not None and (len(figures) != len(arrays) or any(not f or f <= 0 for f in figures)):
+        figures = None
+    run_medians = np.array(list(figures) if figures is not None else [np.median(a) for a in arrays])
     within_sigma_log = float(np.median([_log_sd(a, robust=robust) for a in arrays]))
     sigma_between = float(np.std(np.log(run_medians), ddof=1))
     typical_steps = float(np.median([a.size for a in arrays]))

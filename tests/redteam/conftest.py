@@ -9,13 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.redteam.bench import Bench, ddp_repo, gpt_repo, moe_repo
+from tests.support.redteam.bench import Bench, ddp_repo, fp32_only, gpt_repo, moe_repo
 from tests.support.redteam.paths import executor_for
 
 
 @pytest.fixture(scope="session")
 def gpt_bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
     return Bench.open(gpt_repo(Path(tmp_path_factory.mktemp("redteam-gpt"))))
+
+
+@pytest.fixture(scope="session")
+def fp32_bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
+    """tinygpt with a float32-only contract (no bf16 in its dtype knob)."""
+    return Bench.open(fp32_only(gpt_repo(Path(tmp_path_factory.mktemp("redteam-fp32")))))
 
 
 @pytest.fixture(scope="session")

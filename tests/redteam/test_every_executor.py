@@ -3,7 +3,7 @@
 
 In the suite each of those three runs a cheat caught by each kind of check — counted work, the weights
 (combined with a re-split of the global batch, on a fixture with dropout), the lock where the job ran, the
-witness's integrity — an honest re-split, and the baseline against itself (A/A, witness on). The local executor
+witness's integrity, the optimizer's configuration — an honest re-split, and the baseline against itself (A/A, witness on). The local executor
 runs the whole red team in test_cheats.py; the table in docs/trials.md, every cheat on every executor alone and
 combined with a re-split, comes from ``python -m benchmarks.redteam_table``.
 """
@@ -17,11 +17,12 @@ import pytest
 from infrarsi.trial_record import Candidate
 from infrarsi.verdict import trial_invariants
 from tests.support.redteam.bench import RESPLIT, Bench
-from tests.support.redteam.cheats import GPT, SHARED, Cheat
+from tests.support.redteam.cheats import GPT, SHARED, SLIPS, Cheat
+from tests.support.redteam.quarantine_cheats import UNSEEN
 
 pytestmark = pytest.mark.slow
 
-BY_NAME = {c.name: c for c in (*SHARED, *GPT)}
+BY_NAME = {c.name: c for c in (*SHARED, *GPT, *SLIPS, *UNSEEN)}
 REMOTE = ["torchrun", "actions", "slurm"]
 
 
@@ -41,8 +42,10 @@ def _judge(bench: Bench, cheat: Cheat, *, resplit: dict | None = None):  # noqa:
 @pytest.mark.parametrize(("cheat", "resplit", "caught_by"), [
     ("truncated_sequence", False, {"work", "tokens_per_step"}),
     ("changed_lr", True, {"weights", "loss_band", "final_loss"}),
-    ("edit_locked_at_runtime", False, {"outcome"}),
-    ("remove_witness_hooks", False, {"outcome"}),
+    # the lock and the witness meet what the quarantine does not stop (a plain write or hook removal never runs)
+    ("edit_locked_unseen", False, {"outcome"}),
+    ("patch_flop_counter", False, {"outcome"}),
+    ("fused_no_weight_decay", False, {"optimizer"}),
 ])
 def test_a_cheat_is_caught_on_every_executor(bench_on: Callable[[str], Bench], executor: str, cheat: str,
                                             resplit: bool, caught_by: set[str]) -> None:
@@ -54,7 +57,7 @@ def test_a_cheat_is_caught_on_every_executor(bench_on: Callable[[str], Bench], e
     assert {c.name for c in judged.checks if c.broken} & caught_by, judged.reason()
     if cheat.startswith("edit_locked"):
         assert "lock broken" in judged.record.reason, judged.record.reason
-    if cheat == "remove_witness_hooks":
+    if cheat == "patch_flop_counter":
         assert judged.record.reason.startswith("witness:"), judged.record.reason
 
 

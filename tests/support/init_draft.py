@@ -56,3 +56,8 @@ class FakeExecutor:
 def steps(n: int, *, start: int = 1, every: int = 1, dt: float = 0.1) -> tuple[StepEvent, ...]:
     """``n`` step events ``dt`` seconds apart, step numbers advancing by ``every``, loss falling from 2."""
     return tuple(StepEvent(step=start + i * every, stamp=i * dt, loss=2.0 - i * 0.01) for i in range(n))
+
+
+def step_log(events: tuple[StepEvent, ...]) -> str:
+    """The stdout lines a job printing ``events`` leaves in its log, one ``step N loss X`` line each."""
+    return "".join(f"step {e.step} loss {e.loss:.4f}\n" for e in events)

@@ -34,12 +34,24 @@ class Burst:
 
 
 @dataclass
+class Contention:
+    """Sustained load from the ``at``-th run (0-based, both arms counted) to the end: every run is ``factor``
+    times slower, the faster arm (the candidate's, when it is faster) ``skew`` times more so (its shorter steps
+    lose more to each preemption), and the host shows it between runs as busy CPUs."""
+
+    at: int
+    factor: float
+    skew: float = 1.5
+
+
+@dataclass
 class SimulatedMachine:
     speedup: float  # the candidate's true speedup
     sigma: float  # log-sd of a run's median step time
     seed: int = 0
     burst: Burst | None = None
     visible: bool = True  # the host shows the burst (PSI); off: it is counted as if nothing happened
+    contention: Contention | None = None
     step_s: float = 0.5
     max_pairs: int = 12
     doctor_sigma: float | None = None  # what the doctor measured (default: the true sigma)
@@ -56,7 +68,9 @@ class SimulatedMachine:
         self.bursts_seen = 0
         self.contract = SimpleNamespace(defaults=lambda: BASELINE.knob_dict(), knobs=(), constraints=(),
                                         verify=SimpleNamespace(min_effect=0.01, alpha=0.05, max_speedup=10.0,
-                                                               waive=(), max_pairs=self.max_pairs))
+                                                               waive=(), max_pairs=self.max_pairs,
+                                                               quiet_wait_s=300.0),
+                                        timing=SimpleNamespace(warmup_steps=2, measured_steps=6, steps_per_line=1))
         self.repo = Path(".")
         self.journal = SimpleNamespace(trials=lambda run_id: [])
 
@@ -70,13 +84,32 @@ class SimulatedMachine:
                                work=work_reference(), loss_band=calibrate([LOSS, LOSS], rtol=0.02, final_rtol=0.01),
                                notes=(), fingerprint={}, trials=())
 
-    def run(self, run_id: str, candidate: Candidate, *, witness: bool = False) -> TrialRecord:
+    def contended(self) -> bool:
+        c = self.contention
+        return c is not None and len(self.order) >= c.at
+
+    def busy_share(self) -> float:
+        """What the host shows between runs: the sustained load's busy CPUs, or a quiet machine."""
+        return 0.95 if self.contended() else 0.05
+
+    def quiet(self, budget_s: float = 300.0):  # noqa: ANN201 - a QuietWait on this machine's clock (no sleeping)
+        from bot.stages.run.quiet import QuietWait
+
+        return QuietWait(budget_s=budget_s, busy=self.busy_share, sleep=lambda _s: None)
+
+    def run(self, run_id: str, candidate: Candidate, *, witness: bool = False, past_window: int = 0) -> TrialRecord:
         arm = "baseline" if candidate == BASELINE else "candidate"
         k = self.runs[arm]
+        loaded = self.contended()
         self.runs[arm] += 1
         self.order.append(arm)
         true = self.step_s / (self.speedup if arm == "candidate" else 1.0)
         psi = 0.05
+        if loaded and self.contention is not None:
+            c = self.contention
+            faster = (arm == "candidate") == (self.speedup >= 1.0)
+            true *= c.factor * (c.skew if faster else 1.0)
+            psi = 0.6 if self.visible else 0.05
         b = self.burst
         if b is not None and b.arm == arm and b.at <= k < b.at + 2:
             z = self.noise[arm][k] if not self.visible else self.burst_noise[self.bursts_seen]

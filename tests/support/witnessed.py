@@ -14,12 +14,21 @@ from infrarsi.witness import WitnessReport
 SHA = "ab" * 32
 
 
+#: The optimizer the synthetic job steps, as the witness records it (infrarsi.witnessed_settings).
+ADAMW = {"amsgrad": False, "betas": [0.9, 0.95], "eps": 1e-8, "lr": 6e-4, "maximize": False, "weight_decay": 0.1}
+OPTIMIZER = {"family": "AdamW", "timeline": [[1, [ADAMW]]], "members": [[[10, 20], [10, 10], [0]]],
+             "members_at_end": [[[10, 20], [10, 10], [0]]], "state_dtypes": {"exp_avg": ["float32"]}}
+MATH = {"float32_matmul_precision": "highest", "cuda.matmul.allow_tf32": False, "default_dtype": "float32"}
+
+
 def report(**changes: object) -> WitnessReport:
     base = WitnessReport(optimizer_steps=7, count_step=2, flops=1_000_000_000,
                          flops_by_op=(("aten.addmm", 400_000_000), ("aten.mm", 600_000_000)),
                          matmul_dtypes=("float32",), counted_s=0.1, params=3, param_elements=300,
                          grad_norms=(1.0, 0.5, 0.01), weight_norms=(10.0, 5.0, 1.0),
-                         update_proj=(0.2, -0.1, 0.05), tampered=(), source_sha256=SHA, tokens_in=128)
+                         update_proj=(0.2, -0.1, 0.05), tampered=(), source_sha256=SHA, tokens_in=128,
+                         optimizer=(OPTIMIZER,), math=((1, MATH),),
+                         update_projs=((0.2, 0.3, -0.1), (-0.1, 0.05, 0.2), (0.05, -0.02, 0.01)))
     return replace(base, **changes)  # type: ignore[arg-type]
 
 

@@ -114,7 +114,7 @@ def recover_pending(jobs: SubmittedJobs, contract: Contract, journal: Journal, r
         metrics = summarize(execution, warmup=timing.warmup_steps, measured=timing.measured_steps,
                             memory_limit_bytes=memory_limit, steps_per_line=timing.steps_per_line)
         outcome, reason = classify(execution, metrics, warmup=timing.warmup_steps, measured=timing.measured_steps,
-                                   tokens_per_step=contract.workload.tokens_per_step)
+                                   tokens_per_step=contract.workload.tokens_per_step, memory_limit_bytes=memory_limit)
         record = TrialRecord(run_id=run_id, trial_no=pending.trial_no,
                              candidate=candidate, outcome=outcome,
                              reason=reason, metrics=metrics, cost_s=execution.wall_s * execution.devices,

@@ -97,16 +97,22 @@ def witness_final_step(spec: TrialSpec) -> int | None:
     return spec.expected_steps if k == 1 else (spec.expected_steps - 1) * k + 1
 
 
+def key_secret(key: bytes, count_step: int) -> bytes:
+    """What the witness's key channel carries: the key, then the step to count. Never the environment: the
+    variable is removed at start-up, but /proc/self/environ keeps what the process was started with."""
+    return key + b"\n" + str(int(count_step)).encode()
+
+
 def open_channel(*, count_step: int, pythonpath: str | None, final_step: int | None = None) -> WitnessChannel:
     """A key written into a pipe (read once by the witness), a report pipe, and the variables to pass.
     ``final_step``: the optimizer step after which the bot stops the job (the witness reports then)."""
     key = new_key()
     key_read, key_write = os.pipe()
-    os.write(key_write, key)
+    os.write(key_write, key_secret(key, count_step))
     os.close(key_write)
     report_read, report_write = os.pipe()
     path = site_path(pythonpath)
-    config = f"{report_write},{key_read},{count_step}" + (f",{final_step}" if final_step else "")
+    config = f"{report_write},{key_read},0" + (f",{final_step}" if final_step else "")
     env = {WITNESS_ENV: config, "PYTHONPATH": path}
     return WitnessChannel(key=key, expected_sha256=payload_sha256(), report_read=os.fdopen(report_read, "rb"),
                           child_fds=(report_write, key_read), env=env)

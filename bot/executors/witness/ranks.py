@@ -26,10 +26,10 @@ from typing import Any
 from infrarsi.seams.executor import Execution
 from infrarsi.witness import WitnessResult, authenticate, new_key
 
-from bot.executors.witness import payload_sha256
+from bot.executors.witness import key_secret, payload_sha256
 
-#: The bot's own variable for the rank shim: ``DIR,count_step[,final_step]``. Not ``INFRARSI_WITNESS``: the
-#: agent's interpreter would take that one before any rank starts.
+#: The bot's own variable for the rank shim: ``DIR,0[,final_step]`` (the counted step travels in the key file).
+#: Not ``INFRARSI_WITNESS``: the agent's interpreter would take that one before any rank starts.
 RANK_WITNESS_ENV = "INFRARSI_RANK_WITNESS"
 
 #: Run by the rank shim before it execs the job: the rank's key becomes a pipe, its report file a descriptor.
@@ -70,10 +70,10 @@ class RankChannels:
             key_path = directory / f"key.{rank}"
             fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as f:
-                f.write(keys[rank])
+                f.write(key_secret(keys[rank], count_step))
             report = os.open(directory / f"report.{rank}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             os.close(report)
-        config = f"{directory},{count_step}" + (f",{final_step}" if final_step else "")
+        config = f"{directory},0" + (f",{final_step}" if final_step else "")
         return RankChannels(directory=directory, keys=keys, expected_sha256=payload_sha256(),
                             env={RANK_WITNESS_ENV: config})
 

@@ -53,10 +53,11 @@ from infrarsi.contract.lock import read_lock
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from infrarsi.seams.forge import Forge, ForgeError, MergeMethod, MergeMethodRefused, PullRequest, Review, approvals
 from infrarsi.seams.workspace import Workspace
+from infrarsi.rundir import RunDir, read_json, write_json
 from infrarsi.trial_record import Candidate
-from infrarsi.verdict import Verdict
+from infrarsi.verdict import Verdict, VerdictKind
 
-__all__ = ["PromoteError", "PromoteResult", "Reverify", "promote", "real_reverify"]
+__all__ = ["PromoteError", "PromoteResult", "Reverify", "promote", "real_reverify", "reverify_run_id"]
 
 VERIFY_MARKER = "<!-- infrarsi:promote -->"
 # (repo, run id, candidate, base commit) -> the verdict of the candidate against that base
@@ -79,6 +80,11 @@ class PromoteResult:
     verdict: Verdict
     method: MergeMethod | None = None  # how the forge merged it (None: not merged)
     queued: bool = False  # added to the base's merge queue: the forge merges it later
+
+
+def reverify_run_id(run_id: str) -> str:
+    """The run the re-verification of run ``run_id``'s promotion journals its trials under."""
+    return f"{run_id}.promote"
 
 
 def _fetch_tips(forge: Forge, repo: Path, remote: str, pr: PullRequest) -> str:
@@ -118,8 +124,15 @@ def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, 
         from dataclasses import replace
 
         ctx = replace(ctx, base=base_sha)
-        return verify_candidate(ctx, run_id=f"{run_id}.promote", candidate=candidate, doctor=doctor, pairs=pairs,
-                                progress=lambda m: say(f"  re-verify: {m}"))
+        # an inconclusive re-verification on this same base (the machine would not sit still) is resumed
+        promote_run = reverify_run_id(run_id)
+        saved = RunDir(repo, promote_run).verify_json(f"{candidate.digest()}-{base_sha[:12]}")
+        earlier = read_json(saved)
+        resume = Verdict.from_dict(earlier) if earlier and earlier.get("verdict") == "inconclusive" else None
+        verdict = verify_candidate(ctx, run_id=promote_run, candidate=candidate, doctor=doctor, pairs=pairs,
+                                   progress=lambda m: say(f"  re-verify: {m}"), resume=resume)
+        write_json(saved, verdict.to_dict())
+        return verdict
 
 
 def _approved(forge: Forge, pr: PullRequest, reviews: tuple[Review, ...], users: tuple[str, ...],
@@ -234,6 +247,9 @@ def promote(repo: Path, number: int, *, workspace: Workspace, forge: Forge, remo
     verdict = check(repo, run_id, candidate, base_sha)
     summary = _post(forge, pr, head_sha, base_sha, verdict)
     if not verdict.promoted:
+        if verdict.kind is VerdictKind.INCONCLUSIVE:
+            raise PromoteError(f"#{number}: the re-verification was inconclusive, not merging: {summary}; run "
+                               "promote again when the machine is quiet (it resumes the re-verification)")
         raise PromoteError(f"#{number}: the re-verification failed, not merging: {summary}")
     moved = _fetch_tips(forge, repo, remote, pr)
     if moved != base_sha:

@@ -36,6 +36,7 @@ from bot.workspace.naming import promote_branch
 from infrarsi.contract.model import Contract, Knob, KnobValue
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from infrarsi.seams.workspace import Workspace
+from infrarsi.source_text import encode_source, read_source
 
 __all__ = ["PromotionError", "PromotionCommit", "promotion_branch", "build_promotion_commit", "human_commits",
            "set_argparse_defaults", "set_contract_defaults"]
@@ -161,9 +162,9 @@ def build_promotion_commit(workspace: Workspace, *, contract: Contract, trial_co
         flags = {contract.knob(k).flag: v for k, v in changed.items()
                  if contract.knob(k).flag and contract.knob(k).env is None}
         if flags and entry and (work / entry).is_file():
-            code, found = set_argparse_defaults((work / entry).read_text(encoding="utf-8"), flags)
+            code, found = set_argparse_defaults(read_source(work / entry), flags)
             if found:
-                (work / entry).write_text(code, encoding="utf-8")
+                (work / entry).write_bytes(encode_source(code))
                 touched.append(entry)
                 written += [f"{entry}: add_argument({f!r}, default={flags[f]!r})" for f in sorted(found)]
             unwritten += [f"{f} {flags[f]} (no add_argument({f!r}) in {entry})" for f in sorted(set(flags) - found)]

@@ -17,10 +17,12 @@ from bot.executors.environment import scrubbed_environment
 from bot.executors.job_python import job_python
 from bot.stages.doctor.device_cache import cached_probe, run_probe
 from bot.stages.doctor.project_metadata import project_metadata
+from bot.stages.run.quiet import DisturbanceGuard, MachineBusy, QuietWait
+from infrarsi.disturbance import disturbance
 from bot.stages.run.run_trial import trial_spec
-from infrarsi.doctor import (DoctorReport, allowed_dtypes, build_report, good_baseline_runs, lower_dtype_values,
-                             render_markdown)
-from infrarsi.invariants import WorkReference, build_reference
+from infrarsi.doctor import (DoctorError, DoctorReport, allowed_dtypes, build_report, good_baseline_runs,
+                             lower_dtype_values, render_markdown)
+from infrarsi.invariants import WorkReference, build_reference, loss_window, window_loss
 from infrarsi.loss_band import LossBand, calibrate_band
 from infrarsi.contract.model import Contract
 from infrarsi.rundir import RunDir, read_json, write_text
@@ -96,33 +98,84 @@ def calibrate_work(ctx: TrialContext, *, run_id: str, records: list[TrialRecord]
         else:
             notes.append(f"the baseline with {knob}={value} did not run ({run.outcome.value}: {run.reason[:200]}); "
                          f"candidates in {dtype} are held to assert_close's defaults only")
-    reference = build_reference(records, allowed_dtypes=allowed_dtypes(contract), lower=lower)
+    window = measured_window(contract, [r for r in records if r.outcome is Outcome.OK])
+    reference = build_reference(records, allowed_dtypes=allowed_dtypes(contract), lower=lower, window=window)
     if reference is None:
         notes.append("no witnessed baseline run: the witnessed rows of every verdict are not checked, so nothing "
                      "is promoted unless [verify] waive names them")
     # A candidate that splits the global batch otherwise is held to a band of its own (bot/stages/run/references.py)
     deviations = [d.loss for d in (reference.deviations if reference else ()) if d.loss]
     per_step = [max(d[i] for d in deviations) for i in range(min(map(len, deviations)))] if deviations else []
-    good = [r for r in records if r.outcome is Outcome.OK and r.metrics.loss]
-    band = calibrate_band([r.metrics.loss for r in good], rtol=contract.loss.rtol,
-                          final_rtol=contract.loss.final_rtol, dtype_deviation=per_step)
+    band = baseline_band(records, contract, reference, per_step)
     return reference, band, notes
+
+
+def measured_window(contract: Contract, records: list[TrialRecord]) -> tuple[int, int]:
+    """(first optimizer step, steps) of the measured window, as far as every witnessed record reached."""
+    timing = contract.timing
+    return loss_window(timing.warmup_steps, timing.measured_steps, timing.steps_per_line, records)
+
+
+def baseline_band(records: list[TrialRecord], contract: Contract, reference: WorkReference | None,
+                  deviation: list[float] | tuple[float, ...]) -> LossBand | None:
+    """The loss band from the baseline's good runs: over the losses the witness saw reach backward() in the
+    measured optimizer steps when every run has them (what the step computed, whatever the job prints), else
+    over the printed losses (None: neither)."""
+    good = [r for r in records if r.outcome is Outcome.OK]
+    first, steps = measured_window(contract, good)
+    curves = [window_loss(r, first, steps) for r in good] if steps else []
+    if reference is not None and reference.loss_source == "witness" and curves and all(curves):
+        band = calibrate_band([c for c in curves if c], rtol=contract.loss.rtol,
+                              final_rtol=contract.loss.final_rtol, dtype_deviation=deviation)
+        return replace(band, source="witness", first_step=first)
+    printed = [r.metrics.loss for r in good if r.metrics.loss]
+    if not printed:
+        return None
+    return calibrate_band(printed, rtol=contract.loss.rtol, final_rtol=contract.loss.final_rtol,
+                          dtype_deviation=deviation)
 
 
 def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
                progress: Callable[[str], None] = lambda _: None,
                remeasure_device: bool = False) -> tuple[DoctorReport, Path]:
-    """Run the baseline ``repeats`` times, measure the device, and write the report files."""
+    """Run the baseline ``repeats`` times, measure the device, and write the report files. A run disturbed from
+    outside is run again, as verification does (bot/stages/run/quiet.py): the noise estimate every later
+    decision reads must not be one burst of someone else's load."""
     contract = ctx.contract
     baseline = Candidate.of(contract.defaults())
     ctx.journal.ensure_run(run_id, kind="run", base_commit=ctx.base)
     records: list[TrialRecord] = []
+    quiet = QuietWait(budget_s=contract.verify.quiet_wait_s, progress=progress)
+    quiet.calibrate()
+    guard = DisturbanceGuard(rerun_budget=max(2, repeats // 2), wait=quiet, progress=progress)
+    busy: str | None = None
     for i in range(repeats):
         progress(f"baseline {i + 1}/{repeats}")
-        records.append(ctx.run(run_id, baseline, witness=True))
-        r = records[-1]
+        try:
+            r = guard.run(lambda: ctx.run(run_id, baseline, witness=True),
+                          lambda: [x for x in records if x.outcome is Outcome.OK], alone=False)
+            if len(records) == 1 and disturbance(records[0], [r]) is not None:
+                # the first run had nothing to be judged against: against the second, it was disturbed
+                guard.reruns.append(records[0].trial_no)
+                guard.disturbed.append(records[0].trial_no)
+                progress(f"disturbed from outside, run again: {disturbance(records[0], [r])}")
+                records = [r]
+                r = guard.run(lambda: ctx.run(run_id, baseline, witness=True),
+                              lambda: [x for x in records if x.outcome is Outcome.OK], alone=False)
+        except MachineBusy as exc:
+            busy = str(exc)
+            break
+        records.append(r)
         progress(f"baseline {i + 1}/{repeats}: {r.outcome.value}"
                  + (f", {r.metrics.step_time_s * 1000:.1f} ms/step" if r.metrics.step_time_s else f" {r.reason}"))
+    disturbed_notes = []
+    if guard.reruns:
+        disturbed_notes.append(f"{len(guard.reruns)} baseline run(s) disturbed from outside were run again, not "
+                               f"counted (trial(s) {', '.join(map(str, guard.reruns))})")
+    if busy is not None:
+        if len([r for r in records if r.outcome is Outcome.OK]) < 2:
+            raise DoctorError(f"{busy}; run the doctor again when the machine is quiet")
+        disturbed_notes.append(f"{busy}: profiled from the {len(records)} undisturbed run(s) made before it")
     good_baseline_runs(records)  # a baseline that does not run fails here, before a minute of device probing
     progress("measuring peak FLOP/s and the fingerprint")
     spec = trial_spec(contract, baseline, tree=ctx.repo, memory_limit_bytes=None, timeout_s=300.0)
@@ -146,7 +199,8 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
     report = build_report(contract, records, run_id=run_id, created_at=time.time(),
                           peak_flops=device["peak_flops"], peak_flops_method=device["peak_flops_method"],
                           fingerprint=fingerprint, profiled_phases=profiled, work=work, band=band)
-    report = replace(report, notes=report.notes + tuple(notes), calibration_trials=tuple(calibration))
+    report = replace(report, notes=report.notes + tuple(notes) + tuple(disturbed_notes),
+                     calibration_trials=tuple(calibration))
     out = RunDir(contract.root, run_id)
     write_text(out.doctor_json, report.to_json())
     write_text(out.doctor_md, render_markdown(report))

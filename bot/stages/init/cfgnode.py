@@ -19,6 +19,7 @@ import libcst.matchers as m
 
 from bot.stages.init.setting import Setting, literal, type_of
 from bot.stages.init.scan import imported_from
+from infrarsi.source_text import read_source
 
 _MERGE = "merge_from_args"
 
@@ -121,7 +122,7 @@ def _load(root: Path, dotted: str) -> cst.Module | None:
     for candidate in (root / rel.with_suffix(".py"), root / rel / "__init__.py"):
         if candidate.is_file():
             try:
-                return cst.parse_module(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+                return cst.parse_module(read_source(candidate))
+            except (OSError, UnicodeError, cst.ParserSyntaxError):
                 return None
     return None

@@ -24,6 +24,7 @@ from infrarsi.contract.entry import given_values
 from bot.stages.init.steplines_meters import meter_step_lines
 from bot.stages.init.path_refs import OUTPUT_SETTING, PathRef, path_references
 from bot.stages.init.steplines import StepLine, find_step_lines
+from infrarsi.source_text import read_source
 
 if TYPE_CHECKING:
     from infrarsi.seams.proposer import RepoSummary
@@ -57,8 +58,8 @@ def local_imports(summary: RepoSummary) -> list[str]:
         return []
     out = [summary.entry]
     try:
-        source = (summary.root / summary.entry).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        source = read_source(summary.root / summary.entry)
+    except (OSError, UnicodeError):
         return out
     mods = set(re.findall(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", source, re.M))
     names = {m for pair in mods for m in pair if m}
@@ -81,8 +82,8 @@ def _config_file_values(summary: RepoSummary, user_args: list[str], settings: li
         if arg.startswith("-") or "=" in arg or not arg.endswith(".py") or not path.is_file():
             continue
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (SyntaxError, OSError, UnicodeDecodeError):
+            tree = ast.parse(read_source(path))
+        except (SyntaxError, OSError, UnicodeError):
             continue
         for node in tree.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -107,9 +108,9 @@ def discover_all(summary: RepoSummary, user_args: list[str], *, taken: set[str],
     files = local_imports(summary)
     for rel in files:
         try:
-            source = (summary.root / rel).read_text(encoding="utf-8")
+            source = read_source(summary.root / rel)
             found.step_lines += meter_step_lines(source) + find_step_lines(source)
-        except (OSError, UnicodeDecodeError):
+        except (OSError, UnicodeError):
             continue
     if any(s.origin == "HF Trainer log dict" for s in found.step_lines[:1]):
         logging_steps = next((s for s in settings if s.key == "logging_steps"), None)

@@ -22,6 +22,7 @@ from bot.stages.init.path_refs import OUTPUT_SETTING, PathRef, path_references
 from bot.stages.init.scan import scan_flags
 from infrarsi.contract.entry import command_and_args, entry_file
 from infrarsi.contract.model import Contract
+from infrarsi.source_text import read_source
 
 _NOT_FOUND = re.compile(r"No such file or directory: ['\"]([^'\"]+)['\"]|['\"]([^'\"\s]+)['\"][^\n]*"
                         r"(?:does not exist|not found|no such file)", re.I)
@@ -35,8 +36,8 @@ def contract_paths(contract: Contract) -> list[PathRef]:
     if entry is None:
         return []
     try:
-        flags = scan_flags((root / entry).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        flags = scan_flags(read_source(root / entry))
+    except (OSError, UnicodeError, SyntaxError, ValueError):
         flags = ()
     args = canonical_flags(command_and_args(argv)[1], flags)
     given = given_values(args)

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from bot.stages.init.path_refs import PathRef
+from infrarsi.source_text import read_source
 
 _JUNK = re.compile(r"(^|/)(__pycache__|\.venv|venv|env|\.infrarsi|\.pytest_cache|\.mypy_cache|\.ruff_cache|"
                    r"\.ipynb_checkpoints|\.idea|\.vscode|node_modules|build|dist|[^/]*\.egg-info|\.tox|\.cache)(/|$)"
@@ -65,8 +66,8 @@ def _strings(root: Path, files: list[str], command: str) -> str:
     texts = [command]
     for f in files:
         try:
-            texts.append((root / f).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError):
+            texts.append(read_source(root / f))
+        except (OSError, UnicodeError):
             pass
     return "\n".join(texts)
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infrarsi.source_text import read_source
+
 _MAX_BYTES = 512 * 2**20  # a data file larger than this is not read to find its longest line
 
 
@@ -37,8 +39,8 @@ def data_sequence_length(root: Path, *, workdir: str, files: Iterable[str],
     trees: dict[str, ast.Module] = {}
     for rel in files:
         try:
-            trees[rel] = ast.parse((root / rel).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            trees[rel] = ast.parse(read_source(root / rel))
+        except (OSError, UnicodeError, SyntaxError, ValueError):
             continue
     for rel, tree in trees.items():
         for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)):

@@ -21,6 +21,7 @@ import libcst as cst
 
 from bot.stages.init.scan import scan_flags
 from bot.stages.init.setting import Setting, code_text, literal, type_of
+from infrarsi.source_text import read_source
 
 # --- argparse -----------------------------------------------------------------------------------------------
 
@@ -355,9 +356,9 @@ def discover(root: Path, entry: str | None) -> list[Setting]:
         return []
     path = root / entry
     try:
-        source = path.read_text(encoding="utf-8")
+        source = read_source(path)
         module = cst.parse_module(source)
-    except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+    except (OSError, UnicodeError, cst.ParserSyntaxError):
         return []
     out = read_argparse(source)
     have = {s.key for s in out}

@@ -15,6 +15,7 @@ from bot.patching.reach import analyse
 from bot.stages.init.cores import usable_cores
 from bot.stages.init.data_seq_len import data_sequence_length
 from bot.stages.init.errors import DraftError
+from infrarsi.contract.model import LossSpec
 from infrarsi.contract.entry import given_values, strip_flags
 from bot.stages.init.job import read_job
 from bot.stages.init.launcher import LaunchError
@@ -189,10 +190,11 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
     length = read_length(summary.flags, values, found.settings, found.given)
     set_length(draft, length, per_line=draft.data.get("timing", {}).get("steps_per_line", 1))
 
-    draft.set("loss.rtol", LOSS_RTOL_CAP, "default: an upper bound; `infrarsi doctor` sets the band from the "
+    draft.set("loss.rtol", LOSS_RTOL_CAP, f"drafted: an upper bound, tighter than the {LossSpec().rtol} a "
+              "contract without this line gets (docs/contract.md); `infrarsi doctor` sets the band from the "
               "baseline's own run-to-run spread and what a dtype change moves (docs/doctor.md)")
-    draft.set("loss.final_rtol", LOSS_RTOL_CAP, "default: an upper bound on the final loss's tolerance; the doctor "
-              "calibrates it")
+    draft.set("loss.final_rtol", LOSS_RTOL_CAP, f"drafted: an upper bound on the final loss's tolerance, tighter than "
+              f"the {LossSpec().final_rtol} a contract without this line gets; the doctor calibrates it")
 
     reach = analyse(summary.root, [*prog, *fixed], workdir=job.workdir,
                     knobs={*knobs, *(t["flag"].lstrip("-").split("=")[0] for t in knobs.values() if "flag" in t)})

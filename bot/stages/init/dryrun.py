@@ -12,9 +12,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.executors.streams import StepCollector, regex_handler
 from bot.stages.init.steplines import regex_for_lines
 from infrarsi.contract.model import Contract
 from infrarsi.seams.executor import Executor
+from infrarsi.trial_record import StepEvent
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,13 +75,20 @@ def dry_run(contract: Contract, *, executor: Executor, log_dir: Path, timeout_s:
         msg = (f"ok: the probe reported {seen} step events (expected {expected})" if ok else
                f"the probe reported {seen} step events, expected {expected}")
         return DryRun(ok=ok, message=msg, seen=seen, expected=expected)
+    lines = _lines(log_dir, timing.stream)
+    matched = regex_steps(lines, timing.stdout_regex or "")
+    if len(matched) < min(seen, expected):  # the other events came from the probe channel, not the regex
+        return DryRun(ok=False, seen=len(matched), expected=expected, suggested_regex=regex_for_lines(lines),
+                      message=no_step_line_message(lines, regex=timing.stdout_regex, seen=len(matched),
+                                                   expected=expected, stream=timing.stream)
+                      + f"\n({seen} step events came from the infrarsi.probe channel instead; set timing.source = "
+                        "'probe' to time those)")
     steps = [e.step for e in execution.events if e.step is not None]
     if seen >= expected and (len(steps) < 2 or _one_per_step(steps, timing.steps_per_line)):
         stopped = " (then stopped it)" if execution.stopped_after_steps else ""
         return DryRun(ok=True, seen=seen, expected=expected,
                       message=f"ok: the regex saw {seen} step lines in {execution.wall_s:.1f} s{stopped}; "
                       f"first losses {[round(e.loss, 4) for e in execution.events[:3] if e.loss is not None]}")
-    lines = _lines(log_dir, timing.stream)
     if seen >= expected:
         gaps = sorted({b - a for a, b in zip(steps, steps[1:]) if b > a})
         return DryRun(ok=False, seen=seen, expected=expected,
@@ -88,6 +97,16 @@ def dry_run(contract: Contract, *, executor: Executor, log_dir: Path, timeout_s:
     message = no_step_line_message(lines, regex=timing.stdout_regex, seen=seen, expected=expected,
                                    stream=timing.stream)
     return DryRun(ok=False, message=message, seen=seen, expected=expected, suggested_regex=regex_for_lines(lines))
+
+
+def regex_steps(lines: list[str], regex: str) -> list[StepEvent]:
+    """The step events ``regex`` reads from the job's printed ``lines``, as a trial's stream reader reads them
+    (a repainted progress-bar step counts once)."""
+    collector = StepCollector()
+    handle = regex_handler(collector, regex) if regex else None
+    for line in lines if handle is not None else ():
+        handle(line, 0.0)
+    return collector.steps
 
 
 def _one_per_step(steps: list[int], per_line: int) -> bool:

@@ -14,6 +14,7 @@ import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from infrarsi.seams.proposer import RepoSummary
+from infrarsi.source_text import read_source
 
 _LOADER = m.Call(func=m.Name("DataLoader") | m.Attribute(attr=m.Name("DataLoader")))
 
@@ -49,8 +50,8 @@ def loader_batch(summary: RepoSummary) -> tuple[int, str] | None:
     if summary.entry is None:
         return None
     try:
-        module = cst.parse_module((summary.root / summary.entry).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+        module = cst.parse_module(read_source(summary.root / summary.entry))
+    except (OSError, UnicodeError, cst.ParserSyntaxError):
         return None
     loaders = _Loaders()
     MetadataWrapper(module, unsafe_skip_copy=True).visit(loaders)

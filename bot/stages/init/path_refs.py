@@ -22,6 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from infrarsi.source_text import read_source
+
 #: Settings whose value is where the job writes (makemore's ``--work-dir``, nanoGPT's ``out_dir``).
 OUTPUT_SETTING = re.compile(r"(^|_)(out|output|outputs|work|save|log|logging|ckpt|checkpoint|results|tensorboard|"
                             r"wandb|runs|export)(_?dir|_?path|_?folder|_?root)?$|^(work_?dir|out_?dir|output_?dir|"
@@ -69,8 +71,8 @@ def path_references(root: Path, *, workdir: str, entry: str | None, files: Itera
         add(text, where, written)
     for rel in files:
         try:
-            tree = ast.parse((root / rel).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            tree = ast.parse(read_source(root / rel))
+        except (OSError, UnicodeError, SyntaxError, ValueError):
             continue
         for lit in _literals(tree, posixpath.dirname(rel) or "."):
             add(lit.text, f"{rel} line {lit.line}", lit.written, lit.base)

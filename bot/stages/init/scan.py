@@ -17,6 +17,7 @@ from bot.progress import Ticker
 from infrarsi.contract.knob_codec import python_literal
 from infrarsi.rundir import STATE_DIR
 from infrarsi.seams.proposer import ArgFlag, FileSummary, RepoSummary
+from infrarsi.source_text import read_source
 
 _SKIP_DIRS = {".git", STATE_DIR, ".venv", "venv", "env", "__pycache__", "node_modules", "build", "dist",
               ".tox", ".mypy_cache", ".pytest_cache", "site-packages"}
@@ -93,9 +94,9 @@ _TRAINING_CODE = re.compile(r"\.backward\(|\boptim\.[A-Z]\w*\(|\bDataLoader\(|\.
 def summarize_file(root: Path, path: Path) -> FileSummary | None:
     rel = path.relative_to(root).as_posix()
     try:
-        source = path.read_text(encoding="utf-8")
+        source = read_source(path)
         module = cst.parse_module(source)
-    except (UnicodeDecodeError, cst.ParserSyntaxError, OSError):
+    except (UnicodeError, cst.ParserSyntaxError, OSError):
         return None
     classes, modules, functions, class_bases, trains = [], [], [], [], []
     imported = imported_from(module)
@@ -213,7 +214,7 @@ def scan_repo(root: Path, entry: str | None, *, outside_git: Mapping[str, str] |
     flags: tuple[ArgFlag, ...] = ()
     if entry is not None and (root / entry).is_file():
         try:
-            flags = scan_flags((root / entry).read_text(encoding="utf-8"))
+            flags = scan_flags(read_source(root / entry))
         except cst.ParserSyntaxError:
             flags = ()
     return RepoSummary(root=root, entry=entry, flags=flags, files=files, outside_git=dict(outside_git or {}))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from bot.patching.reach import Reach
 from infrarsi.seams.proposer import RepoSummary
+from infrarsi.source_text import read_source
 
 #: (reason, name pattern) in the order they are tried: the first that matches a function's name says why it is
 #: locked. LR schedules and data readers beside model classes (build-nanogpt's ``get_lr``, ``load_tokens``) too.
@@ -130,9 +131,9 @@ def draft_scope(summary: RepoSummary, reach: Reach) -> DraftedScope:
 def _function_bodies(summary: RepoSummary, path: str) -> dict[str, str]:
     """Top-level function name -> its source, for the body checks of :func:`role_of`."""
     try:
-        source = (summary.root / path).read_text(encoding="utf-8")
+        source = read_source(summary.root / path)
         tree = ast.parse(source)
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+    except (OSError, UnicodeError, SyntaxError, ValueError):
         return {}
     return {node.name: ast.get_source_segment(source, node) or "" for node in tree.body
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}

@@ -21,13 +21,14 @@ from infrarsi.contract.model import Contract
 from infrarsi.errors import BAD_INPUT, InfraRSIError
 from infrarsi.journal import Journal
 from infrarsi.report import RepoFacts, Report, build_report, render_markdown
-from infrarsi.rundir import RunDir, journal_path, latest_run, write_json, write_text
+from infrarsi.rundir import RunDir, journal_path, latest_run, runs_dir, write_json, write_text
 from infrarsi.run_summary import RunSummary
 from infrarsi.seams.workspace import Workspace
 from infrarsi.trial_record import Outcome, TrialRecord
 from infrarsi.verdict import Verdict
 
-__all__ = ["ReportError", "ReportFiles", "latest_finished_run", "load_report", "write_report"]
+__all__ = ["ReportError", "ReportFiles", "latest_finished_run", "load_report", "winner_branches", "winner_record",
+           "write_report"]
 
 
 class ReportError(InfraRSIError):
@@ -50,8 +51,9 @@ def latest_finished_run(root: Path) -> str | None:
     return latest_run(root, finished=True)
 
 
-def _winner_commit(report_records: list[TrialRecord], best: Verdict | None) -> TrialRecord | None:
-    """The winner's first committed verification trial (its commit holds the patches)."""
+def winner_record(report_records: list[TrialRecord], best: Verdict | None) -> TrialRecord | None:
+    """The winner's first committed verification trial (its commit holds the patches; its branch is the one a
+    finished run keeps)."""
     if best is None:
         return None
     wanted = set(best.candidate_trials)
@@ -59,6 +61,24 @@ def _winner_commit(report_records: list[TrialRecord], best: Verdict | None) -> T
         if r.trial_no in wanted and r.commit and r.outcome is Outcome.OK:
             return r
     return None
+
+
+def winner_branches(root: Path, journal: Journal) -> dict[str, str]:
+    """Branch -> why it stays, for the verified winner of every finished run of the repo at ``root``: the
+    report's ``winner.diff`` and the promotion commit are read from its commit. A run.json this InfraRSI cannot
+    read keeps nothing."""
+    out: dict[str, str] = {}
+    runs = runs_dir(root)
+    for path in sorted(runs.glob("*/run.json")) if runs.is_dir() else ():
+        run_id = path.parent.name
+        try:
+            winner = winner_record(journal.trials(run_id), read_run_summary(path).best)
+            if winner is not None:
+                out[trial_branch(run_id, winner.trial_no)] = (f"the verified winner of run {run_id} (report and "
+                                                              "apply read its commit)")
+        except (ReportError, ValueError):  # unreadable, or a directory no run id names
+            continue
+    return out
 
 
 def read_run_summary(path: Path) -> RunSummary:
@@ -102,7 +122,7 @@ def write_report(contract: Contract, run_id: str | None = None, *, workspace: Wo
         raise ReportError(f"run {run_id!r} has no doctor.json")
     with Journal(journal_path(root)) as journal:
         records = journal.trials(run_id)
-    winner = _winner_commit(records, run.best)
+    winner = winner_record(records, run.best)
     base = diff = None
     if winner is not None and winner.commit:
         base, diff = _write_diff(workspace, winner.commit, rundir.winner_diff if write else None)

@@ -4,7 +4,10 @@ The promise to a reviewer: every candidate that ran is an ordinary commit on
 ``infrarsi/<run-id>/<trial-no>`` that touched only what the contract allows. A
 candidate whose patch does not apply, or whose change leaves the editable scope,
 is recorded as ``rejected`` with the offending path and symbol, and nothing is
-launched. Git is reached only through the :class:`~infrarsi.seams.workspace.Workspace`
+launched; one whose change adds something a speed patch never needs is
+quarantined for a person (``rejected``, ``quarantined for review: train.py:41:
+os.dup2 (...)``; :mod:`bot.patching.suspicious`), and nothing is launched either.
+Git is reached only through the :class:`~infrarsi.seams.workspace.Workspace`
 the caller gives (the CLI opens it on the contract's repo).
 """
 
@@ -20,6 +23,7 @@ from bot.patching.patch_set import apply_patches
 from bot.patching.audit import AuditResult, audit_tree
 from bot.patching.results import Applied, Failed, NotApplicable
 from bot.patching.screen import Reader, commit_reader
+from bot.patching.suspicious import quarantine_reason, scan_tree
 from bot.stages.run.run_trial import TrialRequest, record_rejected, run_trial
 from infrarsi.contract.lock import Lock
 from infrarsi.contract.model import Contract
@@ -54,7 +58,7 @@ def _patch_failures(results: tuple[Applied | NotApplicable | Failed, ...]) -> li
 def run_candidate(contract: Contract, lock: Lock, *, workspace: Workspace, base: str, run_id: str,
                   candidate: Candidate, patches: Mapping[str, PatchSpec], executor: Executor, journal: Journal,
                   memory_limit_bytes: int | None = None, timeout_s: float | None = None,
-                  witness: bool = False) -> TrialRecord:
+                  witness: bool = False, past_window: int = 0) -> TrialRecord:
     """Run one candidate in its own worktree of ``workspace`` at ``base`` (committed as the workspace's
     identity); always returns its record."""
     missing = [p for p in candidate.patches if p not in patches]
@@ -79,6 +83,12 @@ def run_candidate(contract: Contract, lock: Lock, *, workspace: Workspace, base:
         audit = audit_tree(before, after, editable=contract.scope.editable, locked=contract.scope.locked,
                            allow_imports=contract.scope.allow_imports)
         records = audit_records(audit)
+        findings = scan_tree(before, after, [c.path for c in audit.changes])
+        if findings:  # never run: a person looks first (an audit entry of kind "quarantined" per line)
+            return record_rejected(contract, request, trial_no=trial_no,
+                                   reason=quarantine_reason(findings, audit.violations),
+                                   journal=journal, executor_name=executor.name,
+                                   audit=records + tuple(f.record() for f in findings))
         if not audit.ok:
             reason = "outside the editable scope: " + "; ".join(str(v) for v in audit.violations)
             return record_rejected(contract, request, trial_no=trial_no, reason=reason, journal=journal,
@@ -90,7 +100,8 @@ def run_candidate(contract: Contract, lock: Lock, *, workspace: Workspace, base:
         committed = True
         link_data(contract.root, wt.path, contract.data.paths)  # after the commit: links are never committed
         request = TrialRequest(run_id=run_id, candidate=candidate, tree=wt.path, commit=commit,
-                               memory_limit_bytes=memory_limit_bytes, timeout_s=timeout_s, witness=witness)
+                               memory_limit_bytes=memory_limit_bytes, timeout_s=timeout_s, witness=witness,
+                               past_window=past_window)
         return run_trial(contract, lock, request, executor=executor, journal=journal, trial_no=trial_no,
                          audit=records, workspace=workspace)
     finally:
@@ -123,19 +134,20 @@ class TrialContext:
             return None
         return commit_reader(self.workspace, self.base)
 
-    def run(self, run_id: str, candidate: Candidate, *, witness: bool = False) -> TrialRecord:
-        """Run ``candidate``; ``witness``: with the witness in its interpreter (see docs/trials.md)."""
+    def run(self, run_id: str, candidate: Candidate, *, witness: bool = False, past_window: int = 0) -> TrialRecord:
+        """Run ``candidate``; ``witness``: with the witness in its interpreter (see docs/trials.md);
+        ``past_window``: step lines the job runs on after the measured ones before the bot stops it."""
         if self.workspace is not None and self.base is not None:
             return run_candidate(self.contract, self.lock, workspace=self.workspace, base=self.base, run_id=run_id,
                                  candidate=candidate, patches=self.patches, executor=self.executor,
                                  journal=self.journal, memory_limit_bytes=self.memory_limit_bytes,
-                                 timeout_s=self.timeout_s, witness=witness)
+                                 timeout_s=self.timeout_s, witness=witness, past_window=past_window)
         if candidate.patches:
             raise UnknownPatchError("code patches need a git repository (each candidate is a commit)")
         return run_trial(self.contract, self.lock,
                          TrialRequest(run_id=run_id, candidate=candidate, tree=self.repo,
                                       memory_limit_bytes=self.memory_limit_bytes, timeout_s=self.timeout_s,
-                                      witness=witness),
+                                      witness=witness, past_window=past_window),
                          executor=self.executor, journal=self.journal)
 
 

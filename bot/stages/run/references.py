@@ -19,16 +19,18 @@ References are measured once per split and run (``runs/<run>/split-<digest>.json
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bot.stages.doctor.baseline import baseline_band
 from bot.stages.run.candidate import TrialContext
 from infrarsi.parallel.roles import find_roles
 from infrarsi.contract.model import Contract, KnobValue
+from infrarsi.decisions import moved_decisions
 from infrarsi.doctor import DoctorReport, allowed_dtypes
 from infrarsi.invariants import InvariantCheck, WorkReference, build_reference, compared, not_checked, witnessed_report
 from infrarsi.invariants import work_invariants
-from infrarsi.loss_band import LossBand, calibrate_band
+from infrarsi.loss_band import LossBand
 from infrarsi.rundir import RunDir, read_json, write_json
 from infrarsi.trial_record import Candidate, Outcome, TrialRecord
 from infrarsi.verdict import Reference
@@ -74,15 +76,16 @@ class References:
 
     def for_candidate(self, candidate: Candidate) -> tuple[Reference, tuple[InvariantCheck, ...]]:
         """The reference ``candidate`` is held to, and the ``split_reference`` row when it re-splits."""
+        moved = moved_decisions(self.ctx.contract.knobs, candidate.knob_dict())
         split = candidate_split(self.ctx.contract, candidate)
         if not split:
-            return self.baseline(), ()
+            return replace(self.baseline(), moved=moved), ()
         baseline = Candidate.of({**self.ctx.contract.defaults(), **split})
         key = baseline.digest()
         if key not in self._split:
             self._split[key] = self._load(baseline) or self._measure(baseline, split)
         reference, row = self._split[key]
-        return reference, (row,)
+        return replace(reference, moved=moved), (row,)
 
     # -- measuring and keeping ---------------------------------------------------------------------------
     def _path(self, baseline: Candidate) -> Any:
@@ -128,9 +131,9 @@ def split_reference(runs: list[TrialRecord], *, doctor: DoctorReport, contract: 
     work = build_reference(good, allowed_dtypes=allowed_dtypes(contract))
     assert work is not None
     deviations = tuple(doctor.work.deviations) if doctor.work is not None else ()
-    work = WorkReference(reports=work.reports, first_loss=work.first_loss, allowed_dtypes=work.allowed_dtypes,
-                         deviations=deviations, ranks=work.ranks)
-    band = _band(good, doctor, contract)
+    work = replace(work, deviations=deviations)
+    band = baseline_band(good, contract, work,
+                         doctor.loss_band.dtype_deviation if doctor.loss_band is not None else ())
     if doctor.work is None:
         row = not_checked("split_reference", f"the baseline at {text} could not be compared with the doctor's "
                           "(no witnessed baseline)")
@@ -151,10 +154,3 @@ def split_reference(runs: list[TrialRecord], *, doctor: DoctorReport, contract: 
     return Reference(work=work, band=band, split=items), row
 
 
-def _band(good: list[TrialRecord], doctor: DoctorReport, contract: Contract) -> LossBand | None:
-    losses = [r.metrics.loss for r in good if r.metrics.loss]
-    if not losses:
-        return None
-    deviation = doctor.loss_band.dtype_deviation if doctor.loss_band is not None else ()
-    return calibrate_band(losses, rtol=contract.loss.rtol, final_rtol=contract.loss.final_rtol,
-                          dtype_deviation=deviation)

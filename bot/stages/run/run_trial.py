@@ -6,6 +6,8 @@ trial ends, before anything else happens.
 
 from __future__ import annotations
 
+import logging
+import random
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -21,7 +23,10 @@ from infrarsi.seams.workspace import Workspace
 from infrarsi.journal import Journal
 from infrarsi.rundir import logs_dir
 from infrarsi.measure import classify, summarize
+from infrarsi.step_clock import draw_count_step
 from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
+
+log = logging.getLogger(__name__)
 
 
 def trial_spec(contract: Contract, candidate: Candidate, *, tree: Path, memory_limit_bytes: int | None,
@@ -58,13 +63,14 @@ class TrialRequest:
     timeout_s: float | None = None
     commit: str | None = None
     witness: bool = False  # run the witness in the trial's interpreter (verification and the doctor)
+    past_window: int = 0  # step lines the job runs on after the measured ones (verification's look past them)
 
 
-def witness_step(contract: Contract) -> int:
-    """The optimizer step whose work the witness counts: the last warm-up step (at least the second, so that
-    first-step compilation and lazy initialisation are not what is counted), outside the measured intervals
-    whenever the contract has two or more warm-up steps."""
-    return max(2, contract.timing.warmup_steps)
+def witness_step(contract: Contract, rng: random.Random | None = None) -> int:
+    """The optimizer step whose work the witness counts, drawn per trial inside the measured window
+    (:func:`infrarsi.step_clock.draw_count_step`); the job never sees it (the witness's key channel carries it)."""
+    timing = contract.timing
+    return draw_count_step(timing.warmup_steps, timing.measured_steps, timing.steps_per_line, rng)
 
 
 def _memory_limit(contract: Contract, request: TrialRequest) -> int | None:
@@ -114,13 +120,17 @@ def run_trial(contract: Contract, lock: Lock, request: TrialRequest, *, executor
     spec = replace(spec, commit=request.commit, lock=launch_lock(lock))
     if request.witness:
         spec = replace(spec, witness=witness_step(contract))
+    if request.past_window > 0 and spec.expected_steps:
+        spec = replace(spec, expected_steps=spec.expected_steps + request.past_window)
+    log.debug("trial %s/%s on the %s executor: %s (cwd %s, timeout %s s, logs %s)", request.run_id, trial_no,
+              executor.name, " ".join(spec.argv), spec.cwd, spec.timeout_s, log_dir)
     execution = executor.execute(spec)
     timing = contract.timing
     metrics = summarize(execution, warmup=timing.warmup_steps, measured=timing.measured_steps,
                         memory_limit_bytes=memory_limit, steps_per_line=timing.steps_per_line)
     outcome, reason = classify(execution, metrics, warmup=timing.warmup_steps, measured=timing.measured_steps,
                                tokens_per_step=contract.workload.tokens_per_step,
-                               steps_per_line=timing.steps_per_line)
+                               steps_per_line=timing.steps_per_line, memory_limit_bytes=memory_limit)
     if outcome is Outcome.CRASH:
         from bot.stages.init.data_check import missing_in_trial  # reads the job's code only when it crashed
 

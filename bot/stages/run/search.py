@@ -40,11 +40,13 @@ from infrarsi.search.acquisition import Proposal
 from infrarsi.search.drift import ControlSchedule, Drift
 from infrarsi.search.engine import SearchEngine
 from infrarsi.search.space import SearchSpace
-from infrarsi.trial_record import Candidate, Outcome, TrialRecord, median_bytes
+from infrarsi.trial_record import QUARANTINED, Candidate, Outcome, TrialRecord, median_bytes
 from infrarsi.patches import PatchSpec
 from infrarsi.verdict import Reference, Verdict, VerdictKind, trial_invariants
 
 Progress = Callable[[dict[str, Any]], None]
+#: The verdicts that are experience: what a verification found about the candidate.
+STORED_VERDICTS = frozenset({"promoted", "not_significant", "invalid", "quarantined"})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -331,14 +333,16 @@ def _next_trial_no(journal: Journal, run_id: str) -> int:
 
 def worth_verifying(candidate: Candidate, measured_s: float, *, doctor: DoctorReport, space: SearchSpace | None,
                     promoted: Verdict | None, min_effect: float) -> str | None:
-    """Why verifying ``candidate`` (searched at ``measured_s``, read at the doctor's machine speed) cannot
-    teach anything; None when it can. Verification is where the device time goes: a candidate left out of
-    the search (a dtype this device only emulates, a patch judged invalid), one measured too slow to be
-    verified faster than the baseline, or — once one is promoted — one that could not beat it, is not run.
-    "Could": its searched speedup with two run-to-run standard deviations of slack."""
+    """Why verifying ``candidate`` (searched at ``measured_s``, read at the machine's speed the baseline controls
+    nearest it measured, expressed at the doctor's: infrarsi.search.drift) cannot teach anything; None when it
+    can. Verification is where the device time goes: a candidate left out of the search (a dtype this device
+    only emulates, a patch judged invalid), one measured too slow to be verified faster than the baseline, or —
+    once one is promoted — one whose best case cannot beat it, is not run. "Best case": its searched speedup
+    with two run-to-run standard deviations of slack, the deviation read robustly from the doctor's runs (one
+    run a burst of outside load slowed tenfold does not make every candidate look possible)."""
     if space is not None and (why := space.violations(candidate)):
         return f"left out of the search ({why[0]})"
-    slack = math.exp(2 * max(doctor.sigma_log, 0.05))
+    slack = math.exp(2 * max(robust_sigma_log(doctor), 0.05))
     best_case = doctor.median_s / measured_s * slack
     if best_case <= 1 + min_effect:
         return (f"searched at {doctor.median_s / measured_s:.2f}x the baseline: even with the noise's slack "
@@ -347,6 +351,18 @@ def worth_verifying(candidate: Candidate, measured_s: float, *, doctor: DoctorRe
         return (f"searched at {doctor.median_s / measured_s:.2f}x: it could not beat the promoted "
                 f"{promoted.candidate.describe()} ({promoted.speedup:.2f}x verified)")
     return None
+
+
+def robust_sigma_log(doctor: DoctorReport) -> float:
+    """The run-to-run log-sd of the doctor's baseline, from the median absolute deviation of its runs' medians
+    (scaled to a normal's sd), never above the doctor's own figure; the doctor's figure with fewer than three."""
+    medians = [statistics.median(run) for run in doctor.step_times_s if run]
+    if len(medians) < 3 or any(m <= 0 for m in medians):
+        return doctor.sigma_log
+    logs = [math.log(m) for m in medians]
+    centre = statistics.median(logs)
+    mad = statistics.median(abs(v - centre) for v in logs)
+    return min(doctor.sigma_log, 1.4826 * mad)
 
 
 def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search: list[TrialRecord],
@@ -389,13 +405,17 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
         _emit(progress, event="verdict", candidate=candidate.describe(), verdict=verdict.kind.value,
               speedup=verdict.speedup, reason=verdict.reason)
         verdicts.append(verdict)
+        if verdict.kind is VerdictKind.INCONCLUSIVE:
+            _emit(progress, event="verify", message="the machine would not sit still: the other candidates are not "
+                  "verified now; `infrarsi verify` resumes this one when it is quiet")
+            break
         if verdict.kind is VerdictKind.INVALID:
             _blame(judged, candidate, f"verification: {verdict.reason}", session, progress)
             replacements += 1
             if replacements > top_k:
                 break
             continue
-        if verdict.kind not in (VerdictKind.QUARANTINED, VerdictKind.UNVERIFIED):
+        if verdict.kind not in (VerdictKind.QUARANTINED, VerdictKind.UNVERIFIED, VerdictKind.INCONCLUSIVE):
             judged.vindicate(candidate.patches)  # an unverified candidate is neither blamed nor vindicated
         slots += 1
     return verdicts
@@ -447,18 +467,23 @@ def _screen(ctx: TrialContext, patches: list[PatchSpec], session: Any, progress:
     if read is None:
         return None
     screening = screen_patches(read, patches, ctx.contract.scope, claims=claims)
+    quarantined = screening.quarantined
     for pid, why in sorted(screening.rejected.items()):
-        if session is None or session.judge(pid, "rejected", why):
-            _emit(progress, event="patch", patch=pid, verdict="rejected",
-                  message=f"patch {pid} rejected when proposed: {why}")
+        verdict = "quarantined" if pid in quarantined else "rejected"
+        findings = why.removeprefix(QUARANTINED)  # a quarantined patch's lines, named
+        if session is None or session.judge(pid, verdict, findings):
+            _emit(progress, event="patch", patch=pid, verdict=verdict,
+                  message=f"patch {pid} quarantined for review when proposed, never run: {findings}"
+                  if pid in quarantined else f"patch {pid} rejected when proposed: {why}")
     return screening
 
 
 def _vindicates(record: TrialRecord, doctor: DoctorReport) -> bool:
     """A search trial that ran ok with its loss inside the baseline's band vindicates its patches."""
-    if record.outcome is not Outcome.OK or doctor.loss_band is None:
+    band = doctor.printed_band if doctor.printed_band is not None and not record.metrics.witness else doctor.loss_band
+    if record.outcome is not Outcome.OK or band is None:
         return False
-    rows = trial_invariants(record, Reference(work=None, band=doctor.loss_band))
+    rows = trial_invariants(record, Reference(work=None, band=band))
     return all(c.ok for c in rows if c.name in ("loss_band", "final_loss"))
 
 
@@ -561,7 +586,9 @@ def memory_ratio(records: Sequence[TrialRecord], candidate: Candidate, *, baseli
 
 
 def remember(bank: Bank, result: RunResult, contract: Contract) -> int:
-    """Store the run's verdicts and failed trials as findings; returns how many were new."""
+    """Store the run's verdicts and failed trials as findings; returns how many were new. An inconclusive
+    verification (the machine would not sit still) and an unverified one (a check could not be made there) say
+    nothing about the candidate and are never stored."""
     hardware, workload = fingerprints(contract, result.doctor)
     repo = contract.root.name
     findings = [Finding(hardware=hardware, workload=workload, candidate=v.candidate,
@@ -572,7 +599,7 @@ def remember(bank: Bank, result: RunResult, contract: Contract) -> int:
                                                            baseline_peak=result.doctor.peak_mem_bytes,
                                                            baseline_gpu_peak=result.doctor.gpu_peak_bytes)),
                         outcome=FindingOutcome(v.kind.value), run_id=result.run_id, repo=repo)
-                for v in result.verdicts]
+                for v in result.verdicts if v.kind.value in STORED_VERDICTS]
     for r in result.search:
         if r.outcome in (Outcome.OOM, Outcome.CRASH, Outcome.TIMEOUT, Outcome.INVALID):
             findings.append(Finding(hardware=hardware, workload=workload, candidate=r.candidate,

@@ -10,7 +10,9 @@ exactly that many (the fixed design); ``verify.max_pairs`` caps both. A
 candidate trial that breaks an invariant ends verification at once: more runs
 cannot make it valid. A run disturbed from outside (the host's CPU pressure,
 steal, or a process tree starved of CPU: :mod:`infrarsi.disturbance`) is run
-again rather than counted, and the verdict lists it.
+again rather than counted, and the verdict lists it; a machine that stays busy
+past the re-runs and a bounded wait for quiet ends the verification
+``inconclusive`` — resumable, never a negative result (:mod:`bot.stages.run.quiet`).
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from typing import Any
 
 from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.project_metadata import project_metadata
+from bot.stages.run.quiet import DisturbanceGuard, MachineBusy, QuietWait
 from bot.stages.run.references import References
-from infrarsi.disturbance import disturbance
 from infrarsi.doctor import DoctorReport
 from infrarsi.invariants import InvariantCheck, compared, not_checked
+from infrarsi.past_window import draw_extra_lines, past_window_row
 from infrarsi.seams.workspace import Workspace
 from infrarsi.stats.sequential import LookResult, SequentialPlan, look, plan_sequential
 from infrarsi.trial_record import Candidate, Outcome, TrialRecord
@@ -73,11 +76,15 @@ def candidate_first(pair: int) -> bool:
 
 def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, doctor: DoctorReport,
                      pairs: int | None = None, progress: Callable[[str], None] = lambda _: None,
-                     references: References | None = None) -> Verdict:
+                     references: References | None = None, resume: Verdict | None = None,
+                     quiet: QuietWait | None = None) -> Verdict:
     """Interleaved A/B pairs until the sequential plan decides (or exactly ``pairs`` when given), and the verdict.
 
     Every candidate trial is held to the baseline's witnessed reference at the candidate's own split of the
-    global batch (:mod:`bot.stages.run.references`; ``references`` keeps the split baselines of a run)."""
+    global batch (:mod:`bot.stages.run.references`; ``references`` keeps the split baselines of a run). A run
+    disturbed from outside is run again (:mod:`bot.stages.run.quiet`); when the machine stays busy past the
+    re-runs and the wait, the verdict is ``inconclusive``. ``resume``: an inconclusive verdict of the same
+    candidate in the same run, whose counted runs are kept and whose pairs go on from where it stopped."""
     contract = ctx.contract
     plan = None if pairs else plan_sequential(doctor.verify_pairs, alpha=contract.verify.alpha,
                                               min_effect=contract.verify.min_effect, sigma_log=doctor.sigma_log,
@@ -89,68 +96,100 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
     references = references or References(ctx=ctx, run_id=run_id, doctor=doctor, progress=progress)
     reference, extra = references.for_candidate(candidate)
     extra = list(extra)
-    base_runs: list[TrialRecord] = []
-    cand_runs: list[TrialRecord] = []
+    base_runs, cand_runs, earlier = _resumed(ctx, run_id, resume, candidate)
     stop = "fixed" if plan is None else "max_pairs"
     last_look: LookResult | None = None
     broken = [c for c in extra if c.broken]
     if broken:
         progress(f"invariant broken: {broken[0].detail}")
         n, stop = 0, "invariant"
+    if cand_runs or base_runs:
+        progress(f"resuming the inconclusive verification: {len(cand_runs)} candidate and {len(base_runs)} baseline "
+                 "runs kept")
 
-    reruns: list[int] = []
-    rerun_budget = max(2, n // 2)
+    quiet = quiet or QuietWait(budget_s=contract.verify.quiet_wait_s, progress=progress)
+    quiet.calibrate()
+    guard = DisturbanceGuard(rerun_budget=max(2, n // 2), wait=quiet, progress=progress,
+                             reruns=list(earlier.reruns) if earlier else [],
+                             disturbed=list(earlier.disturbed) if earlier else [])
     doctor_runs = [r for r in ctx.journal.trials(run_id) if r.trial_no in set(doctor.trials)]
 
     def undisturbed_run(arm: str, i: int) -> TrialRecord:
-        """One run of ``arm``, re-run (at most ``rerun_budget`` times in all) while the host says something
-        outside it disturbed it (infrarsi/disturbance.py): a burst of load must not decide the verdict."""
+        """One run of ``arm`` that nothing outside disturbed: against the same arm's undisturbed runs (or, for
+        the candidate's first, the baseline's, whose CPU use says nothing of the candidate's)."""
         what = baseline if arm == "baseline" else candidate
-        while True:
-            progress(f"pair {i + 1}/{n}: {arm}")
-            record = ctx.run(run_id, what, witness=True)
-            own = [r for r in (base_runs if arm == "baseline" else cand_runs) if r.trial_no not in reruns]
-            reference = own or base_runs or doctor_runs
-            why = disturbance(record, reference, same_arm=bool(own) or arm == "baseline")
-            if why is None or len(reruns) >= rerun_budget:
-                if why is not None:
-                    progress(f"disturbed, counted (no re-run left of {rerun_budget}): {why}")
-                return record
-            reruns.append(record.trial_no)
-            progress(f"disturbed from outside, run again: {why}")
+        past = extra_lines if i == 0 else 0
 
-    def run_baseline(i: int) -> None:
-        base_runs.append(undisturbed_run("baseline", i))
+        def launch() -> TrialRecord:
+            progress(f"pair {i + 1}/{n}: {arm}" + (f" (on {past} step lines past the window)" if past else ""))
+            return ctx.run(run_id, what, witness=True, past_window=past)
 
-    for i in range(n):
-        if not candidate_first(i):
-            run_baseline(i)
-        record = undisturbed_run("candidate", i)
-        cand_runs.append(record)
-        broken = [c for c in trial_invariants(record, reference) if c.broken]
-        if i == 0 and record.outcome is Outcome.OK and candidate.patches:
-            check = metadata_check(ctx.repo, record.commit, (doctor.fingerprint or {}).get("project"),
-                                   workspace=ctx.workspace)
-            if check is not None:
-                extra.append(check)
-                broken += [check] if check.broken else []
-        if broken:
-            progress(f"invariant broken: {broken[0].detail}")
-            stop = "invariant"
-            break
-        if candidate_first(i):
-            run_baseline(i)
-        decided = _look(plan, base_runs, cand_runs)
-        if decided is not None:
-            last_look = decided
-            if decided.stop != "continue":
-                progress(decided.reason)
-                stop = decided.stop
+        def own() -> list[TrialRecord]:
+            return [r for r in (base_runs if arm == "baseline" else cand_runs) if r.trial_no not in guard.reruns]
+
+        return guard.run(launch, lambda: own() or base_runs or doctor_runs,
+                         same_arm=lambda: bool(own()) or arm == "baseline")
+
+    # the first pair runs on past the window, to a step drawn now: what a patch does after the steps it knows
+    # are looked at is compared too (infrarsi/past_window.py)
+    extra_lines = draw_extra_lines(contract.timing.measured_steps)
+    timing = contract.timing
+    window_end = (timing.warmup_steps + timing.measured_steps) * max(1, timing.steps_per_line)
+    if base_runs and cand_runs:  # resumed after the first pair: its look past the window is read back
+        extra.append(past_window_row(base_runs[0], cand_runs[0], reference=reference.work, window_end=window_end,
+                                     moved=reference.moved))
+    busy: str | None = None
+    try:
+        for i in range(min(len(base_runs), len(cand_runs)), n):
+            for arm in (("candidate", "baseline") if candidate_first(i) else ("baseline", "candidate")):
+                runs = cand_runs if arm == "candidate" else base_runs
+                if len(runs) > i:
+                    continue  # run before an inconclusive stop: kept
+                record = undisturbed_run(arm, i)
+                runs.append(record)
+                if arm == "baseline":
+                    continue
+                broken = [c for c in trial_invariants(record, reference) if c.broken]
+                if i == 0 and record.outcome is Outcome.OK and candidate.patches:
+                    check = metadata_check(ctx.repo, record.commit, (doctor.fingerprint or {}).get("project"),
+                                           workspace=ctx.workspace)
+                    if check is not None:
+                        extra.append(check)
+                        broken += [check] if check.broken else []
+                if broken:
+                    progress(f"invariant broken: {broken[0].detail}")
+                    stop = "invariant"
+                    break
+            if stop == "invariant":
                 break
+            if i == 0 and base_runs and cand_runs and not any(c.name == "past_window" for c in extra):
+                row = past_window_row(base_runs[0], cand_runs[0], reference=reference.work, window_end=window_end,
+                                      moved=reference.moved)
+                extra.append(row)
+                if row.broken:
+                    progress(f"invariant broken: {row.detail}")
+                    stop = "invariant"
+                    break
+            decided = _look(plan, base_runs, cand_runs)
+            if decided is not None:
+                last_look = decided
+                if decided.stop != "continue":
+                    progress(decided.reason)
+                    stop = decided.stop
+                    break
+    except MachineBusy as exc:
+        busy, stop = str(exc), "inconclusive"
+        progress(f"inconclusive: {busy}")
     peak = plausibility_ceiling(doctor.peak_flops)
     verdict = judge(base_runs, cand_runs, reference=reference, policy=policy, peak_flops=peak,
                     model_flops_per_step=doctor.model_flops_per_step, extra=extra)
-    verdict = replace(verdict, pairs=len(cand_runs), stop=stop, reruns=tuple(reruns))
+    verdict = replace(verdict, pairs=len(cand_runs), stop=stop, reruns=tuple(guard.reruns),
+                      disturbed=tuple(guard.disturbed), waited_s=quiet.waited_s + (earlier.waited_s if earlier else 0))
+    if busy is not None and verdict.kind is not VerdictKind.INVALID:
+        # Nothing the load decided is a verdict: not "not significant", not a promotion read off disturbed pairs.
+        return replace(verdict, kind=VerdictKind.INCONCLUSIVE,
+                       reason=f"{busy}; {len(cand_runs)} pair(s) counted so far. Resume it when the machine is "
+                              "quiet (`infrarsi verify` with the same candidate and run, or `infrarsi promote`)")
     if plan is not None and verdict.promoted and (last_look is None or last_look.stop != "efficacy"):
         # The plan's levels, not the fixed design's alpha, decide a sequential verification: a final p-value
         # between the last look's level and alpha is not a promotion, or the A/A rate would exceed alpha.
@@ -159,6 +198,17 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
     elif plan is not None and last_look is not None and verdict.kind is VerdictKind.NOT_SIGNIFICANT:
         verdict = replace(verdict, reason=last_look.reason)  # says why it stopped and at how many pairs
     return verdict
+
+
+def _resumed(ctx: TrialContext, run_id: str, resume: Verdict | None,
+             candidate: Candidate) -> tuple[list[TrialRecord], list[TrialRecord], Verdict | None]:
+    """The counted runs of an inconclusive verdict of ``candidate``, read back from the journal."""
+    if resume is None or resume.kind is not VerdictKind.INCONCLUSIVE or resume.candidate.digest() != candidate.digest():
+        return [], [], None
+    by_no = {r.trial_no: r for r in ctx.journal.trials(run_id)}
+    base = [by_no[t] for t in resume.baseline_trials if t in by_no and t not in resume.reruns]
+    cand = [by_no[t] for t in resume.candidate_trials if t in by_no and t not in resume.reruns]
+    return base, cand, resume
 
 
 def _look(plan: SequentialPlan | None, base_runs: list[TrialRecord], cand_runs: list[TrialRecord]) -> LookResult | None:

@@ -30,7 +30,7 @@ from infrarsi.journal import Journal
 from infrarsi.loss_band import LossBand
 from infrarsi.patches import PatchSpec
 from infrarsi.seams.executor import Executor
-from infrarsi.trial_record import Candidate, Outcome, TrialRecord
+from infrarsi.trial_record import QUARANTINED, Candidate, Outcome, TrialRecord
 from infrarsi.verdict import trial_invariants
 from tests.support.tinygpt import REPO, infrarsi
 
@@ -61,6 +61,18 @@ def gpt_repo(dest: Path, args: str = GPT_ARGS) -> Path:
     result = infrarsi("init", str(repo), "--command", f"python train.py {args}")
     assert result.returncode == 0, result.stderr
     return _commit(repo)
+
+
+def fp32_only(repo: Path) -> Path:
+    """``repo``'s contract with bf16 taken out of its dtype knob (re-locked, committed): a job whose precision is
+    float32 only, where lowering float32 math (TF32, bf16 passes) is not the same task."""
+    toml = (repo / "infrarsi.toml").read_text()
+    assert 'values = ["fp32", "bf16"]' in toml, "the drafted dtype knob"
+    (repo / "infrarsi.toml").write_text(toml.replace('values = ["fp32", "bf16"]', 'values = ["fp32"]'))
+    result = infrarsi("lock", str(repo))
+    assert result.returncode == 0, result.stderr
+    commit_tree(repo, "float32 only")
+    return repo
 
 
 def moe_repo(dest: Path, args: str = MOE_ARGS, tokens: int = MOE_TOKENS) -> Path:
@@ -108,9 +120,16 @@ class Judged:
     checks: tuple[InvariantCheck, ...]
 
     @property
+    def quarantined(self) -> bool:
+        """Never ran: it added what a speed patch never needs, and waits for a person (bot/patching/suspicious.py)."""
+        return self.record.outcome is Outcome.REJECTED and self.record.reason.startswith(QUARANTINED)
+
+    @property
     def verdict(self) -> str:
-        """``rejected`` (never ran), ``invalid`` (an outcome or an invariant broke), ``unverified`` (a row could
-        not be checked) or ``ok``."""
+        """``quarantined`` (never ran, left for a person), ``rejected`` (never ran), ``invalid`` (an outcome or an
+        invariant broke), ``unverified`` (a row could not be checked) or ``ok``."""
+        if self.quarantined:
+            return "quarantined"
         if self.record.outcome is Outcome.REJECTED:
             return "rejected"
         if any(c.broken for c in self.checks):
@@ -119,6 +138,8 @@ class Judged:
 
     @property
     def caught_by(self) -> str:
+        if self.quarantined:
+            return "quarantine: " + self.record.reason.removeprefix(QUARANTINED)[:160]
         if self.record.outcome is Outcome.REJECTED:
             return "scope audit / patch application: " + self.record.reason[:160]
         broken = [c for c in self.checks if c.broken]
@@ -127,6 +148,8 @@ class Judged:
     @property
     def first(self) -> str:
         """The check that caught it first (the table's cell): the outcome's reason names the witness or the lock."""
+        if self.quarantined:
+            return "quarantine"
         if self.record.outcome is Outcome.REJECTED:
             return "rejected (scope audit)"
         broken = [c for c in self.checks if c.broken]

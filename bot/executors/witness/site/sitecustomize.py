@@ -66,17 +66,23 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
     import time
 
     import signal
+    import weakref
 
     fields = [int(v) for v in config.split(",")]
     report_fd, key_fd, count_step = fields[:3]
     final_step = fields[3] if len(fields) > 3 else 0
-    key = b""
+    secret = b""
     while True:
         chunk = os.read(key_fd, 64)
         if not chunk:
             break
-        key += chunk
+        secret += chunk
     os.close(key_fd)
+    # The channel holds the key and, after it, the step to count: drawn by the bot per trial and never in the
+    # environment (which /proc/self/environ keeps after the variable is removed), so the job cannot know it.
+    key, _, drawn = secret[:32], secret[32:33], secret[33:]
+    if drawn.strip():
+        count_step = int(drawn)
     write, dumps, new_mac, sha256 = os.write, json.dumps, hmac.new, hashlib.sha256
     with open(__file__, "rb") as fh:
         source_sha256 = sha256(fh.read()).hexdigest()
@@ -118,21 +124,63 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
                    "aten.binary_cross_entropy", "aten.binary_cross_entropy_with_logits"}  # a target row per sample
 
     class DtypeMode(TorchDispatchMode):
-        """The dtypes the counted step's matrix products ran in (autocast, fp16, fp8 show here), and what the
-        step consumed: token ids reaching each embedding table, targets reaching a classification loss."""
+        """The dtypes the counted step's matrix products ran in (autocast, fp16, fp8 show here), what the
+        step consumed (token ids reaching each embedding table, targets reaching a classification loss), and
+        the counted FLOPs that are not real work: products on meta or fake tensors (free), and forward
+        products whose result never reached the loss (outside the differentiated graph, or a graph node the
+        step's backward never ran)."""
 
-        def __init__(self) -> None:
+        def __init__(self, formulas: dict) -> None:
             super().__init__()
+            self.formulas = formulas  # the FLOP counter's own registry: the same formula for what is taken off
             self.dtypes: set[str] = set()
             self.indexed: dict[tuple, int] = {}  # per embedding table, the ids it was indexed with
             self.targets = 0
+            self.excluded: dict[str, dict[str, int]] = {"meta": {}, "unreached": {}, "no_grad": {}}
+            self.pending: list = []  # forward products whose output's graph node is not attached yet
+            self.forward: list = []  # (graph node, flops, op) of each forward product on real tensors
+            self.ran: dict[int, object] = {}  # graph nodes the backward ran (held: their ids stay unique)
+
+        def take_off(self, why: str, name: str, flops: int) -> None:
+            self.excluded[why][name] = self.excluded[why].get(name, 0) + int(flops)
+
+        def resolve(self) -> None:
+            """Autograd attaches a product's graph node after dispatch returns: look now. A result already
+            freed was consumed by nothing (the next operation would hold it), so it never reached the loss."""
+            for ref, flops, name in self.pending:
+                out = ref()
+                node = getattr(out, "grad_fn", None) if out is not None else None
+                if out is None:
+                    self.take_off("unreached", name, flops)
+                elif node is None:
+                    self.take_off("no_grad", name, flops)
+                else:
+                    self.forward.append((node, flops, name))
+            self.pending.clear()
+
+        def settle(self) -> None:
+            """At the end of the counted step: forward products whose node the backward never ran."""
+            self.resolve()
+            for node, flops, name in self.forward:
+                if id(node) not in self.ran:
+                    self.take_off("unreached", name, flops)
+            self.forward.clear()
+            self.ran.clear()
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-            name = str(func.overloadpacket)
+            if self.pending:
+                self.resolve()
+            packet = func.overloadpacket
+            name = str(packet)
+            kwargs = kwargs or {}
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
             if name in matmuls:
-                for a in args:
-                    if isinstance(a, torch.Tensor) and a.is_floating_point():
+                for a in tensors:
+                    if a.is_floating_point():
                         self.dtypes.add(str(a.dtype).removeprefix("torch."))
+                # read at every product of the counted step too: a setting lowered around the products and
+                # restored before the optimizer's hooks read it shows here (the job cannot know which step)
+                note(math_timeline, count_step, math_settings())
             elif name in embeddings and len(args) > 1 and isinstance(args[1], torch.Tensor):
                 table = args[0]
                 key = (tuple(table.shape), table.data_ptr() if table.device.type != "meta" else id(table))
@@ -141,31 +189,151 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
                 self.targets += int(args[1].numel())
             elif name in regressions and len(args) > 1 and isinstance(args[1], torch.Tensor):
                 self.targets += int(args[1].shape[0]) if args[1].dim() else 1
-            return func(*args, **(kwargs or {}))
+            out = func(*args, **kwargs)
+            formula = self.formulas.get(packet)
+            if formula is not None:
+                try:
+                    flops = int(formula(*args, **kwargs, out_val=out))
+                except Exception:  # noqa: BLE001 - a formula that cannot read these arguments: counted as is
+                    flops = 0
+                node = torch._C._current_autograd_node()
+                if any(a.device.type == "meta" or type(a).__name__ == "FakeTensor" for a in tensors):
+                    self.take_off("meta", name, flops)
+                elif node is not None:
+                    self.ran[id(node)] = node
+                elif flops:
+                    first = out[0] if isinstance(out, (tuple, list)) and out else out
+                    if isinstance(first, torch.Tensor):
+                        self.pending.append((weakref.ref(first), flops, name))
+            return out
 
     state: dict[str, object] = {"steps": 0, "params": None, "grads": None, "flops": None, "by_op": {},
-                                "dtypes": [], "counter": None, "dtype_mode": None, "counted_s": None}
+                                "dtypes": [], "counter": None, "dtype_mode": None, "counted_s": None,
+                                "flops_excluded": {}}
+    # Every optimizer step, kept to the step the report is written at (the bot's last measured one): when it
+    # ended on the bot's clock, the loss that reached backward() during it, each optimizer's settings when
+    # they changed, and the settings that decide how float32 products are computed when they changed.
+    step_t: list[float] = []
+    backward_roots: list[list] = [[]]  # per step in progress, the scalar roots passed to backward()
+    optimizers: list = []  # every optimizer that stepped, in the order it first did (strong references)
+    opt_timeline: dict[int, list] = {}  # id(optimizer) -> [[from step, settings], ...]
+    opt_members: dict[int, list] = {}  # id(optimizer) -> per group, the shapes of its parameters (at step 1)
+    math_timeline: list = []  # [[from step, settings], ...]
+    cap = max(final_step, count_step) + 2 if final_step else 100_000
 
     def flat_params(opt) -> list:  # noqa: ANN001
         return [p for group in opt.param_groups for p in group["params"]]
 
+    def plain(value):  # noqa: ANN001, ANN202
+        """A group setting as JSON (a 0-d tensor lr as its number); what cannot be said plainly, by its type."""
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, (tuple, list)):
+            return [plain(v) for v in value]
+        if isinstance(value, torch.Tensor):
+            return float(value.detach().float().reshape(-1)[0]) if value.numel() == 1 else f"tensor{list(value.shape)}"
+        return type(value).__name__
+
+    # How a group is run, not what it computes: never part of the task (foreach/fused kernels, CUDA graphs).
+    implementation = {"params", "foreach", "fused", "capturable", "differentiable"}
+
+    def group_settings(opt) -> list:  # noqa: ANN001
+        return [{k: plain(v) for k, v in sorted(g.items()) if k not in implementation} for g in opt.param_groups]
+
+    def math_settings() -> dict:
+        """What decides how float32 products are computed (reduced-precision products inside float32 tensors:
+        TF32, bf16 passes), and the default dtype; a setting this torch lacks is left out."""
+        out: dict[str, object] = {}
+        try:
+            out["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+        except Exception:  # noqa: BLE001 - torch refuses to answer when the legacy and new APIs were mixed
+            out["float32_matmul_precision"] = "mixed"
+        backends = torch.backends
+        for path in ("cuda.matmul.allow_tf32", "cudnn.allow_tf32", "cuda.matmul.allow_bf16_reduced_precision_reduction",
+                     "cuda.matmul.allow_fp16_reduced_precision_reduction", "fp32_precision",
+                     "cuda.matmul.fp32_precision", "cudnn.fp32_precision", "cudnn.conv.fp32_precision",
+                     "cudnn.rnn.fp32_precision", "mkldnn.fp32_precision", "mkldnn.matmul.fp32_precision",
+                     "mkldnn.conv.fp32_precision", "mkldnn.rnn.fp32_precision"):
+            obj = backends
+            try:
+                for part in path.split("."):
+                    obj = getattr(obj, part)
+            except Exception:  # noqa: BLE001 - not in this torch
+                continue
+            out[path] = obj if isinstance(obj, (bool, int, float, str)) else str(obj)
+        out["default_dtype"] = str(torch.get_default_dtype()).removeprefix("torch.")
+        return out
+
+    def note(timeline: list, step: int, value) -> None:  # noqa: ANN001
+        if not timeline or timeline[-1][1] != value:
+            timeline.append([step, value])
+
     def pre(opt, args, kwargs) -> None:  # noqa: ANN001
+        step = state["steps"] + 1
         if state["steps"] == 0 and state["grads"] is None:
             params = flat_params(opt)
             with torch.no_grad():
                 state["grads"] = [None if p.grad is None else float(p.grad.detach().float().norm()) for p in params]
             state["shapes"] = [list(p.shape) for p in params]
             state["proj0"] = projections(params)
+        if step > cap:
+            return
+        key = id(opt)
+        if key not in opt_timeline:
+            optimizers.append(opt)
+            opt_timeline[key] = []
+            opt_members[key] = [[list(p.shape) for p in g["params"]] for g in opt.param_groups]
+        note(opt_timeline[key], step, group_settings(opt))
+        note(math_timeline, step, math_settings())
 
-    def projections(params: list) -> list[float]:
-        """Per parameter, its dot product with a fixed random direction: moves linearly with the update."""
+    #: Random directions per parameter: the update's projection on each moves linearly with it, and together
+    #: they measure each parameter's own update (a frozen bias shows, however small its share of the whole).
+    DIRECTIONS = 3
+
+    def projections(params: list) -> list[list[float]]:
+        """Per parameter, its dot products with ``DIRECTIONS`` fixed random directions."""
         out = []
         with torch.no_grad():
             for i, p in enumerate(params):
                 gen = torch.Generator(device=p.device).manual_seed(0x5EED + i)
-                r = torch.randn(p.shape, generator=gen, device=p.device, dtype=torch.float32)
-                out.append(float((p.detach().float() * r).sum()))
+                w = p.detach().float()
+                row = []
+                for _ in range(DIRECTIONS):
+                    r = torch.randn(p.shape, generator=gen, device=p.device, dtype=torch.float32)
+                    row.append(float((w * r).sum()))
+                out.append(row)
         return out
+
+    state_dtypes: dict[int, dict[str, set]] = {}  # id(optimizer) -> state key -> dtypes seen
+
+    def note_state_dtypes() -> None:
+        """The dtype of every optimizer-state tensor, now: at the report, and in the counted step's backward
+        (between steps, where a patch that keeps its state low and restores it around step() shows)."""
+        for opt in optimizers:
+            seen = state_dtypes.setdefault(id(opt), {})
+            for per_param in opt.state.values():
+                for k, v in (per_param.items() if isinstance(per_param, dict) else ()):
+                    if isinstance(v, torch.Tensor) and v.dim() > 0:
+                        seen.setdefault(str(k), set()).add(str(v.dtype).removeprefix("torch."))
+
+    real_backward = torch.autograd.backward
+
+    def backward(tensors, *args, **kwargs):  # noqa: ANN001, ANN202
+        """torch.autograd.backward (Tensor.backward calls it): each scalar root is the loss this step
+        differentiates; kept on its device, read once at the report (no synchronisation per step)."""
+        if len(step_t) < cap:
+            roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors) \
+                if isinstance(tensors, (tuple, list)) else []
+            for root in roots:
+                if isinstance(root, torch.Tensor) and root.numel() == 1 and root.is_floating_point():
+                    backward_roots[-1].append(root.detach().reshape(()).float())
+        if state["counter"] is not None:
+            note_state_dtypes()
+        return real_backward(tensors, *args, **kwargs)
+
+    backward.__wrapped__ = real_backward  # type: ignore[attr-defined]
+    torch.autograd.backward = backward
+    originals["autograd.backward"] = backward
 
     # Attention kernels this torch's registry leaves out (the CPU flash kernel): counted with the
     # registry's own SDPA formulas, so a switch to SDPA does not look like less work.
@@ -181,7 +349,7 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
 
     def start_count() -> None:
         counter = flop_mod.FlopCounterMode(display=False, custom_mapping=custom)
-        dmode = DtypeMode()
+        dmode = DtypeMode(counter.flop_registry)
         counter.__enter__()
         dmode.__enter__()
         state["counter"], state["dtype_mode"], state["t0"] = counter, dmode, clocks["perf_counter"]()
@@ -191,12 +359,19 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
         dmode.__exit__(None, None, None)
         counter.__exit__(None, None, None)
         state["counted_s"] = clocks["perf_counter"]() - state["t0"]
-        state["flops"] = int(counter.get_total_flops())
+        dmode.settle()
+        excluded = {why: sum(ops.values()) for why, ops in dmode.excluded.items()}
+        state["flops"] = max(0, int(counter.get_total_flops()) - sum(excluded.values()))
         by_op: dict[str, int] = {}
         for ops in counter.get_flop_counts().values():
             for op, n in ops.items():
                 by_op[str(op)] = max(by_op.get(str(op), 0), int(n))
-        state["by_op"], state["dtypes"] = by_op, sorted(dmode.dtypes)
+        for ops in dmode.excluded.values():  # only real work that reached the loss is the step's work
+            for op, n in ops.items():
+                by_op[op] = by_op.get(op, 0) - n
+        state["by_op"] = {op: n for op, n in by_op.items() if n > 0}
+        state["flops_excluded"] = {why: n for why, n in excluded.items() if n}
+        state["dtypes"] = sorted(dmode.dtypes)
         state["tokens_in"] = max(dmode.indexed.values(), default=0) or None
         state["targets_in"] = dmode.targets or None
         state["counter"] = None
@@ -204,6 +379,9 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
     def post(opt, args, kwargs) -> None:  # noqa: ANN001
         state["steps"] += 1
         n = state["steps"]
+        if n <= cap:
+            step_t.append(clocks["perf_counter"]())
+            backward_roots.append([])
         if n == 1:
             state["params"] = flat_params(opt)  # strong references: the weights are read at exit
         if n == count_step - 1:
@@ -255,15 +433,26 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
         with torch.no_grad():
             weights = [float(p.detach().float().norm()) for p in params]
         proj0 = state.get("proj0") or []
-        updates = [b - a for a, b in zip(proj0, projections(params))] if len(proj0) == len(params) else []
+        proj1 = projections(params) if len(proj0) == len(params) else []
+        updates = [[b - a for a, b in zip(r0, r1)] for r0, r1 in zip(proj0, proj1)]
+        with torch.no_grad():
+            losses = [float(sum(float(r) for r in roots)) if roots else None for roots in backward_roots[:len(step_t)]]
+            note_state_dtypes()
+            states = [{k: sorted(v) for k, v in sorted(state_dtypes.get(id(opt), {}).items())} for opt in optimizers]
+        optimizer = [{"family": type(opt).__name__, "timeline": opt_timeline[id(opt)],
+                      "members": opt_members[id(opt)],
+                      "members_at_end": [[list(p.shape) for p in g["params"]] for g in opt.param_groups],
+                      "state_dtypes": st} for opt, st in zip(optimizers, states)]
         body = {"v": 1, "source_sha256": source_sha256, "pid": os.getpid(), "rank": os.environ.get("RANK"),
                 "optimizer_steps": state["steps"], "count_step": count_step, "flops": state["flops"],
                 "flops_by_op": state["by_op"], "matmul_dtypes": state["dtypes"], "counted_s": state["counted_s"],
                 "params": len(state.get("shapes") or []),
                 "param_elements": sum(_numel(s) for s in state.get("shapes") or []),
-                "grad_norms": state["grads"], "weight_norms": weights, "update_proj": updates, "tampered": tampered(),
+                "grad_norms": state["grads"], "weight_norms": weights, "update_proj": [u[0] for u in updates],
+                "update_projs": updates, "tampered": tampered(),
                 "at": at, "t": clocks["perf_counter"](), "tokens_in": state.get("tokens_in"),
-                "targets_in": state.get("targets_in")}
+                "targets_in": state.get("targets_in"), "flops_excluded": state["flops_excluded"],
+                "step_t": step_t, "backward_loss": losses, "optimizer": optimizer, "math": math_timeline}
         text = dumps(body, separators=(",", ":"))
         mac = new_mac(key, text.encode(), "sha256").hexdigest()
         try:

@@ -42,29 +42,27 @@ def both_cores_busy() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def doctored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    """tinygpt (tiny config, short waits for quiet) and its doctor, run once on a quiet machine."""
     repo = committed_tinygpt(tmp_path_factory.mktemp("load") / "tinygpt")
     toml = (repo / "infrarsi.toml").read_text()
     (repo / "infrarsi.toml").write_text(toml + "\n[verify]\nmax_pairs = 4\nquiet_wait_s = 6\n")
     assert infrarsi("lock", str(repo)).returncode == 0
     commit_tree(repo, "short waits")
-    return repo
-
-
-def _verify(repo: Path, candidate: Candidate, run_id: str):  # noqa: ANN202
-    contract = load_contract(repo)
-    said: list[str] = []
     with Journal(journal_path(repo)) as journal:
-        ctx = trial_context(contract, read_lock(repo), workspace=GitWorkspace(repo), executor=LocalExecutor(),
-                            journal=journal)
-        doctor, _ = run_doctor(ctx, run_id=run_id, repeats=3)
-        with contextmanager(_load_from_pair_two)(said) as progress:
-            verdict = verify_candidate(ctx, run_id=run_id, candidate=candidate, doctor=doctor, progress=progress)
-    return verdict, said
+        doctor, _ = run_doctor(_context(repo, journal), run_id="load", repeats=3)
+    return repo, doctor
 
 
-def _load_from_pair_two(said: list[str]) -> Iterator:
-    """A progress callback that starts the load when pair 2 begins, and stops it when verification ends."""
+def _context(repo: Path, journal: Journal):  # noqa: ANN202
+    return trial_context(load_contract(repo), read_lock(repo), workspace=GitWorkspace(repo), executor=LocalExecutor(),
+                         journal=journal)
+
+
+def _verify(doctored: tuple[Path, object], candidate: Candidate):  # noqa: ANN202
+    """Verify ``candidate`` against the doctor's run, with both cores kept busy from the second pair on."""
+    repo, doctor = doctored
+    said: list[str] = []
     hog: list = []
 
     def progress(message: str) -> None:
@@ -74,22 +72,25 @@ def _load_from_pair_two(said: list[str]) -> Iterator:
             hog[0].__enter__()
 
     try:
-        yield progress
+        with Journal(journal_path(repo)) as journal:
+            verdict = verify_candidate(_context(repo, journal), run_id="load", candidate=candidate,
+                                       doctor=doctor, progress=progress)  # type: ignore[arg-type]
     finally:
         if hog:
             hog[0].__exit__(None, None, None)
+    return verdict, said
 
 
-def test_a_real_win_under_sustained_load_is_promoted_after_quiet_or_inconclusive(repo: Path) -> None:
-    contract = load_contract(repo)
-    candidate = Candidate.of({**contract.defaults(), "micro_batch": 4})
-    verdict, said = _verify(repo, candidate, "win")
+def test_a_real_win_under_sustained_load_is_promoted_after_quiet_or_inconclusive(doctored) -> None:  # noqa: ANN001
+    contract = load_contract(doctored[0])
+    verdict, said = _verify(doctored, Candidate.of({**contract.defaults(), "micro_batch": 4}))
     assert verdict.kind in (VerdictKind.PROMOTED, VerdictKind.INCONCLUSIVE), (verdict.kind, verdict.reason, said)
     if verdict.kind is VerdictKind.INCONCLUSIVE:
-        assert verdict.disturbed and "waiting" in " ".join(said), said
+        assert "the machine stayed busy" in verdict.reason, verdict.reason
 
 
-def test_the_baseline_against_itself_under_sustained_load_is_never_promoted(repo: Path) -> None:
-    contract = load_contract(repo)
-    verdict, said = _verify(repo, Candidate.of(contract.defaults()), "same")
+def test_the_baseline_against_itself_under_sustained_load_is_never_promoted(doctored) -> None:  # noqa: ANN001
+    contract = load_contract(doctored[0])
+    # the baseline by another name (an explicit knob at its default is the same job): never promoted
+    verdict, said = _verify(doctored, Candidate.of(contract.defaults()))
     assert verdict.kind is not VerdictKind.PROMOTED, (verdict.reason, said)

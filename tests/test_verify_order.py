@@ -30,6 +30,7 @@ class DriftingContext:
                                timing=SimpleNamespace(warmup_steps=2, measured_steps=6, steps_per_line=1))
     repo = Path(".")
     journal = SimpleNamespace(trials=lambda run_id: [])  # no doctor's runs on record: nothing to compare load with
+    executor = SimpleNamespace(name="local", host_busy=lambda: None)  # a host it cannot see: never waits on it
 
     def run(self, run_id: str, candidate: Candidate, *, witness: bool = False, past_window: int = 0) -> TrialRecord:
         step = self.start * (1.0 - self.drift) ** len(self.order)

@@ -69,7 +69,11 @@ def _cpu_ticks() -> tuple[int, int] | None:
     return total - idle, total
 
 
-def busy_share(interval_s: float = 0.5, sleep=None) -> float | None:  # noqa: ANN001
+#: How long one look at the host's busy share lasts.
+HOST_SAMPLE_S = 0.2
+
+
+def busy_share(interval_s: float = HOST_SAMPLE_S, sleep=None) -> float | None:  # noqa: ANN001
     """The share of all CPUs busy over ``interval_s`` (None: /proc/stat unreadable). Read while the bot runs no
     trial, it is what everything else on the host takes."""
     import time

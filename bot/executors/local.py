@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bot.executors.environment import scrubbed_environment
-from bot.executors.host_load import HostCounters, host_facts
+from bot.executors.host_load import HOST_SAMPLE_S, HostCounters, busy_share, host_facts
 from bot.executors.locked_files import changed_locked_files, merged, refused
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
@@ -40,6 +40,10 @@ class LocalExecutor(Executor):
         self.base_env = base_env
         self.on_step = on_step
         self._stop = stop or threading.Event()
+
+    def host_busy(self) -> float | None:
+        """This machine's busy share (its trials run here)."""
+        return busy_share(HOST_SAMPLE_S)
 
     def interrupt(self) -> None:
         """Ask a running ``execute`` to kill its trial and return (from another thread or a signal handler)."""

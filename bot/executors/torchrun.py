@@ -43,7 +43,7 @@ from typing import Any
 import psutil
 
 from bot.executors.environment import scrubbed_environment
-from bot.executors.host_load import HostCounters, host_facts
+from bot.executors.host_load import HOST_SAMPLE_S, HostCounters, busy_share, host_facts
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
 from bot.executors.streams import LineReader, StepCollector, ignore, on_step_line, regex_handler
@@ -206,6 +206,10 @@ class TorchrunExecutor(Executor):
         self.base_env = base_env
         self.on_step = on_step
         self._stop = stop or threading.Event()
+
+    def host_busy(self) -> float | None:
+        """This machine's busy share (its trials run here)."""
+        return busy_share(HOST_SAMPLE_S)
 
     def interrupt(self) -> None:
         self._stop.set()

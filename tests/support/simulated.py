@@ -73,6 +73,7 @@ class SimulatedMachine:
                                         timing=SimpleNamespace(warmup_steps=2, measured_steps=6, steps_per_line=1))
         self.repo = Path(".")
         self.journal = SimpleNamespace(trials=lambda run_id: [])
+        self.executor = SimpleNamespace(name="local", host_busy=self.busy_share)  # what verification asks of it
 
     def doctor(self) -> SimpleNamespace:
         """What verification reads of the doctor: noise, pairs, the witnessed reference and the band."""

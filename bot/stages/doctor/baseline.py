@@ -145,7 +145,7 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
     baseline = Candidate.of(contract.defaults())
     ctx.journal.ensure_run(run_id, kind="run", base_commit=ctx.base)
     records: list[TrialRecord] = []
-    quiet = QuietWait(budget_s=contract.verify.quiet_wait_s, progress=progress)
+    quiet = QuietWait(budget_s=contract.verify.quiet_wait_s, progress=progress, busy=ctx.executor.host_busy)
     quiet.calibrate()
     guard = DisturbanceGuard(rerun_budget=max(2, repeats // 2), wait=quiet, progress=progress)
     busy: str | None = None

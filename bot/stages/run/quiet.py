@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from bot.executors.host_load import busy_share
 from infrarsi.disturbance import disturbance
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from infrarsi.trial_record import TrialRecord
@@ -31,8 +30,6 @@ BUSY_CEILING = 0.6
 #: The first wait, doubled after each busy look, never above the cap.
 FIRST_WAIT_S = 5.0
 MAX_WAIT_S = 60.0
-#: How long one look at the host's busy share lasts.
-SAMPLE_S = 0.2
 
 
 class MachineBusy(InfraRSIError):
@@ -48,7 +45,8 @@ class QuietWait:
 
     budget_s: float
     progress: Callable[[str], None] = lambda _: None
-    busy: Callable[[], float | None] = lambda: busy_share(SAMPLE_S)
+    # the executor's view of the host where trials run (Executor.host_busy); None from it: cannot be seen
+    busy: Callable[[], float | None] = lambda: None
     sleep: Callable[[float], None] = time.sleep
     waited_s: float = 0.0
     threshold: float | None = None
@@ -70,15 +68,24 @@ class QuietWait:
 
     def until_quiet(self) -> bool:
         """Wait (backoff: 5 s, 10 s, ... at most 60 s between looks) until the host is quiet or the budget is
-        spent; True when it is quiet."""
+        spent; True when it is quiet. A host that cannot be seen from here (a runner's, a scheduler's node) is
+        waited for once, a first backoff's worth, and then tried again."""
         pause = FIRST_WAIT_S
         while True:
             ok, share = self.quiet()
+            left = self.budget_s - self.waited_s
+            if share is None:
+                step = max(0.0, min(pause, left))
+                if step:
+                    self.progress(f"waiting {step:.0f} s before the next run (the host where trials run cannot be "
+                                  "seen from here)")
+                    self.sleep(step)
+                    self.waited_s += step
+                return True
             if ok:
                 if self.waited_s:
                     self.progress(f"the machine is quiet again ({share:.0%} of its CPUs busy): going on")
                 return True
-            left = self.budget_s - self.waited_s
             if left <= 0:
                 return False
             step = min(pause, left)

@@ -107,7 +107,7 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
         progress(f"resuming the inconclusive verification: {len(cand_runs)} candidate and {len(base_runs)} baseline "
                  "runs kept")
 
-    quiet = quiet or QuietWait(budget_s=contract.verify.quiet_wait_s, progress=progress)
+    quiet = quiet or QuietWait(budget_s=contract.verify.quiet_wait_s, progress=progress, busy=ctx.executor.host_busy)
     quiet.calibrate()
     guard = DisturbanceGuard(rerun_budget=max(2, n // 2), wait=quiet, progress=progress,
                              reruns=list(earlier.reruns) if earlier else [],

@@ -74,7 +74,7 @@ def _one(speedup: float, sigma: float, seed: int, burst: bool, after: bool) -> t
 def legacy_counting() -> Iterator[None]:
     """Disturbed runs counted once the re-runs are spent, as before this change (no waiting, no inconclusive)."""
     import bot.stages.run.verify as verify
-    from bot.stages.run.quiet import DisturbanceGuard
+    from infrarsi.quiet import DisturbanceGuard
     from infrarsi.disturbance import disturbance
 
     class Counting(DisturbanceGuard):

@@ -14,6 +14,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from scipy.stats import chi2
+
 from infrarsi.contract.model import Contract
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from infrarsi.dtype_levers import knob_dtypes
@@ -179,6 +181,41 @@ def lower_dtype_values(contract: Contract) -> list[tuple[str, str, str]]:
     default = named.get(str(contract.knob(name).default), "float32")
     return [(name, value, dtype) for value, dtype in named.items()
             if PRECISION_RANK.get(dtype, 1) > PRECISION_RANK.get(default, 1)]
+
+
+#: The doctor's baseline repeats: at least this many, more only while they could change the plan.
+MIN_REPEATS = 3
+#: How far the run-to-run noise could still be above its estimate from n runs: the chi-square quantile's
+#: one-sided 70% bound on a standard deviation from n - 1 degrees of freedom.
+NOISE_BOUND = 0.3
+
+
+def enough_repeats(records: Sequence[TrialRecord], contract: Contract) -> str | None:
+    """Why the doctor's baseline repeats so far are enough (None: run another): the verification it plans needs
+    the same number of pairs at the estimated noise and at its plausible upper bound — more repeats cannot
+    change the plan — or it is capped at ``verify.max_pairs`` either way."""
+    good = [r for r in records if r.outcome is Outcome.OK and len(r.metrics.step_times_s) >= 2
+            and r.metrics.step_time_s]
+    if len(good) < MIN_REPEATS:
+        return None
+    try:
+        profile = noise_profile([r.metrics.step_times_s for r in good],
+                                figures=[r.metrics.step_time_s or 0.0 for r in good])
+    except ValueError:
+        return None
+    spec = contract.verify
+    dof = len(good) - 1
+    upper = profile.sigma_log * math.sqrt(dof / chi2.ppf(NOISE_BOUND, dof))
+
+    def pairs(sigma: float) -> int:
+        return repeats_for_effect(sigma, spec.target_effect, spec.alpha, spec.power, min_effect=spec.min_effect,
+                                  n_max=spec.max_pairs)
+
+    now, worst = pairs(profile.sigma_log), pairs(upper)
+    if now == worst:
+        return (f"{len(good)} runs are enough: verification plans {now} pairs at the measured noise and would at "
+                f"its plausible upper bound too")
+    return None
 
 
 def good_baseline_runs(records: Sequence[TrialRecord]) -> list[TrialRecord]:

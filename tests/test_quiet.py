@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from bot.stages.run.quiet import DisturbanceGuard, MachineBusy, QuietWait
+from infrarsi.quiet import DisturbanceGuard, MachineBusy, QuietWait
 from infrarsi.trial_record import Candidate
 from tests.support.witnessed import trial
 

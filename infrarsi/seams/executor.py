@@ -109,7 +109,7 @@ class Executor(Protocol):
 
     def host_busy(self) -> float | None:
         """The share of all the CPUs of the host where trials run that other work takes, read over a moment while
-        no trial runs (a stage that meets disturbed runs waits for it to fall: bot/stages/run/quiet.py); None
+        no trial runs (a stage that meets disturbed runs waits for it to fall: infrarsi/quiet.py); None
         when the executor cannot see that host (a runner's, a scheduler's node): the default. Per-trial
         disturbance is read from what the launcher recorded where the trial ran, on every executor."""
         return None

@@ -94,7 +94,7 @@ class SimulatedMachine:
         return 0.95 if self.contended() else 0.05
 
     def quiet(self, budget_s: float = 300.0):  # noqa: ANN201 - a QuietWait on this machine's clock (no sleeping)
-        from bot.stages.run.quiet import QuietWait
+        from infrarsi.quiet import QuietWait
 
         return QuietWait(budget_s=budget_s, busy=self.busy_share, sleep=lambda _s: None)
 

@@ -17,11 +17,11 @@ from bot.executors.environment import scrubbed_environment
 from bot.executors.job_python import job_python
 from bot.stages.doctor.device_cache import cached_probe, run_probe
 from bot.stages.doctor.project_metadata import project_metadata
-from bot.stages.run.quiet import DisturbanceGuard, MachineBusy, QuietWait
+from infrarsi.quiet import DisturbanceGuard, MachineBusy, QuietWait
 from infrarsi.disturbance import disturbance
 from bot.stages.run.run_trial import trial_spec
-from infrarsi.doctor import (DoctorError, DoctorReport, allowed_dtypes, build_report, good_baseline_runs,
-                             lower_dtype_values, render_markdown)
+from infrarsi.doctor import (DoctorError, DoctorReport, allowed_dtypes, build_report, enough_repeats,
+                             good_baseline_runs, lower_dtype_values, render_markdown)
 from infrarsi.invariants import WorkReference, build_reference, loss_window, window_loss
 from infrarsi.loss_band import LossBand, calibrate_band
 from infrarsi.contract.model import Contract
@@ -138,9 +138,10 @@ def baseline_band(records: list[TrialRecord], contract: Contract, reference: Wor
 def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
                progress: Callable[[str], None] = lambda _: None,
                remeasure_device: bool = False) -> tuple[DoctorReport, Path]:
-    """Run the baseline ``repeats`` times, measure the device, and write the report files. A run disturbed from
-    outside is run again, as verification does (bot/stages/run/quiet.py): the noise estimate every later
-    decision reads must not be one burst of someone else's load."""
+    """Run the baseline up to ``repeats`` times — from the third on, only while another run could change the
+    verification plan (infrarsi.doctor.enough_repeats) — measure the device, and write the report files. A run
+    disturbed from outside is run again, as verification does (infrarsi/quiet.py): the noise estimate
+    every later decision reads must not be one burst of someone else's load."""
     contract = ctx.contract
     baseline = Candidate.of(contract.defaults())
     ctx.journal.ensure_run(run_id, kind="run", base_commit=ctx.base)
@@ -150,7 +151,11 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
     guard = DisturbanceGuard(rerun_budget=max(2, repeats // 2), wait=quiet, progress=progress)
     busy: str | None = None
     for i in range(repeats):
-        progress(f"baseline {i + 1}/{repeats}")
+        if (enough := enough_repeats(records, contract)) is not None:
+            progress(enough)
+            break
+        progress(f"baseline {i + 1} (of at most {repeats}: repeats stop when more cannot change verification's "
+                 "plan)")
         try:
             r = guard.run(lambda: ctx.run(run_id, baseline, witness=True),
                           lambda: [x for x in records if x.outcome is Outcome.OK], alone=False)
@@ -166,7 +171,7 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
             busy = str(exc)
             break
         records.append(r)
-        progress(f"baseline {i + 1}/{repeats}: {r.outcome.value}"
+        progress(f"baseline {i + 1}: {r.outcome.value}"
                  + (f", {r.metrics.step_time_s * 1000:.1f} ms/step" if r.metrics.step_time_s else f" {r.reason}"))
     disturbed_notes = []
     if guard.reruns:

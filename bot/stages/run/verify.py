@@ -12,7 +12,7 @@ cannot make it valid. A run disturbed from outside (the host's CPU pressure,
 steal, or a process tree starved of CPU: :mod:`infrarsi.disturbance`) is run
 again rather than counted, and the verdict lists it; a machine that stays busy
 past the re-runs and a bounded wait for quiet ends the verification
-``inconclusive`` — resumable, never a negative result (:mod:`bot.stages.run.quiet`).
+``inconclusive`` — resumable, never a negative result (:mod:`infrarsi.quiet`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 from bot.stages.run.candidate import TrialContext
 from bot.stages.doctor.project_metadata import project_metadata
-from bot.stages.run.quiet import DisturbanceGuard, MachineBusy, QuietWait
+from infrarsi.quiet import DisturbanceGuard, MachineBusy, QuietWait
 from bot.stages.run.references import References
 from infrarsi.doctor import DoctorReport
 from infrarsi.invariants import InvariantCheck, compared, not_checked
@@ -82,7 +82,7 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
 
     Every candidate trial is held to the baseline's witnessed reference at the candidate's own split of the
     global batch (:mod:`bot.stages.run.references`; ``references`` keeps the split baselines of a run). A run
-    disturbed from outside is run again (:mod:`bot.stages.run.quiet`); when the machine stays busy past the
+    disturbed from outside is run again (:mod:`infrarsi.quiet`); when the machine stays busy past the
     re-runs and the wait, the verdict is ``inconclusive``. ``resume``: an inconclusive verdict of the same
     candidate in the same run, whose counted runs are kept and whose pairs go on from where it stopped."""
     contract = ctx.contract

@@ -27,6 +27,7 @@ from infrarsi.parallel.launcher_checks import launcher_constraints
 from infrarsi.parallel.roles import fixed_global_batch
 from infrarsi.search.builtin_priors import builtin_priors
 from bot.stages.run.references import References
+from bot.stages.run.search_loop import SearchLoop, blame, screened, vindicates
 from bot.stages.run.verify import verify_candidate
 from infrarsi.bank import Bank, Finding, FindingOutcome, as_pairs, hardware_fingerprint, workload_fingerprint
 from infrarsi.bank import Effect as BankEffect
@@ -111,17 +112,43 @@ def _emit(progress: Progress, **event: Any) -> None:
 
 def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress: Progress,
                bank: Bank | None = None) -> RunResult:
+    """The run in its phases: the doctor (if the run has none), the diverse first batch, the model-guided batches
+    until the budget or the stop rule, then verification of the candidates that can still change the outcome."""
+    loop = _begin(ctx, run_id=run_id, options=options, progress=progress, bank=bank)
+    bank_candidates = bank_seeds(bank, ctx.contract, loop.doctor) if bank is not None else []
+    if bank_candidates:
+        _emit(progress, event="bank", message=f"{len(bank_candidates)} configuration(s) from the experience bank")
+    resumed_verification = _search_state(loop.state_path).get("verification_from") is not None \
+        if loop.state_path is not None else False
+    if not resumed_verification:
+        _emit(progress, event="stage", stage="search",
+              message=f"search: {options.budget_trials} trials, resuming after {len(loop.settled())}" if loop.search
+              else f"search: {options.budget_trials} trials")
+        if _first_batch(loop, options, bank_candidates):
+            _guided_batches(loop, options)
+        if loop.search and loop.schedule is not None and loop.schedule.since > 0:
+            loop.control(_worth_measuring_again)  # the last trials get a control after them too: each is read between two
+        loop.save(verification_from=_next_trial_no(loop.ctx.journal, run_id))
+    verdicts = _verify_top(loop.ctx, run_id=run_id, doctor=loop.doctor, search=[loop.drift.adjusted(r)  # type: ignore[union-attr]
+                                                                                for r in loop.settled()],
+                           baseline=loop.baseline, progress=progress, judged=loop.judged, session=loop.session,
+                           space=loop.space, first_baseline=_last_control(loop))
+    return _finish(loop, verdicts, bank)
+
+
+def _begin(ctx: TrialContext, *, run_id: str, options: RunOptions, progress: Progress,
+           bank: Bank | None) -> SearchLoop:
+    """The doctor, the patches screened, the space and its engine, and — on ``--resume`` — everything the journal
+    says the run already did (interrupted trials recorded, a scheduler's jobs read back, patches judged)."""
+    del bank
     contract = ctx.contract
     journal = ctx.journal
     journal.ensure_run(run_id, kind="run", base_commit=ctx.base)
     doctor = load_doctor(contract.root, run_id)
     if doctor is None:
-        _emit(progress, event="stage", stage="doctor", message=f"doctor: {options.repeats} baseline runs")
+        _emit(progress, event="stage", stage="doctor", message=f"doctor: up to {options.repeats} baseline runs")
         doctor, _ = run_doctor(ctx, run_id=run_id, repeats=options.repeats,
                                progress=lambda m: _emit(progress, event="doctor", message=m))
-    bank_candidates = bank_seeds(bank, contract, doctor) if bank is not None else []
-    if bank_candidates:
-        _emit(progress, event="bank", message=f"{len(bank_candidates)} configuration(s) from the experience bank")
     session = None
     if options.proposer is not None:
         from bot.proposers.session import ProposerSession
@@ -131,7 +158,7 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         ctx = replace(ctx, patches={**ctx.patches, **{p.id: p for p in session.load()}})
     # Every patch is applied alone to the base and audited now: a rejected one never enters the space, and
     # patches that change the same symbol are never stacked (bot/patching/screen.py).
-    screening = _screen(ctx, list(ctx.patches.values()), session, progress)
+    screening = screened(ctx, list(ctx.patches.values()), session, progress)
     if screening is not None:
         ctx = replace(ctx, patches={p.id: p for p in screening.accepted})
     judged = Judgements()
@@ -139,7 +166,6 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
         judged.patches.update({pid: why.partition(": ")[2] for pid, why in session.judged.items()
                                if why.startswith("invalid:") and pid in ctx.patches})
     space = _space(contract, ctx.patches, judged, doctor, progress)
-    baseline = Candidate.of(contract.defaults())
     priors = builtin_priors(space, contract.launch.world_size, contract.launch.ranks_per_node)
     if session is not None:
         priors = session.priors(contract, doctor, list(ctx.patches.values()), base=priors)
@@ -152,149 +178,113 @@ def run_search(ctx: TrialContext, *, run_id: str, options: RunOptions, progress:
     interrupted = recover_interrupted(journal, run_id, seen, contract.budget.trial_timeout_s)
     if interrupted:
         _emit(progress, event="resume", message=f"{interrupted} interrupted trial(s) recorded")
-    doctor_trials = doctor.own_trials
     records = journal.trials(run_id)
     state_path = RunDir(contract.root, run_id).search_json  # the doctor made the directory
     state = _search_state(state_path)
     verified_from = state.get("verification_from")
-    superseded = set(state.get("superseded") or ())  # measured while the machine changed: measured again
-    ran = [r for r in records if r.trial_no not in doctor_trials
+    ran = [r for r in records if r.trial_no not in doctor.own_trials
            and (verified_from is None or r.trial_no < verified_from)]
+    baseline = Candidate.of(contract.defaults())
     # the baseline re-run between search trials: the machine's drift, so trials are compared like with like
     controls = [r for r in ran if r.candidate.digest() == baseline.digest()]
     search = [r for r in ran if r.candidate.digest() != baseline.digest()]
-    anchors = [r for r in records if r.trial_no in set(doctor.trials)]
-    drift = Drift.measure(doctor.median_s, anchors, controls)
-    schedule = ControlSchedule(sigma_log=doctor.sigma_log)
-    schedule.since = sum(1 for r in search if not controls or r.trial_no > controls[-1].trial_no)
+
+    def rebuild(loop: SearchLoop, seen_records: Sequence[TrialRecord]) -> tuple[SearchSpace, SearchEngine]:
+        return _rebuilt(contract, loop.ctx.patches, loop.judged, doctor, priors, options.seed, seen_records)
+
+    loop = SearchLoop(ctx=ctx, run_id=run_id, doctor=doctor, progress=progress, budget_trials=options.budget_trials,
+                      budget_seconds=options.budget_seconds, parallel=options.parallel, rebuild=rebuild, space=space,
+                      engine=engine, session=session, screening=screening, judged=judged, search=search,
+                      controls=controls, anchors=[r for r in records if r.trial_no in set(doctor.trials)],
+                      superseded=set(state.get("superseded") or ()), state_path=state_path,
+                      started=time.time() - sum(r.cost_s for r in (*search, *controls)))
+    assert loop.schedule is not None and loop.drift is not None
+    loop.schedule.since = sum(1 for r in search if not controls or r.trial_no > controls[-1].trial_no)
     for r in search:
-        _judge_trial(judged, r, doctor, session, progress)
+        loop.judge(r)
     if judged.patches:
-        space, engine = _rebuilt(contract, ctx.patches, judged, doctor, priors, options.seed, ())
-    engine.observe([drift.adjusted(r) for r in records if r.trial_no not in superseded])
-    started = time.time() - sum(r.cost_s for r in (*search, *controls))
-    base_time = doctor.median_s
+        loop.space, loop.engine = rebuild(loop, ())
+    loop.engine.observe([loop.drift.adjusted(r) for r in records if r.trial_no not in loop.superseded])
+    return loop
 
-    def settled() -> list[TrialRecord]:
-        return [r for r in search if r.trial_no not in superseded]
 
-    def control() -> None:
-        """Run the baseline now and re-read every trial against the machine's speed around it; where the machine
-        changed since the last control, measure again what could rank among the best (Drift.unsettled)."""
-        nonlocal drift, space, engine
-        record = ctx.run(run_id, baseline)
-        controls.append(record)
-        drift = Drift.measure(doctor.median_s, anchors, controls)
-        schedule.control_done(drift)
-        unsettled = drift.unsettled(doctor.sigma_log)
-        if unsettled is not None:
-            for old in _worth_measuring_again(settled(), drift, unsettled, contract.verify.top_k):
-                _emit(progress, event="remeasure", trial_no=old.trial_no, candidate=old.candidate.describe(),
-                      message=f"the machine's speed changed between controls around trial {old.trial_no} "
-                              f"({old.candidate.describe()}): measured again next to the new control")
-                superseded.add(old.trial_no)
-                again = ctx.run(run_id, old.candidate)
-                search.append(again)
-            _write_search_state(state_path, superseded=superseded)
-        space, engine = _rebuilt(contract, ctx.patches, judged, doctor, priors, options.seed,
-                                 [drift.adjusted(r) for r in journal.trials(run_id) if r.trial_no not in superseded])
-        speed = math.exp(drift.offsets[-1]) if drift.offsets else 1.0
-        _emit(progress, event="control", trial_no=record.trial_no, outcome=record.outcome.value,
-              step_time_s=record.metrics.step_time_s, drift=speed, next_after=schedule.interval,
-              message=(f"baseline control (trial {record.trial_no}): "
-                       + (f"{record.metrics.step_time_s * 1000:.1f} ms/step, the machine runs x{speed:.2f} the "
-                          f"doctor's time; trials are read against it (next control after {schedule.interval} "
-                          "trials)" if record.outcome is Outcome.OK and record.metrics.step_time_s else
-                          f"{record.outcome.value} {record.reason[:120]}")))
-
-    def spent() -> bool:  # a trial measured again after a change of the machine's speed counts once
-        if len(settled()) >= options.budget_trials:
-            return True
-        return options.budget_seconds is not None and time.time() - started >= options.budget_seconds
-
-    def adjusted_ok() -> list[float]:
-        return [t for r in settled() if r.outcome is Outcome.OK and (t := drift.adjusted(r).metrics.step_time_s)]
-
-    _emit(progress, event="stage", stage="search",
-          message=f"search: {options.budget_trials} trials, resuming after {len(settled())}" if search else
-          f"search: {options.budget_trials} trials")
-    # The first batch, when trials run one at a time, runs pick by pick and is revised after each
-    # (SearchEngine.refresh_initial): what is left of it waits here.
-    first_rest: list[Proposal] = []
-    while verified_from is None and not spent():
-        first = not any(r.candidate.digest() != baseline.digest() for r in search)
-        if first_rest:
-            proposals, first_rest = first_rest, []
-        elif first:
-            proposals = engine.initial_batch(min(options.initial, options.budget_trials - len(settled())),
-                                             bank_candidates, include_baseline=False)
-            if options.parallel <= 1:
-                proposals, first_rest = proposals[:1], proposals[1:]
-        else:
-            if session is not None and session.wants_more() and ctx.base is not None:
-                new = session.propose(contract, doctor, search, ctx.patches,
-                                      lambda m: _emit(progress, event="llm", message=m))
-                screened = _screen(ctx, [*ctx.patches.values(), *new], session, progress,
-                                   claims=screening.claims if screening is not None else None) if new else None
-                if screened is not None and len(screened.accepted) > len(ctx.patches):
-                    # the space grows: rebuild the engine over every record so far
-                    screening = screened
-                    ctx = replace(ctx, patches={p.id: p for p in screened.accepted})
-                    space, engine = _rebuilt(contract, ctx.patches, judged, doctor, priors, options.seed,
-                                             journal.trials(run_id))
-            if options.stop_early and len(settled()) >= options.initial:
-                advice = engine.stop_advice(min_effect=contract.verify.min_effect)
-                if advice.should_stop:
-                    _emit(progress, event="stop", message=f"model predicts at most "
-                          f"{advice.relative_improvement:.1%} further improvement: stopping the search")
-                    break
-            proposals = engine.next_batch(q=max(1, options.parallel))
-        if not proposals:
-            _emit(progress, event="stop", message="no untried candidate left in the space")
-            break
-        # a trial measured again counts once: the budget is of settled trials (else room reaches 0 unspent)
-        room = options.budget_trials - len(settled())
-        batch = proposals[:max(0, room)]
+def _first_batch(loop: SearchLoop, options: RunOptions, bank_candidates: list[tuple[Candidate, float]]) -> bool:
+    """The diverse start — configurations from the experience bank, the priors and space-filling picks, never a
+    single incumbent; with trials one at a time, revised after each (SearchEngine.refresh_initial). A resumed run
+    whose first batch had begun goes on with the guided batches. False: the space had nothing to try."""
+    if any(r.candidate.digest() != loop.baseline.digest() for r in loop.search):
+        return True
+    rest = loop.engine.initial_batch(min(options.initial, options.budget_trials - len(loop.settled())),
+                                     bank_candidates, include_baseline=False)
+    if not rest and not loop.spent():
+        _emit(loop.progress, event="stop", message="no untried candidate left in the space")
+        return False
+    while rest and not loop.spent():
+        batch, rest = (rest[:1], rest[1:]) if options.parallel <= 1 else (rest, [])
+        batch = batch[:max(0, options.budget_trials - len(loop.settled()))]
         if not batch:
-            break  # never loop without running a trial
-        for proposal, record in zip(batch, _run_batch(ctx, run_id, [p.candidate for p in batch], options.parallel)):
-            search.append(record)
-            schedule.trial_done()
-            if _judge_trial(judged, record, doctor, session, progress):  # a patch judged invalid: never again
-                space, engine = _rebuilt(contract, ctx.patches, judged, doctor, priors, options.seed,
-                                         [drift.adjusted(r) for r in journal.trials(run_id)])
-            engine.observe([drift.adjusted(record)])
-            failed = [r for r in search if r.outcome is not Outcome.OK]
-            ok = adjusted_ok()
-            remaining = options.budget_trials - len(settled())
-            mean_cost = statistics.fmean(r.cost_s for r in search)
-            read = drift.adjusted(record).metrics.step_time_s
-            _emit(progress, event="trial", n=len(settled()), total=options.budget_trials, trial_no=record.trial_no,
-                  candidate=record.candidate.describe(), origin=proposal.origin, outcome=record.outcome.value,
-                  reason=record.reason, step_time_s=record.metrics.step_time_s, cost_s=record.cost_s,
-                  speedup=(base_time / read) if read else None, against=drift.describe(record),
-                  control_trial=drift.nearest(record.trial_no),
-                  best_speedup=(base_time / min(ok)) if ok else None, failures=len(failed),
-                  failed_cost_s=sum(r.cost_s for r in failed), eta_s=remaining * mean_cost)
-        if first_rest:
-            first_rest = engine.refresh_initial(first_rest, bank_candidates)
-        if schedule.due() and not spent():
-            control()
+            return True
+        loop.run(batch)
+        if rest:
+            rest = loop.engine.refresh_initial(rest, bank_candidates)
+        _control_when_due(loop)
+    return True
 
-    if verified_from is None and search and schedule.since > 0:
-        control()  # the last trials get a control after them too: each is read between two
-    _write_search_state(state_path, superseded=superseded, verification_from=_next_trial_no(journal, run_id))
-    verdicts = _verify_top(ctx, run_id=run_id, doctor=doctor, search=[drift.adjusted(r) for r in settled()],
-                           baseline=baseline, progress=progress, judged=judged, session=session, space=space)
-    result = RunResult(run_id=run_id, doctor=doctor, search=tuple(search), verdicts=tuple(verdicts), drift=drift,
-                       controls=tuple(controls), superseded=frozenset(superseded),
-                       path=RunDir(contract.root, run_id).run_json,
-                       llm=session.summary() if session is not None else None)
-    result.path.write_text(json.dumps(run_summary(result, engine).to_dict(), indent=2, sort_keys=True, default=str) + "\n",
-                           encoding="utf-8")
+
+def _guided_batches(loop: SearchLoop, options: RunOptions) -> None:
+    """The models' picks (time, censored memory and crash models over every trial so far), with a model's new
+    patches between batches, until the budget, the stop rule or an empty space."""
+    contract = loop.ctx.contract
+    while not loop.spent():
+        session = loop.session
+        if session is not None and session.wants_more() and loop.ctx.base is not None:
+            loop.grow(session.propose(contract, loop.doctor, loop.search, loop.ctx.patches,
+                                      lambda m: _emit(loop.progress, event="llm", message=m)))
+        if options.stop_early and len(loop.settled()) >= options.initial:
+            advice = loop.engine.stop_advice(min_effect=contract.verify.min_effect)
+            if advice.should_stop:
+                _emit(loop.progress, event="stop", message=f"model predicts at most "
+                      f"{advice.relative_improvement:.1%} further improvement: stopping the search")
+                return
+        proposals = loop.engine.next_batch(q=max(1, options.parallel))
+        if not proposals:
+            _emit(loop.progress, event="stop", message="no untried candidate left in the space")
+            return
+        # a trial measured again counts once: the budget is of settled trials (else room reaches 0 unspent)
+        batch = proposals[:max(0, options.budget_trials - len(loop.settled()))]
+        if not batch:
+            return  # never loop without running a trial
+        loop.run(batch)
+        _control_when_due(loop)
+
+
+def _control_when_due(loop: SearchLoop) -> None:
+    if loop.schedule is not None and loop.schedule.due() and not loop.spent():
+        loop.control(_worth_measuring_again)
+
+
+def _last_control(loop: SearchLoop) -> TrialRecord | None:
+    """The control run right before verification, when it was the last trial and witnessed: verification's first
+    pair takes it as its baseline run (the same configuration, adjacent in time) instead of running another."""
+    trials = loop.ctx.journal.trials(loop.run_id)
+    last = max(trials, key=lambda r: r.trial_no, default=None)
+    if last is None or not loop.controls or last.trial_no != loop.controls[-1].trial_no:
+        return None
+    return last if last.outcome is Outcome.OK and last.metrics.witness else None
+
+
+def _finish(loop: SearchLoop, verdicts: list[Verdict], bank: Bank | None) -> RunResult:
+    """run.json, and the findings the experience bank keeps."""
+    contract = loop.ctx.contract
+    result = RunResult(run_id=loop.run_id, doctor=loop.doctor, search=tuple(loop.search), verdicts=tuple(verdicts),
+                       drift=loop.drift, controls=tuple(loop.controls), superseded=frozenset(loop.superseded),
+                       path=RunDir(contract.root, loop.run_id).run_json,
+                       llm=loop.session.summary() if loop.session is not None else None)
+    result.path.write_text(json.dumps(run_summary(result, loop.engine).to_dict(), indent=2, sort_keys=True,
+                                      default=str) + "\n", encoding="utf-8")
     if bank is not None:
         added = remember(bank, result, contract)
-        _emit(progress, event="bank", message=f"{added} new finding(s) stored in the experience bank")
+        _emit(loop.progress, event="bank", message=f"{added} new finding(s) stored in the experience bank")
     return result
 
 
@@ -304,12 +294,6 @@ def _search_state(path: Path) -> dict[str, Any]:
         return {}
     return dict(json.loads(path.read_text(encoding="utf-8")))
 
-
-def _write_search_state(path: Path, *, superseded: set[int], verification_from: int | None = None) -> None:
-    state: dict[str, Any] = {"superseded": sorted(superseded)}
-    if verification_from is not None:
-        state["verification_from"] = verification_from
-    path.write_text(json.dumps(state), encoding="utf-8")
 
 
 def _worth_measuring_again(search: Sequence[TrialRecord], drift: Drift, unsettled: tuple[float, float, float],
@@ -367,7 +351,8 @@ def robust_sigma_log(doctor: DoctorReport) -> float:
 
 def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search: list[TrialRecord],
                 baseline: Candidate, progress: Progress, judged: Judgements | None = None,
-                session: Any = None, space: SearchSpace | None = None) -> list[Verdict]:
+                session: Any = None, space: SearchSpace | None = None,
+                first_baseline: TrialRecord | None = None) -> list[Verdict]:
     """Verify the ``top_k`` fastest candidates that nothing judged invalid, in order of their search times
     (``search``: read at the doctor's machine speed), skipping those that cannot teach anything
     (:func:`worth_verifying`).
@@ -377,7 +362,7 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
     replacements, so a run of invalid candidates cannot verify forever)."""
     judged = judged if judged is not None else Judgements()
     for r in search:
-        if _vindicates(r, doctor):
+        if vindicates(r, doctor):
             judged.vindicate(r.candidate.patches)
     top_k = ctx.contract.verify.top_k
     ranked = top_candidates(search, len(search), baseline)
@@ -400,7 +385,11 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
         _emit(progress, event="stage", stage="verify", message=f"verify {slots + 1}/{top_k}: {candidate.describe()} "
               f"(searched at {measured * 1000:.1f} ms/step)")
         verdict = verify_candidate(ctx, run_id=run_id, candidate=candidate, doctor=doctor, references=references,
-                                   progress=lambda m: _emit(progress, event="verify", message=m))
+                                   progress=lambda m: _emit(progress, event="verify", message=m),
+                                   first_baseline=first_baseline)
+        # candidates verified back to back share a baseline arm: a verification that ended on a baseline run
+        # hands it to the next as its first pair's baseline (the same configuration, adjacent in time)
+        first_baseline = _trailing_baseline(ctx, run_id, verdict)
         write_json(cached, verdict.to_dict())
         _emit(progress, event="verdict", candidate=candidate.describe(), verdict=verdict.kind.value,
               speedup=verdict.speedup, reason=verdict.reason)
@@ -410,7 +399,7 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
                   "verified now; `infrarsi verify` resumes this one when it is quiet")
             break
         if verdict.kind is VerdictKind.INVALID:
-            _blame(judged, candidate, f"verification: {verdict.reason}", session, progress)
+            blame(judged, candidate, f"verification: {verdict.reason}", session, progress)
             replacements += 1
             if replacements > top_k:
                 break
@@ -419,6 +408,15 @@ def _verify_top(ctx: TrialContext, *, run_id: str, doctor: DoctorReport, search:
             judged.vindicate(candidate.patches)  # an unverified candidate is neither blamed nor vindicated
         slots += 1
     return verdicts
+
+
+def _trailing_baseline(ctx: TrialContext, run_id: str, verdict: Verdict) -> TrialRecord | None:
+    """The verification's last run, when it was a counted, witnessed baseline run (None otherwise)."""
+    runs = [*verdict.baseline_trials, *verdict.candidate_trials]
+    if not runs or max(runs) not in verdict.baseline_trials or max(runs) in verdict.reruns:
+        return None
+    last = next((r for r in ctx.journal.trials(run_id) if r.trial_no == max(runs)), None)
+    return last if last is not None and last.outcome is Outcome.OK and last.metrics.witness else None
 
 
 def _space(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judgements, doctor: DoctorReport,
@@ -460,51 +458,8 @@ def _rebuilt(contract: Contract, patches: Mapping[str, PatchSpec], judged: Judge
     return space, engine
 
 
-def _screen(ctx: TrialContext, patches: list[PatchSpec], session: Any, progress: Progress,
-            claims: Mapping[str, Any] | None = None) -> Screening | None:
-    """Judge ``patches`` on the base commit (None outside git: no patch can run there)."""
-    read = ctx.base_reader() if patches else None
-    if read is None:
-        return None
-    screening = screen_patches(read, patches, ctx.contract.scope, claims=claims)
-    quarantined = screening.quarantined
-    for pid, why in sorted(screening.rejected.items()):
-        verdict = "quarantined" if pid in quarantined else "rejected"
-        findings = why.removeprefix(QUARANTINED)  # a quarantined patch's lines, named
-        if session is None or session.judge(pid, verdict, findings):
-            _emit(progress, event="patch", patch=pid, verdict=verdict,
-                  message=f"patch {pid} quarantined for review when proposed, never run: {findings}"
-                  if pid in quarantined else f"patch {pid} rejected when proposed: {why}")
-    return screening
 
 
-def _vindicates(record: TrialRecord, doctor: DoctorReport) -> bool:
-    """A search trial that ran ok with its loss inside the baseline's band vindicates its patches."""
-    band = doctor.printed_band if doctor.printed_band is not None and not record.metrics.witness else doctor.loss_band
-    if record.outcome is not Outcome.OK or band is None:
-        return False
-    rows = trial_invariants(record, Reference(work=None, band=band))
-    return all(c.ok for c in rows if c.name in ("loss_band", "final_loss"))
-
-
-def _judge_trial(judged: Judgements, record: TrialRecord, doctor: DoctorReport, session: Any,
-                 progress: Progress) -> bool:
-    """Learn from one search trial; True when it got a patch judged invalid (the space must shrink)."""
-    if _vindicates(record, doctor):
-        judged.vindicate(record.candidate.patches)
-    if record.outcome is not Outcome.INVALID or not record.candidate.patches:
-        return False
-    before = set(judged.patches)
-    _blame(judged, record.candidate, f"trial {record.trial_no}: {record.reason}", session, progress)
-    return set(judged.patches) != before
-
-
-def _blame(judged: Judgements, candidate: Candidate, reason: str, session: Any, progress: Progress) -> None:
-    for pid in judged.judge(candidate, reason):
-        if session is not None:
-            session.judge(pid, "invalid", reason)
-        _emit(progress, event="patch", patch=pid, verdict="invalid",
-              message=f"patch {pid} judged invalid ({reason[:300]}): excluded from later candidates")
 
 
 def run_summary(result: RunResult, engine: SearchEngine) -> RunSummary:
@@ -525,24 +480,6 @@ def run_summary(result: RunResult, engine: SearchEngine) -> RunSummary:
                       posterior=engine.posterior_report().to_dict(),
                       llm=dict(result.llm) if result.llm is not None else None)
 
-
-def _run_batch(ctx: TrialContext, run_id: str, candidates: list[Candidate], parallel: int) -> Iterator[TrialRecord]:
-    """Run a batch: one after another, or ``parallel`` at a time, each thread with its own journal connection.
-
-    Records are yielded in the batch's order as soon as each is done, so progress
-    is reported per trial rather than per batch.
-    """
-    if parallel <= 1 or len(candidates) <= 1:
-        for c in candidates:
-            yield ctx.run(run_id, c)
-        return
-
-    def isolated(candidate: Candidate) -> TrialRecord:
-        with Journal(ctx.journal.path) as journal:
-            return replace(ctx, journal=journal).run(run_id, candidate)
-
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        yield from pool.map(isolated, candidates)
 
 
 def gpu_memory(doctor: DoctorReport) -> float | None:

@@ -28,7 +28,7 @@ from bot.stages.doctor.project_metadata import project_metadata
 from infrarsi.quiet import DisturbanceGuard, MachineBusy, QuietWait
 from bot.stages.run.references import References
 from infrarsi.doctor import DoctorReport
-from infrarsi.invariants import InvariantCheck, compared, not_checked
+from infrarsi.invariants import InvariantCheck, compared, not_checked, witnessed_report
 from infrarsi.past_window import draw_extra_lines, past_window_row
 from infrarsi.seams.workspace import Workspace
 from infrarsi.stats.sequential import LookResult, SequentialPlan, look, plan_sequential
@@ -77,14 +77,16 @@ def candidate_first(pair: int) -> bool:
 def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, doctor: DoctorReport,
                      pairs: int | None = None, progress: Callable[[str], None] = lambda _: None,
                      references: References | None = None, resume: Verdict | None = None,
-                     quiet: QuietWait | None = None) -> Verdict:
+                     quiet: QuietWait | None = None, first_baseline: TrialRecord | None = None) -> Verdict:
     """Interleaved A/B pairs until the sequential plan decides (or exactly ``pairs`` when given), and the verdict.
 
     Every candidate trial is held to the baseline's witnessed reference at the candidate's own split of the
     global batch (:mod:`bot.stages.run.references`; ``references`` keeps the split baselines of a run). A run
     disturbed from outside is run again (:mod:`infrarsi.quiet`); when the machine stays busy past the
     re-runs and the wait, the verdict is ``inconclusive``. ``resume``: an inconclusive verdict of the same
-    candidate in the same run, whose counted runs are kept and whose pairs go on from where it stopped."""
+    candidate in the same run, whose counted runs are kept and whose pairs go on from where it stopped.
+    ``first_baseline``: a witnessed baseline run made just before (the search's last control, or the previous
+    verification's last run), counted as the first pair's baseline instead of running another."""
     contract = ctx.contract
     plan = None if pairs else plan_sequential(doctor.verify_pairs, alpha=contract.verify.alpha,
                                               min_effect=contract.verify.min_effect, sigma_log=doctor.sigma_log,
@@ -97,6 +99,10 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
     reference, extra = references.for_candidate(candidate)
     extra = list(extra)
     base_runs, cand_runs, earlier = _resumed(ctx, run_id, resume, candidate)
+    shared = first_baseline is not None and not base_runs and not cand_runs
+    if shared:
+        base_runs.append(first_baseline)  # type: ignore[arg-type]
+        progress(f"pair 1: baseline: trial {first_baseline.trial_no}, run just before, counted (not run again)")  # type: ignore[union-attr]
     stop = "fixed" if plan is None else "max_pairs"
     last_look: LookResult | None = None
     broken = [c for c in extra if c.broken]
@@ -118,7 +124,7 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
         """One run of ``arm`` that nothing outside disturbed: against the same arm's undisturbed runs (or, for
         the candidate's first, the baseline's, whose CPU use says nothing of the candidate's)."""
         what = baseline if arm == "baseline" else candidate
-        past = extra_lines if i == 0 else 0
+        past = extra_lines if i == look else 0
 
         def launch() -> TrialRecord:
             progress(f"pair {i + 1}/{n}: {arm}" + (f" (on {past} step lines past the window)" if past else ""))
@@ -130,14 +136,15 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
         return guard.run(launch, lambda: own() or base_runs or doctor_runs,
                          same_arm=lambda: bool(own()) or arm == "baseline")
 
-    # the first pair runs on past the window, to a step drawn now: what a patch does after the steps it knows
-    # are looked at is compared too (infrarsi/past_window.py)
+    # the first pair of fresh runs goes on past the window, to a step drawn now: what a patch does after the steps
+    # it knows are looked at is compared too (infrarsi/past_window.py)
     extra_lines = draw_extra_lines(contract.timing.measured_steps)
     timing = contract.timing
     window_end = (timing.warmup_steps + timing.measured_steps) * max(1, timing.steps_per_line)
-    if base_runs and cand_runs:  # resumed after the first pair: its look past the window is read back
-        extra.append(past_window_row(base_runs[0], cand_runs[0], reference=reference.work, window_end=window_end,
-                                     moved=reference.moved))
+    look = 1 if shared or _looked_later(base_runs, cand_runs, window_end) else 0
+    if len(base_runs) > look and len(cand_runs) > look:  # resumed after that pair: its look is read back
+        extra.append(past_window_row(base_runs[look], cand_runs[look], reference=reference.work,
+                                     window_end=window_end, moved=reference.moved))
     busy: str | None = None
     try:
         for i in range(min(len(base_runs), len(cand_runs)), n):
@@ -162,9 +169,9 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
                     break
             if stop == "invariant":
                 break
-            if i == 0 and base_runs and cand_runs and not any(c.name == "past_window" for c in extra):
-                row = past_window_row(base_runs[0], cand_runs[0], reference=reference.work, window_end=window_end,
-                                      moved=reference.moved)
+            if i == look and not any(c.name == "past_window" for c in extra):
+                row = past_window_row(base_runs[look], cand_runs[look], reference=reference.work,
+                                      window_end=window_end, moved=reference.moved)
                 extra.append(row)
                 if row.broken:
                     progress(f"invariant broken: {row.detail}")
@@ -198,6 +205,15 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
     elif plan is not None and last_look is not None and verdict.kind is VerdictKind.NOT_SIGNIFICANT:
         verdict = replace(verdict, reason=last_look.reason)  # says why it stopped and at how many pairs
     return verdict
+
+
+def _looked_later(base_runs: list[TrialRecord], cand_runs: list[TrialRecord], window_end: int) -> bool:
+    """Whether a resumed verification's first pair was a shared baseline and its second the look past the window:
+    the second pair's baseline run went on past the window, the first's did not."""
+    def past(r: TrialRecord) -> bool:
+        report = witnessed_report(r)
+        return report is not None and report.optimizer_steps > window_end
+    return len(base_runs) > 1 and len(cand_runs) > 1 and past(base_runs[1]) and not past(base_runs[0])
 
 
 def _resumed(ctx: TrialContext, run_id: str, resume: Verdict | None,

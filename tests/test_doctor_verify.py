@@ -209,9 +209,10 @@ def build_model(args):
 ''')
 
 
-# A changed loss or learning rate is caught by whichever check sees it first: the witness's
-# step-1 comparison (loss, gradient norms) when the doctor armed it, else the loss band.
-COMPUTATION_CHECKS = ("first_step", "loss_band")
+# A changed loss or learning rate is caught by whichever check sees it first: the witnessed optimizer settings
+# (a learning rate set in the optimizer), the witness's step-1 comparison (loss, gradient norms) when the doctor
+# armed it, else the loss band.
+COMPUTATION_CHECKS = ("optimizer", "first_step", "loss_band")
 
 
 @pytest.mark.parametrize("patch,expected", [

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from scipy.stats import chi2
 
-from infrarsi.contract.model import Contract
+from infrarsi.contract.model import Contract, Timing
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from infrarsi.dtype_levers import knob_dtypes
 from infrarsi.dtypes import DTYPE_KNOB_NAMES, PRECISION_RANK, torch_name
@@ -24,7 +24,7 @@ from infrarsi.invariants import WorkReference
 from infrarsi.loss_band import LossBand, calibrate_band
 from infrarsi.mfu import compute_dtype, datasheet_peaks, six_n_flops
 from infrarsi.mfu import mfu as mfu_of
-from infrarsi.stats import minimum_detectable_effect, noise_profile, repeats_for_effect
+from infrarsi.stats import NoiseProfile, minimum_detectable_effect, noise_profile, repeats_for_effect
 from infrarsi.trial_record import Outcome, TrialRecord, median_bytes
 
 PHASES = ("data", "forward", "backward", "optimizer", "communication")
@@ -83,6 +83,10 @@ class DoctorReport:
     # The band over the printed losses, kept beside a witness-sourced ``loss_band`` for unwitnessed runs (the
     # search's timed trials) whose printed curve is all they have; None when ``loss_band`` is itself printed.
     printed_band: LossBand | None = None
+    # The measured steps a run times (infrarsi.doctor.measured_window): fewer than the contract's when the job's
+    # steps are steady; None: the contract's (a report written before the window was sized).
+    measured_steps: int | None = None
+    window_note: str = ""
 
     @property
     def own_trials(self) -> frozenset[int]:
@@ -116,6 +120,7 @@ class DoctorReport:
             "gpu_peak_bytes": self.gpu_peak_bytes, "gpu_steady_bytes": self.gpu_steady_bytes,
             "gpu_capacity_bytes": self.gpu_capacity_bytes, "calibration_trials": list(self.calibration_trials),
             "printed_band": self.printed_band.to_dict() if self.printed_band else None,
+            "measured_steps": self.measured_steps, "window_note": self.window_note,
         }
 
     @staticmethod
@@ -139,7 +144,9 @@ class DoctorReport:
             gpu_peak_bytes=d.get("gpu_peak_bytes"), gpu_steady_bytes=d.get("gpu_steady_bytes"),
             gpu_capacity_bytes=d.get("gpu_capacity_bytes"),
             calibration_trials=tuple(int(t) for t in d.get("calibration_trials") or ()),
-            printed_band=LossBand.from_dict(d["printed_band"]) if d.get("printed_band") else None)
+            printed_band=LossBand.from_dict(d["printed_band"]) if d.get("printed_band") else None,
+            measured_steps=int(d["measured_steps"]) if d.get("measured_steps") else None,
+            window_note=str(d.get("window_note") or ""))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -218,6 +225,36 @@ def enough_repeats(records: Sequence[TrialRecord], contract: Contract) -> str | 
     return None
 
 
+def measured_window(profile: NoiseProfile, contract: Contract) -> tuple[int, str]:
+    """How many steps a run times: enough that a run's figure is no noisier than half the run-to-run noise
+    (its within-run spread over m steps, sd/sqrt(m)), between the contract's floor and ``measured_steps``."""
+    timing = contract.timing
+    floor, most = timing.window_floor, timing.measured_steps
+    between = max(profile.sigma_log_between, 0.005)
+    needed = math.ceil((profile.within_sigma_log / (0.5 * between)) ** 2) if profile.within_sigma_log > 0 else floor
+    steps = max(floor, min(most, needed))
+    if steps == most:
+        return most, ""
+    return steps, (f"the job's steps are steady (within a run {profile.within_sigma_log:.1%}, between runs "
+                   f"{profile.sigma_log_between:.1%}): runs time {steps} measured steps, not {most} "
+                   f"(timing.min_measured_steps = {floor} is the floor)")
+
+
+def windowed(contract: Contract, doctor: DoctorReport) -> Contract:
+    """``contract`` timing the doctor's measured window (unchanged when the doctor kept the contract's)."""
+    if not doctor.measured_steps or doctor.measured_steps >= contract.timing.measured_steps:
+        return contract
+    from dataclasses import replace
+
+    return replace(contract, timing=replace(contract.timing, measured_steps=doctor.measured_steps))
+
+
+def band_for(band: LossBand, timing: Timing) -> LossBand:
+    """``band`` over the steps a run with ``timing`` measures (the doctor's window may be shorter than the runs
+    that calibrated it): per optimizer step for a band of the witness's losses, per step line for printed ones."""
+    return band.first(timing.measured_steps * (max(1, timing.steps_per_line) if band.source == "witness" else 1))
+
+
 def good_baseline_runs(records: Sequence[TrialRecord]) -> list[TrialRecord]:
     """The baseline repeats that count; :class:`DoctorError` naming each failure when fewer than 2 do."""
     good = [r for r in records if r.outcome is Outcome.OK and len(r.metrics.step_times_s) >= 2]
@@ -253,6 +290,9 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
     notes: list[str] = []
     runs = [r.metrics.step_times_s for r in good]
     profile = noise_profile(runs, figures=[r.metrics.step_time_s or 0.0 for r in good])
+    window = measured_window(profile, contract)
+    if window[1]:
+        notes.append(window[1])
     spec = contract.verify
     pairs = repeats_for_effect(profile.sigma_log, spec.target_effect, spec.alpha, spec.power,
                                min_effect=spec.min_effect, n_max=spec.max_pairs)
@@ -302,7 +342,8 @@ def build_report(contract: Contract, records: Sequence[TrialRecord], *, run_id: 
         datasheet_peak_flops=dict(sheet[1]) if sheet else None, datasheet_model=sheet[0] if sheet else None,
         mfu_datasheet=on_sheet.value if on_sheet else None, gpu_peak_bytes=gpu["device_peak_mem_bytes"],
         gpu_steady_bytes=gpu["device_steady_mem_bytes"], gpu_capacity_bytes=gpu["device_capacity_bytes"],
-        printed_band=printed_band if band.source == "witness" else None)
+        printed_band=printed_band if band.source == "witness" else None,
+        measured_steps=window[0], window_note=window[1])
 
 
 def _phases(good: Sequence[TrialRecord], median: float,

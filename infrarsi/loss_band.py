@@ -43,6 +43,14 @@ class LossBand:
     source: str = "printed"
     first_step: int = 0
 
+    def first(self, n: int) -> LossBand:
+        """The band over its first ``n`` steps (a run that measures a shorter window)."""
+        if n >= len(self.mean):
+            return self
+        return LossBand(mean=self.mean[:n], lower=self.lower[:n], upper=self.upper[:n], spread=self.spread[:n],
+                        rtol=self.rtol, final_rtol=self.final_rtol, runs=self.runs, method=self.method,
+                        dtype_deviation=self.dtype_deviation[:n], source=self.source, first_step=self.first_step)
+
     def to_dict(self) -> dict[str, object]:
         return {"mean": list(self.mean), "lower": list(self.lower), "upper": list(self.upper),
                 "spread": list(self.spread), "rtol": self.rtol, "final_rtol": self.final_rtol, "runs": self.runs,

@@ -51,7 +51,7 @@ def test_a_batch_yields_its_records_in_order(tmp_path: Path) -> None:
 
 def test_a_trial_inside_the_band_vindicates_and_one_outside_does_not() -> None:
     band = calibrate([LOSS, LOSS], rtol=0.02, final_rtol=0.01)
-    doctor = SimpleNamespace(loss_band=band, printed_band=None)
+    doctor = SimpleNamespace(loss_band=band, printed_band=None, measured_steps=None)
     inside = trial(1, 1.0, cand=CAND, loss=LOSS)
     assert vindicates(inside, doctor)  # type: ignore[arg-type]
     outside = replace(inside, metrics=replace(inside.metrics, loss=(5.0, 4.8, 5.5)))

@@ -56,7 +56,7 @@ def test_a_burst_of_outside_load_is_run_again_not_counted() -> None:
 
 # -- which candidates are verified at all ------------------------------------------------------------------
 DOCTOR = SimpleNamespace(median_s=1.0, sigma_log=0.05, loss_band=None, printed_band=None, work=None, notes=(), trials=(),
-                         step_times_s=())
+                         step_times_s=(), measured_steps=None)
 
 
 def _searched(no: int, knobs: dict, step: float) -> TrialRecord:

@@ -70,6 +70,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(f"no doctor report for run {run_id}: running the doctor first", file=sys.stderr)
             with doctor_failure(run_id):
                 doctor, _ = run_doctor(ctx, run_id=run_id, repeats=args.repeats, progress=say(args))
+        from dataclasses import replace
+
+        from infrarsi.doctor import windowed
+
+        ctx = replace(ctx, contract=windowed(ctx.contract, doctor))  # the measured window the doctor sized
         cap = ctx.contract.verify.max_pairs
         if args.pairs:
             pairs = min(args.pairs, cap)

@@ -196,7 +196,10 @@ def _timing(t: Table) -> Timing:
     regex = t.string("stdout_regex", None)
     stream = t.string("stream", "stdout", choices=("stdout", "stderr"))
     steps_per_line = t.integer("steps_per_line", 1, minimum=1)
+    floor = t.integer("min_measured_steps", None, minimum=3)
     t.finish()
+    if floor is not None and floor > measured:
+        raise t.error("min_measured_steps", f"expected at most measured_steps = {measured}, got {floor}")
     if regex is not None:
         try:
             compiled = re.compile(regex)
@@ -208,7 +211,7 @@ def _timing(t: Table) -> Timing:
         raise t.error("stdout_regex", "missing; expected a regular expression with a (?P<loss>...) group "
                       "when timing.source = 'stdout'")
     return Timing(source=source, warmup_steps=warmup, measured_steps=measured, stdout_regex=regex, stream=stream,
-                  steps_per_line=steps_per_line)
+                  steps_per_line=steps_per_line, min_measured_steps=floor)
 
 
 def _loss(t: Table) -> LossSpec:

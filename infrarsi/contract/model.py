@@ -51,10 +51,18 @@ class Timing:
     stdout_regex: str | None = None
     stream: Literal["stdout", "stderr"] = "stdout"  # where stdout_regex finds step lines (logging writes to stderr)
     steps_per_line: int = 1  # optimizer steps per step line (a job that logs every k steps)
+    # The fewest measured steps a run may time: the doctor measures fewer than ``measured_steps`` when the job's
+    # steps are steady (infrarsi.doctor.measured_window), never fewer than this (None: max(5, measured / 2)).
+    min_measured_steps: int | None = None
 
     @property
     def total_steps(self) -> int:
         return self.warmup_steps + self.measured_steps
+
+    @property
+    def window_floor(self) -> int:
+        floor = self.min_measured_steps if self.min_measured_steps is not None else max(5, self.measured_steps // 2)
+        return min(self.measured_steps, floor)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

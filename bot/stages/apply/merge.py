@@ -53,6 +53,7 @@ from infrarsi.contract.lock import read_lock
 from infrarsi.errors import NOT_RIGHT, InfraRSIError
 from infrarsi.seams.forge import Forge, ForgeError, MergeMethod, MergeMethodRefused, PullRequest, Review, approvals
 from infrarsi.seams.workspace import Workspace
+from infrarsi.doctor import windowed
 from infrarsi.rundir import RunDir, read_json, write_json
 from infrarsi.trial_record import Candidate
 from infrarsi.verdict import Verdict, VerdictKind
@@ -115,7 +116,7 @@ def real_reverify(repo: Path, run_id: str, candidate: Candidate, base_sha: str, 
     if doctor is None:
         raise PromoteError(f"run {run_id} has no doctor report to re-verify against")
     with Journal(journal_path(repo)) as journal:
-        contract = select_executor(contract, executor)
+        contract = select_executor(windowed(contract, doctor), executor)  # the measured window the doctor sized
         try:
             chosen = build_executor(contract)
         except ExecutorSetupError as e:

@@ -27,7 +27,7 @@ from bot.stages.run.candidate import TrialContext
 from infrarsi.parallel.roles import find_roles
 from infrarsi.contract.model import Contract, KnobValue
 from infrarsi.decisions import moved_decisions
-from infrarsi.doctor import DoctorReport, allowed_dtypes
+from infrarsi.doctor import DoctorReport, allowed_dtypes, band_for
 from infrarsi.invariants import InvariantCheck, WorkReference, build_reference, compared, not_checked, witnessed_report
 from infrarsi.invariants import work_invariants
 from infrarsi.loss_band import LossBand
@@ -72,7 +72,8 @@ class References:
     def baseline(self) -> Reference:
         missing = "" if self.doctor.work is not None else next(
             (n for n in self.doctor.notes if "witnessed" in n), "the doctor's baseline runs were not witnessed")
-        return Reference(work=self.doctor.work, band=self.doctor.loss_band, missing=missing)
+        band = band_for(self.doctor.loss_band, self.ctx.contract.timing) if self.doctor.loss_band else None
+        return Reference(work=self.doctor.work, band=band, missing=missing)
 
     def for_candidate(self, candidate: Candidate) -> tuple[Reference, tuple[InvariantCheck, ...]]:
         """The reference ``candidate`` is held to, and the ``split_reference`` row when it re-splits."""

@@ -32,7 +32,7 @@ from bot.stages.run.verify import verify_candidate
 from infrarsi.bank import Bank, Finding, FindingOutcome, as_pairs, hardware_fingerprint, workload_fingerprint
 from infrarsi.bank import Effect as BankEffect
 from infrarsi.contract.model import Contract
-from infrarsi.doctor import DoctorReport
+from infrarsi.doctor import DoctorReport, windowed
 from infrarsi.dtype_levers import for_doctor, precision_exclusions
 from infrarsi.journal import Journal
 from infrarsi.rundir import RunDir, write_json
@@ -149,6 +149,9 @@ def _begin(ctx: TrialContext, *, run_id: str, options: RunOptions, progress: Pro
         _emit(progress, event="stage", stage="doctor", message=f"doctor: up to {options.repeats} baseline runs")
         doctor, _ = run_doctor(ctx, run_id=run_id, repeats=options.repeats,
                                progress=lambda m: _emit(progress, event="doctor", message=m))
+    ctx = replace(ctx, contract=windowed(contract, doctor))  # the measured window the doctor sized
+    if doctor.window_note:
+        _emit(progress, event="doctor", message=doctor.window_note)
     session = None
     if options.proposer is not None:
         from bot.proposers.session import ProposerSession

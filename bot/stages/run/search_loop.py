@@ -217,6 +217,9 @@ def vindicates(record: TrialRecord, doctor: DoctorReport) -> bool:
     band = doctor.printed_band if doctor.printed_band is not None and not record.metrics.witness else doctor.loss_band
     if record.outcome is not Outcome.OK or band is None:
         return False
+    if doctor.measured_steps:  # the run's window, when the doctor shortened it
+        band = band.first(doctor.measured_steps * (max(1, record.metrics.steps_per_line)
+                                                   if band.source == "witness" else 1))
     rows = trial_invariants(record, Reference(work=None, band=band))
     return all(c.ok for c in rows if c.name in ("loss_band", "final_loss"))
 

@@ -56,11 +56,14 @@ def slurm_cluster() -> Iterator[None]:
 
 def _rows() -> list[dict[str, Any]]:
     """Every row: (name, what, which benches it runs on, the candidate's knobs and patches, honest or not)."""
-    from tests.support.redteam.cheats import GPT, MOE, SHARED
+    from tests.support.redteam.cheats import GPT, MOE, SHARED, SLIPS
     from tests.support.redteam.quarantine_cheats import QUARANTINED, UNSEEN
 
+    # Lowering float32 math is the same task where the contract allows bf16, as tinygpt's does: those slips are
+    # judged on a float32-only contract in tests/redteam/test_cheats.py, not here.
+    slips = [c for c in SLIPS if c.name not in ("fp32_matmul_medium", "onednn_fp32_bf16", "precision_around_products")]
     rows: list[dict[str, Any]] = []
-    for c in (*SHARED, *QUARANTINED, *UNSEEN):
+    for c in (*SHARED, *slips, *QUARANTINED, *UNSEEN):
         rows.append({"name": c.name, "what": c.what, "kind": "cheat", "model": "gpt", "cheat": c})
     for c in GPT:
         rows.append({"name": c.name, "what": c.what, "kind": "cheat", "model": "gpt", "cheat": c})

@@ -106,7 +106,9 @@ def measure_clock(stamps: Sequence[float], report: WitnessReport | None, *, warm
     if step_t and len(step_t) >= (warmup - 1) * k + 1 and first <= last:
         start = _last_ended(step_t, (warmup - 1) * k + 1, warmup * k, first)
         end = _last_ended(step_t, (warmup + len(stamps) - 2) * k + 1, end_high, last)
-        if end > start and step_t[start - 1] <= last:
+        # Fewer optimizer steps than the lines stand for (a job that skips updates): no anchor to read; the
+        # span stands and the step-count row says what the job skipped.
+        if len(step_t) >= end > start and step_t[start - 1] <= last:
             steps = end - start - (1 if inside else 0)
             anchored = last - step_t[start - 1] - counted
             witness_span = step_t[end - 1] - step_t[start - 1]

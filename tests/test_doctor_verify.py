@@ -130,22 +130,23 @@ def _verify(repo: Path, candidate: Candidate, extra: dict[str, PatchSpec], pairs
         return verify_candidate(ctx, run_id="d", candidate=candidate, doctor=doctor, pairs=pairs)
 
 
-def _verify_aa(repo: Path) -> tuple[int, dict]:
-    result = infrarsi("verify", str(repo), "--run-id", "d", "--pairs", "4", "--json")
-    return result.returncode, json.loads(result.stdout)
+def _verify_aa(repo: Path):  # noqa: ANN202
+    # through the engine: the CLI refuses the baseline as its own candidate (it verifies nothing for a user)
+    return _verify(repo, Candidate(), {}, pairs=4)
 
 
 def test_the_baseline_verified_against_itself_is_not_promoted(doctored: Path) -> None:
     # A/A is promoted at most at rate alpha, by design: with 4 pairs, when the candidate's runs rank
     # below the baseline's with at most one exception (2 of the 70 equally likely rankings, 2.9%).
     # One such draw is luck; a second in a row (1 in 1,200) would mean the verdict leans one way.
-    code, verdict = _verify_aa(doctored)
-    if verdict["verdict"] == "promoted":
-        assert verdict["p_value"] < 0.05 and code == 0, verdict
-        code, verdict = _verify_aa(doctored)
-    assert code == 1, verdict.get("reason")
-    assert verdict["verdict"] == "not_significant", (verdict.get("reason"), verdict.get("stop"))
-    assert len(verdict["baseline_trials"]) == 4 and len(verdict["candidate_trials"]) == 4
+    verdict = _verify_aa(doctored)
+    if verdict.kind is VerdictKind.PROMOTED:
+        assert verdict.comparison is not None and verdict.comparison.p_value < 0.05, verdict.reason
+        verdict = _verify_aa(doctored)
+    assert verdict.kind is VerdictKind.NOT_SIGNIFICANT, (verdict.kind, verdict.reason, verdict.stop)
+    assert len(verdict.baseline_trials) == 4 and len(verdict.candidate_trials) == 4
+    refused = infrarsi("verify", str(doctored), "--run-id", "d", "--pairs", "4")
+    assert refused.returncode == 2 and "the baseline against itself verifies nothing" in refused.stderr
 
 
 def _replacement(pid: str, target: str, source: str) -> PatchSpec:

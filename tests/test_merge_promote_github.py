@@ -462,7 +462,8 @@ def test_the_promote_workflow_merges_from_a_fresh_clone(scene: Scene, tmp_path: 
     git(fresh, "remote", "set-url", "origin", scene.fake.clone_url)
     assert not (fresh / ".infrarsi").exists()
     step = _workflow_step("Promote")
-    assert step["run"] == 'infrarsi promote . --forge github --pr "$PR_NUMBER" --executor actions'
+    # exit 4 (not yet: waiting for an approval of a re-created commit) is not a failed job; see docs/github.md
+    assert step["run"] == 'infrarsi promote . --forge github --pr "$PR_NUMBER" --executor actions || test $? -eq 4'
     env = {"INFRARSI_GITHUB_TOKEN": TOKEN, "INFRARSI_GITHUB_REPOSITORY": "acme/trainer",
            "INFRARSI_GITHUB_URL": scene.fake.url}
     assert set(env) <= set(step["env"])  # type: ignore[arg-type]

@@ -67,7 +67,8 @@ def test_a_run_dispatches_every_trial_to_the_runners_and_finishes(tiny_repo: Pat
                             capture_output=True, text=True, timeout=1800, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.strip().splitlines()[-1] == "torch in the bot: []"
-    ending, wrote = result.stdout.strip().splitlines()[-2:]
+    ending, pruned, wrote = result.stdout.strip().splitlines()[-3:]
+    assert pruned.startswith("trial branches of run gh: removed"), pruned
     assert ending.startswith(("verified speedup", "no candidate was verified faster than the baseline")), ending
     assert wrote.endswith("run.json") and "trial 4/4" in result.stderr
 

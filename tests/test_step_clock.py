@@ -106,3 +106,12 @@ def test_the_counted_step_is_drawn_strictly_inside_the_window(warmup: int, measu
 def test_a_window_too_short_to_hide_the_counted_step_counts_a_warm_up_step() -> None:
     assert counted_window(1, 1) is None and draw_count_step(1, 1) == 2
     assert not counted_inside(2, 1, 1)
+
+
+def test_a_job_that_skips_optimizer_steps_reads_its_span_without_an_anchor() -> None:
+    # every other step skips its update: the witness saw half as many steps as there are lines, so there is
+    # nothing to anchor the window to; the span stands (the step-count row convicts the skip)
+    stamps, ends = _honest()
+    window = stamps[1:8]
+    clock = measure_clock(window, _report(ends[::2]), warmup=2, measured=6)
+    assert clock.how == "span" and clock.step_time_s == pytest.approx(T, rel=1e-9)

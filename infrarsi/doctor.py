@@ -81,6 +81,9 @@ class DoctorReport:
     # The band over the printed losses, kept beside a witness-sourced ``loss_band`` for unwitnessed runs (the
     # search's timed trials) whose printed curve is all they have; None when ``loss_band`` is itself printed.
     printed_band: LossBand | None = None
+    # (row, why) of every verdict row the baseline's own witnessed repeats fail against each other (an A/A check
+    # of every row): "not checked: the baseline fails it too" for every candidate of the run, never convicting.
+    baseline_fails: tuple[tuple[str, str], ...] = ()
 
     @property
     def own_trials(self) -> frozenset[int]:
@@ -114,6 +117,7 @@ class DoctorReport:
             "gpu_peak_bytes": self.gpu_peak_bytes, "gpu_steady_bytes": self.gpu_steady_bytes,
             "gpu_capacity_bytes": self.gpu_capacity_bytes, "calibration_trials": list(self.calibration_trials),
             "printed_band": self.printed_band.to_dict() if self.printed_band else None,
+            "baseline_fails": [list(pair) for pair in self.baseline_fails],
         }
 
     @staticmethod
@@ -137,7 +141,8 @@ class DoctorReport:
             gpu_peak_bytes=d.get("gpu_peak_bytes"), gpu_steady_bytes=d.get("gpu_steady_bytes"),
             gpu_capacity_bytes=d.get("gpu_capacity_bytes"),
             calibration_trials=tuple(int(t) for t in d.get("calibration_trials") or ()),
-            printed_band=LossBand.from_dict(d["printed_band"]) if d.get("printed_band") else None)
+            printed_band=LossBand.from_dict(d["printed_band"]) if d.get("printed_band") else None,
+            baseline_fails=tuple((str(n), str(why)) for n, why in d.get("baseline_fails") or ()))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -412,6 +417,13 @@ def render_markdown(report: DoctorReport) -> str:
     lines += [f"| {i} | {m:.4f} | [{lo:.4f}, {hi:.4f}] |" for i, (m, lo, hi) in
               enumerate(zip(r.loss_band.mean, r.loss_band.lower, r.loss_band.upper), start=1)]
     lines += _work_lines(r.work)
+    if r.baseline_fails:
+        lines += ["", "## Rows the baseline fails itself", "",
+                  "Each witnessed baseline run was held to the rows of a verdict against the reference built from all "
+                  "of them. These rows it fails, so they cannot tell a candidate from the baseline on this job: every "
+                  "candidate of this run reads them *not checked: the baseline fails it too*, none is made invalid "
+                  "and no patch is excluded on them, and they stop no promotion (the pull request lists them).", ""]
+        lines += [f"- `{name}`: {why}" for name, why in r.baseline_fails]
     lines += ["", "## Fingerprint", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(r.fingerprint.items()) if not isinstance(v, dict)]
     for k, v in sorted(r.fingerprint.items()):

@@ -29,12 +29,15 @@ class CheckStatus(StrEnum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class InvariantCheck:
-    """One row of a verdict. ``waived``: not checked, and the contract's ``[verify] waive`` says that is fine."""
+    """One row of a verdict. ``waived``: not checked, and the contract's ``[verify] waive`` says that is fine.
+    ``baseline_fails``: not checked, because the baseline's own witnessed repeats fail this row against each other
+    (the doctor's A/A check): it can convict nothing on this job, and stops no promotion."""
 
     name: str
     status: CheckStatus
     detail: str
     waived: bool = False
+    baseline_fails: bool = False
 
     @property
     def ok(self) -> bool:
@@ -50,7 +53,7 @@ class InvariantCheck:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status.value, "ok": self.ok, "detail": self.detail,
-                "waived": self.waived}
+                "waived": self.waived, "baseline_fails": self.baseline_fails}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> InvariantCheck:
@@ -58,7 +61,7 @@ class InvariantCheck:
         status = CheckStatus(d["status"]) if "status" in d else (CheckStatus.OK if d.get("ok") else
                                                                   CheckStatus.BROKEN)
         return InvariantCheck(name=str(d["name"]), status=status, detail=str(d.get("detail", "")),
-                              waived=bool(d.get("waived", False)))
+                              waived=bool(d.get("waived", False)), baseline_fails=bool(d.get("baseline_fails", False)))
 
 
 def compared(name: str, ok: bool, detail: str) -> InvariantCheck:
@@ -70,6 +73,21 @@ def not_checked(name: str, why: str) -> InvariantCheck:
     """A row whose comparison could not be made, and why (the bot's or the executor's limit, never the
     candidate's: that is broken)."""
     return InvariantCheck(name=name, status=CheckStatus.NOT_CHECKED, detail=why)
+
+
+#: Rows a baseline that fails them excuses for nothing: the trial ran, and its step time is the bot's own.
+NEVER_EXCUSED = ("outcome", "clock")
+
+
+def excused(checks: Sequence[InvariantCheck], fails: Sequence[tuple[str, str]],
+            trial: int | str | None = None) -> list[InvariantCheck]:
+    """``checks`` with every row the baseline fails too (``fails``: the doctor's (row, why) pairs) made
+    ``not checked`` with why: such a row compares nothing a candidate could be blamed for."""
+    why = dict(fails)
+    t = f"trial {trial}: " if trial is not None else ""
+    return [InvariantCheck(name=c.name, status=CheckStatus.NOT_CHECKED, baseline_fails=True,
+                           detail=f"{t}not checked: the baseline fails it too ({why[c.name]})")
+            if c.name in why and c.name not in NEVER_EXCUSED else c for c in checks]
 
 
 #: The rows a witnessed reference makes possible, in the order they are checked.
@@ -372,7 +390,9 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
         + ("; " + "; ".join(math) + f": the contract allows only {', '.join(reference.allowed_dtypes)}"
            if math else "") + seen)))
 
-    if not base.optimizer:
+    if base.steps_by == "hand" and not base.optimizer:
+        checks.append(_hand_optimizer_row(report, t))
+    elif not base.optimizer:
         checks.append(not_checked("optimizer", f"{t}: the baseline's witness recorded no torch.optim optimizer "
                                   "(none stepped, or a reference from before the optimizer was witnessed)"))
     else:
@@ -384,8 +404,9 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
 
     same = (report.params, report.param_elements, report.with_grad) == (base.params, base.param_elements,
                                                                          base.with_grad)
+    holder = "the hand-written update's parameters are" if base.steps_by == "hand" else "the optimizer holds"
     checks.append(compared("trainable", same, (
-        f"{t}: the optimizer holds {report.params} tensors ({report.param_elements:,} elements), "
+        f"{t}: {holder} {report.params} tensors ({report.param_elements:,} elements), "
         f"{report.with_grad} received a gradient; baseline {base.params} ({base.param_elements:,}), "
         f"{base.with_grad}")))
     if not same:  # per-parameter figures are not comparable entry by entry
@@ -429,6 +450,19 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
         f"{t}: after {report.optimizer_steps} steps the weight update differs by {dev:.2e} and the weight norms "
         f"by {norms:.2e} relative (tolerance {tol:.1e})" + param_text)))
     return checks
+
+
+def _hand_optimizer_row(report: WitnessReport, t: str) -> InvariantCheck:
+    """The ``optimizer`` row of a job that updates its parameters by hand (no torch.optim optimizer): such an
+    update has no settings the witness can read; what it does to each parameter is held by ``weights``."""
+    if report.optimizer:
+        families = ", ".join(str(o.get("family")) for o in report.optimizer)
+        return not_checked("optimizer", f"{t}: the candidate steps a torch.optim optimizer ({families}) where the "
+                           "baseline updates its parameters by hand: no settings of the baseline's to compare with "
+                           "(the weights rows hold the update)")
+    return compared("optimizer", True, f"{t}: no torch.optim optimizer in either run: both update their parameters "
+                    f"by hand after backward() ({report.optimizer_steps} steps); a hand-written update has no "
+                    "settings to read, the weights rows hold what it does to each parameter")
 
 
 def report_shape(report: WitnessReport, i: int) -> str:

@@ -745,14 +745,14 @@ def _step_clock(steps: dict, tokens: str) -> None:  # noqa: C901 - one closure: 
             pass
         return None
 
-    def emit(by: str) -> None:
+    def emit(by: str, roots: list | None = None) -> None:
         state["n"] = n = int(state["n"]) + 1  # type: ignore[call-overload]
         if pending:
             flush(wait=False)
         record: dict[str, object] = {"event": "step", "step": n, "by": by, "t": clock()}
         if fixed is not None:
             record["tokens"] = fixed
-        loss = loss_of(n, steps["take_roots"]())
+        loss = loss_of(n, steps["take_roots"]() if roots is None else roots)
         if loss is not None:
             record["loss"] = loss
         send(record)
@@ -766,7 +766,7 @@ def _step_clock(steps: dict, tokens: str) -> None:  # noqa: C901 - one closure: 
         except Exception:  # noqa: BLE001 - a torch without global optimizer hooks: hand-written steps only
             pass
 
-    steps["on"]("end", lambda step, params, roots: emit("hand"))
+    steps["on"]("end", lambda step, params, roots: emit("hand", roots))
     _after_import("torch.optim.optimizer", install)
     atexit.register(lambda: flush(wait=True))
 

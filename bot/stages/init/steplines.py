@@ -243,10 +243,10 @@ def _callee(func: cst.BaseExpression, module: cst.Module) -> tuple[str, str]:
     return "", ""
 
 
-def _literal_modulo(test: cst.BaseExpression) -> int:
-    """N in ``x % N == 0`` or ``not x % N`` with N an integer literal (minGPT: ``trainer.iter_num % 10 == 0``)."""
-    if isinstance(test, cst.BooleanOperation):  # `... and batch > 0`
-        return max(_literal_modulo(test.left), _literal_modulo(test.right))
+def _divisors(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The N of every ``x % N == 0`` (or ``not x % N``) in a condition, either side of an ``and``/``or``."""
+    if isinstance(test, cst.BooleanOperation):  # `... and batch > 0`, `... or iter == max_iters - 1`
+        return _divisors(test.left) + _divisors(test.right)
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test = test.expression
     elif isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
@@ -254,30 +254,21 @@ def _literal_modulo(test: cst.BaseExpression) -> int:
             and isinstance(test.comparisons[0].comparator, cst.Integer) and test.comparisons[0].comparator.value == "0":
         test = test.left
     else:
-        return 1
-    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo) \
-            and isinstance(test.right, cst.Integer):
-        return max(1, int(test.right.value, 0))
-    return 1
+        return []
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+        return [test.right]
+    return []
+
+
+def _literal_modulo(test: cst.BaseExpression) -> int:
+    """N in ``x % N == 0`` or ``not x % N`` with N an integer literal (minGPT: ``trainer.iter_num % 10 == 0``)."""
+    return max([max(1, int(d.value, 0)) for d in _divisors(test) if isinstance(d, cst.Integer)], default=1)
 
 
 def modulo_name(test: cst.BaseExpression, module: cst.Module) -> str | None:
-    """N in ``x % N == 0`` (or ``not x % N``, either side of an ``and``/``or``) when N is not a literal: the
-    interval variable a print is guarded by (``eval_interval``, ``args.log_interval``, ``VALIDATE_EVERY``)."""
-    if isinstance(test, cst.BooleanOperation):
-        return modulo_name(test.left, module) or modulo_name(test.right, module)
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        test = test.expression
-    elif isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
-            and isinstance(test.comparisons[0].operator, cst.Equal) \
-            and isinstance(test.comparisons[0].comparator, cst.Integer) and test.comparisons[0].comparator.value == "0":
-        test = test.left
-    else:
-        return None
-    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo) \
-            and not isinstance(test.right, cst.Integer):
-        return module.code_for_node(test.right)
-    return None
+    """N in ``x % N == 0`` when N is not a literal: the interval variable a print is guarded by
+    (``eval_interval``, ``args.log_interval``, ``VALIDATE_EVERY``)."""
+    return next((module.code_for_node(d) for d in _divisors(test) if not isinstance(d, cst.Integer)), None)
 
 
 class _Finder(cst.CSTVisitor):

@@ -324,6 +324,14 @@ def _vector_spread(reference: Sequence[Sequence[float]]) -> float:
     return SIGMAS * math.sqrt(var) / scale if scale else 0.0
 
 
+def update_spread(reference: WorkReference) -> tuple[float, float]:
+    """SIGMAS times the baseline's own run-to-run spread of the weight update, relative: (the whole update vector,
+    the worst parameter's own update). A job whose repeats differ (unseeded data order) moves this far on its own."""
+    updates = [r.update_proj for r in reference.reports]
+    whole = _vector_spread(updates) if updates and all(len(u) == len(updates[0]) for u in updates) else 0.0
+    return whole, _param_spread(reference.reports)
+
+
 def _fmt_flops(n: float) -> str:
     return f"{n / 1e9:.4g} GFLOP" if n >= 1e8 else f"{n / 1e6:.4g} MFLOP"
 

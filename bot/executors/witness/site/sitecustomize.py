@@ -52,12 +52,16 @@ with ``set_per_process_memory_fraction``). When a figure moved it writes a probe
 error the peak reservation is how far the job got). The variable stays set so
 that every process of the job (torchrun's ranks) reports; a process that never
 steps an optimizer on a GPU writes nothing.
+
+With ``INFRARSI_STEP_CLOCK`` (``timing.source = "optimizer"``) it is also **the bot's own step clock**: one probe
+``step`` event per optimizer step (``_step_clock``). Optimizer steps are torch.optim's, or — in a job that builds
+no torch.optim optimizer — the hand-written updates ``_step_source`` sees; the witness counts those too.
 """
 
 from __future__ import annotations
 
 
-def _witness(config: str, steps: dict | None = None) -> None:  # noqa: C901 - one closure keeps the key out of module globals
+def _witness(config: str, steps: dict | None = None) -> None:  # noqa: C901 - one closure keeps the key out of globals
     import atexit
     import hashlib
     import hmac
@@ -494,6 +498,7 @@ def _witness(config: str, steps: dict | None = None) -> None:  # noqa: C901 - on
         config.fallback_random = True
 
     _after_import("torch._inductor.config", eager_random)
+
 
 def _hand_witness(steps: dict, state: dict, post, note_math, projections, torch) -> None:  # noqa: ANN001
     """The witness's reads at a hand-written update's steps (``_step_source``), as at torch.optim's: before step 1

@@ -167,6 +167,10 @@ def test_a_run_past_the_window_is_held_to_its_own_lines_not_to_the_doctors_step_
         return next(c.ok for c in checks if c.name == "optimizer_steps")
 
     assert ok(20) and not ok(10)
+    # its weights are those of step 20: held to the pair's baseline of the same length (past_window), not here
+    longer = work_invariants(replace(baseline, optimizer_steps=20, update_proj=(9.0, 9.0, 9.0)), first_loss=4.8,
+                             steps_seen=22, steps_at_report=20, reference=reference, trial=7)
+    assert "weights" not in {c.name for c in longer} and not any(c.broken for c in longer)
 
 
 @pytest.mark.parametrize("report, seen, at_report, ok", [

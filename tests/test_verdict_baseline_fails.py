@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from bot.stages.doctor.baseline import baseline_self_check
+from bot.stages.run.references import References
+from infrarsi.doctor import DoctorReport, render_markdown
 from infrarsi.invariants import CheckStatus, WorkReference
 from infrarsi.loss_band import calibrate
 from infrarsi.report.model import Invariant
@@ -18,6 +21,7 @@ from infrarsi.report.render import _invariant_table
 from infrarsi.search.blame import Judgements
 from infrarsi.trial_record import Candidate
 from infrarsi.verdict import Reference, VerdictKind, judge, missing_checks, rows_the_baseline_fails
+from tests.support.reports import sample_doctor
 from tests.support.witnessed import report, trial
 
 LOSS = (5.0, 4.8, 4.6, 4.5, 4.4, 4.3)
@@ -82,3 +86,17 @@ def test_the_pull_request_lists_such_a_row_with_its_reason() -> None:
     assert "| optimizer_steps | ⚠️ not checked in 1/1 runs (the baseline fails it too) |" in text
     assert "Not checked, because the baseline's own runs fail it too" in text
     assert "- `optimizer_steps`: trial 11: not checked: the baseline fails it too (trial 1: 0 optimizer steps)" in text
+
+
+def test_the_doctor_names_the_rows_and_keeps_them_for_the_run() -> None:
+    doctor = sample_doctor({"fp32": 1e12})
+    repeats = [trial(n, 1.0, cand=BASE, loss=LOSS, witness=UNSEEN) for n in (1, 2, 3)]
+    unseen = replace(doctor, work=_reference().work, loss_band=BAND)
+    fails = baseline_self_check(unseen, repeats)
+    assert [n for n, _ in fails] == ["optimizer_steps"]
+    kept = DoctorReport.from_dict(replace(unseen, baseline_fails=fails).to_dict())
+    assert kept.baseline_fails == fails
+    text = render_markdown(kept)
+    assert "## Rows the baseline fails itself" in text and "- `optimizer_steps`: trial 1: 0 optimizer steps" in text
+    reference = References(ctx=None, run_id="r", doctor=kept).baseline()  # type: ignore[arg-type]
+    assert reference.baseline_fails == fails

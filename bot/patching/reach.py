@@ -221,12 +221,13 @@ class _Walker:
         self.config_words: set[str] = {n for text in texts for n in _IDENT.findall(text)}
         self.mentioned: set[str] = set(self.config_words)  # attributes, strings, keys (for methods)
         self.named: dict[str, set[str]] = {}  # bare names, per module that mentions them
+        self.named_in: dict[str, set[str]] = {}  # the same, by name: the modules that mention it
         # What a module's reached code binds and mentions, for the top-level definitions it can reach:
         self.bindings: dict[str, dict[str, set[tuple[str, str]]]] = {}  # local name -> {(dotted module, name)}
         self.stars: dict[str, set[str]] = {}  # dotted modules star-imported
         self.module_objects: dict[str, set[str]] = {}  # repo files bound as module objects (import a.b, from p import m)
-        self.attrs: dict[str, set[str]] = {}  # attribute names
-        self.strings: dict[str, set[str]] = {}  # identifiers in string literals
+        self.words_in: dict[str, set[str]] = {}  # attribute names and identifiers in strings -> the modules they are in
+        self.aliases: dict[str, set[tuple[str, str]]] = {}  # imported name -> {(module, local name it is bound to)}
         self.dotted_defs: set[tuple[str, str]] = set()  # ("pkg.mod", "Name") from strings "pkg.mod.Name"
         self._origins_memo: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self.shadows: dict[str, set[str]] = {}  # per module: top-level defs its own bare names refer to
@@ -318,18 +319,17 @@ class _Walker:
         target = (path, name)
         if name in self.config_words or any(self._find(d) == path for d, n in self.dotted_defs if n == name):
             return True
-        for where, names in self.named.items():
-            locals_ = {local for local, sources in self.bindings.get(where, {}).items()
-                       if any(n == name for _, n in sources)} | {name}
-            if any(local in names and target in self._origins(where, local) for local in locals_):
-                return True
-        for where in set(self.attrs) | set(self.strings):
-            if name not in self.attrs.get(where, ()) and name not in self.strings.get(where, ()):
-                continue
-            if where == path or any(m == path or target in self._origins(m, name)
-                                    for m in self.module_objects.get(where, ())):
-                return True
-        return False
+        uses = {(where, name) for where in self.named_in.get(name, ())}
+        uses |= {(where, local) for where, local in self.aliases.get(name, ()) if local in self.named.get(where, ())}
+        if any(target in self._origins(where, local) for where, local in uses):
+            return True
+        return any(where == path or any(m == path or target in self._origins(m, name)
+                                        for m in self.module_objects.get(where, ()))
+                   for where in self.words_in.get(name, ()))
+
+    def _name(self, path: str, name: str) -> None:
+        self.named.setdefault(path, set()).add(name)
+        self.named_in.setdefault(name, set()).add(path)
 
     def _reach_module(self, path: str) -> None:
         if path in self.reached_modules:
@@ -392,15 +392,17 @@ class _Walker:
                 return True
 
             def visit_Name(self, name: cst.Name) -> None:
-                walker.named.setdefault(path, set()).add(name.value)
+                walker._name(path, name.value)
 
             def visit_Attribute(self, attr: cst.Attribute) -> None:
                 walker.mentioned.add(attr.attr.value)
-                walker.attrs.setdefault(path, set()).add(attr.attr.value)
+                walker.words_in.setdefault(attr.attr.value, set()).add(path)
 
             def visit_SimpleString(self, s: cst.SimpleString) -> None:
-                walker.mentioned.update(_IDENT.findall(s.value))
-                walker.strings.setdefault(path, set()).update(_IDENT.findall(s.value))
+                words = _IDENT.findall(s.value)
+                walker.mentioned.update(words)
+                for word in words:
+                    walker.words_in.setdefault(word, set()).add(path)
                 dotted = _dotted_names([s.value])
                 walker.dotted.update(dotted)
                 walker.dotted_defs.update((d.rpartition(".")[0], d.rpartition(".")[2]) for d in
@@ -446,7 +448,7 @@ class _Walker:
                 if not isinstance(imp.names, cst.ImportStar):
                     for alias in imp.names:
                         if alias.asname is not None:
-                            walker.named.setdefault(path, set()).add(_code(alias.name).split(".")[-1])
+                            walker._name(path, _code(alias.name).split(".")[-1])
 
             def visit_ImportAlias(self, alias: cst.ImportAlias) -> bool:
                 return False
@@ -476,6 +478,7 @@ class _Walker:
     def _bind_name(self, path: str, local: str, base: str, name: str) -> None:
         """``from base import name as local`` in ``path``: a def (or a submodule, then a module object)."""
         self.bindings.setdefault(path, {}).setdefault(local, set()).add((base, name))
+        self.aliases.setdefault(name, set()).add((path, local))
         self._bind_modules(path, [f"{base}.{name}" if base else name])
         self._origins_memo.clear()
 

@@ -73,7 +73,7 @@ class References:
         missing = "" if self.doctor.work is not None else next(
             (n for n in self.doctor.notes if "witnessed" in n), "the doctor's baseline runs were not witnessed")
         return Reference(work=self.doctor.work, band=self.doctor.loss_band, missing=missing,
-                         baseline_fails=self.doctor.baseline_fails)
+                         baseline_fails=_baseline_fails(self.doctor))
 
     def for_candidate(self, candidate: Candidate) -> tuple[Reference, tuple[InvariantCheck, ...]]:
         """The reference ``candidate`` is held to, and the ``split_reference`` row when it re-splits."""
@@ -86,7 +86,7 @@ class References:
         if key not in self._split:
             self._split[key] = self._load(baseline) or self._measure(baseline, split)
         reference, row = self._split[key]
-        return replace(reference, moved=moved, baseline_fails=self.doctor.baseline_fails), (row,)
+        return replace(reference, moved=moved, baseline_fails=_baseline_fails(self.doctor)), (row,)
 
     # -- measuring and keeping ---------------------------------------------------------------------------
     def _path(self, baseline: Candidate) -> Any:
@@ -118,6 +118,11 @@ class References:
         return reference, row
 
 
+def _baseline_fails(doctor: DoctorReport) -> tuple[tuple[str, str], ...]:
+    """The rows the doctor's baseline fails itself (a report read without them, or a stand-in: none)."""
+    return tuple(getattr(doctor, "baseline_fails", ()) or ())
+
+
 def split_reference(runs: list[TrialRecord], *, doctor: DoctorReport, contract: Contract,
                     split: dict[str, KnobValue], text: str) -> tuple[Reference, InvariantCheck]:
     """The reference from the witnessed baseline runs at a split, and how that split baseline compares with the
@@ -146,7 +151,7 @@ def split_reference(runs: list[TrialRecord], *, doctor: DoctorReport, contract: 
                                              steps_at_report=first.metrics.steps_at_witness,
                                              steps_per_line=first.metrics.steps_per_line, reference=doctor.work,
                                              trial=first.trial_no)
-                  if c.name in SPLIT_INVARIANT and c.name not in dict(doctor.baseline_fails)]
+                  if c.name in SPLIT_INVARIANT and c.name not in dict(_baseline_fails(doctor))]
         broken = [c for c in checks if c.broken]
         row = compared("split_reference", not broken, (
             f"the baseline at {text} (the contract's own knobs, witnessed in trials "

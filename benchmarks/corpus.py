@@ -92,6 +92,11 @@ CORPUS: tuple[Fixture, ...] = (
             prepare_cwd="projects/chargpt"),
     Fixture(name="makenames", command="python makemore.py -i names.txt -o names"),
     Fixture(name="pkgchat", command="bash runs/runcpu.sh", prepare=("-m", "tinychat.dataset", "-n", "4")),
+    # a tutorial GPT that prints only at its evaluations, the word-language-model example's hand-written SGD, and a
+    # lucidrains-style package whose __init__ imports every module
+    Fixture(name="evalgpt", command="python gpt.py", prepare=("prepare.py",)),
+    Fixture(name="wordlm", command="python main.py --epochs 6"),
+    Fixture(name="widepkg", command="python train_enwik8.py", prepare=("data/prepare.py",)),
 )
 DATA = REPO_ROOT / "benchmarks" / "data" / "corpus.json"
 DOC = REPO_ROOT / "docs" / "CORPUS.md"

@@ -87,6 +87,9 @@ class DoctorReport:
     # steps are steady; None: the contract's (a report written before the window was sized).
     measured_steps: int | None = None
     window_note: str = ""
+    # (row, why) of every verdict row the baseline's own witnessed repeats fail against each other (an A/A check
+    # of every row): "not checked: the baseline fails it too" for every candidate of the run, never convicting.
+    baseline_fails: tuple[tuple[str, str], ...] = ()
 
     @property
     def own_trials(self) -> frozenset[int]:
@@ -121,6 +124,7 @@ class DoctorReport:
             "gpu_capacity_bytes": self.gpu_capacity_bytes, "calibration_trials": list(self.calibration_trials),
             "printed_band": self.printed_band.to_dict() if self.printed_band else None,
             "measured_steps": self.measured_steps, "window_note": self.window_note,
+            "baseline_fails": [list(pair) for pair in self.baseline_fails],
         }
 
     @staticmethod
@@ -146,7 +150,8 @@ class DoctorReport:
             calibration_trials=tuple(int(t) for t in d.get("calibration_trials") or ()),
             printed_band=LossBand.from_dict(d["printed_band"]) if d.get("printed_band") else None,
             measured_steps=int(d["measured_steps"]) if d.get("measured_steps") else None,
-            window_note=str(d.get("window_note") or ""))
+            window_note=str(d.get("window_note") or ""),
+            baseline_fails=tuple((str(n), str(why)) for n, why in d.get("baseline_fails") or ()))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -490,6 +495,13 @@ def render_markdown(report: DoctorReport) -> str:
     lines += [f"| {i} | {m:.4f} | [{lo:.4f}, {hi:.4f}] |" for i, (m, lo, hi) in
               enumerate(zip(r.loss_band.mean, r.loss_band.lower, r.loss_band.upper), start=1)]
     lines += _work_lines(r.work)
+    if r.baseline_fails:
+        lines += ["", "## Rows the baseline fails itself", "",
+                  "Each witnessed baseline run was held to the rows of a verdict against the reference built from all "
+                  "of them. These rows it fails, so they cannot tell a candidate from the baseline on this job: every "
+                  "candidate of this run reads them *not checked: the baseline fails it too*, none is made invalid "
+                  "and no patch is excluded on them, and they stop no promotion (the pull request lists them).", ""]
+        lines += [f"- `{name}`: {why}" for name, why in r.baseline_fails]
     lines += ["", "## Fingerprint", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(r.fingerprint.items()) if not isinstance(v, dict)]
     for k, v in sorted(r.fingerprint.items()):

@@ -29,12 +29,15 @@ class CheckStatus(StrEnum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class InvariantCheck:
-    """One row of a verdict. ``waived``: not checked, and the contract's ``[verify] waive`` says that is fine."""
+    """One row of a verdict. ``waived``: not checked, and the contract's ``[verify] waive`` says that is fine.
+    ``baseline_fails``: not checked, because the baseline's own witnessed repeats fail this row against each other
+    (the doctor's A/A check): it can convict nothing on this job, and stops no promotion."""
 
     name: str
     status: CheckStatus
     detail: str
     waived: bool = False
+    baseline_fails: bool = False
 
     @property
     def ok(self) -> bool:
@@ -50,7 +53,7 @@ class InvariantCheck:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status.value, "ok": self.ok, "detail": self.detail,
-                "waived": self.waived}
+                "waived": self.waived, "baseline_fails": self.baseline_fails}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> InvariantCheck:
@@ -58,7 +61,7 @@ class InvariantCheck:
         status = CheckStatus(d["status"]) if "status" in d else (CheckStatus.OK if d.get("ok") else
                                                                   CheckStatus.BROKEN)
         return InvariantCheck(name=str(d["name"]), status=status, detail=str(d.get("detail", "")),
-                              waived=bool(d.get("waived", False)))
+                              waived=bool(d.get("waived", False)), baseline_fails=bool(d.get("baseline_fails", False)))
 
 
 def compared(name: str, ok: bool, detail: str) -> InvariantCheck:
@@ -70,6 +73,21 @@ def not_checked(name: str, why: str) -> InvariantCheck:
     """A row whose comparison could not be made, and why (the bot's or the executor's limit, never the
     candidate's: that is broken)."""
     return InvariantCheck(name=name, status=CheckStatus.NOT_CHECKED, detail=why)
+
+
+#: Rows a baseline that fails them excuses for nothing: the trial ran, and its step time is the bot's own.
+NEVER_EXCUSED = ("outcome", "clock")
+
+
+def excused(checks: Sequence[InvariantCheck], fails: Sequence[tuple[str, str]],
+            trial: int | str | None = None) -> list[InvariantCheck]:
+    """``checks`` with every row the baseline fails too (``fails``: the doctor's (row, why) pairs) made
+    ``not checked`` with why: such a row compares nothing a candidate could be blamed for."""
+    why = dict(fails)
+    t = f"trial {trial}: " if trial is not None else ""
+    return [InvariantCheck(name=c.name, status=CheckStatus.NOT_CHECKED, baseline_fails=True,
+                           detail=f"{t}not checked: the baseline fails it too ({why[c.name]})")
+            if c.name in why and c.name not in NEVER_EXCUSED else c for c in checks]
 
 
 #: The rows a witnessed reference makes possible, in the order they are checked.
@@ -306,6 +324,14 @@ def _vector_spread(reference: Sequence[Sequence[float]]) -> float:
     return SIGMAS * math.sqrt(var) / scale if scale else 0.0
 
 
+def update_spread(reference: WorkReference) -> tuple[float, float]:
+    """SIGMAS times the baseline's own run-to-run spread of the weight update, relative: (the whole update vector,
+    the worst parameter's own update). A job whose repeats differ (unseeded data order) moves this far on its own."""
+    updates = [r.update_proj for r in reference.reports]
+    whole = _vector_spread(updates) if updates and all(len(u) == len(updates[0]) for u in updates) else 0.0
+    return whole, _param_spread(reference.reports)
+
+
 def _fmt_flops(n: float) -> str:
     return f"{n / 1e9:.4g} GFLOP" if n >= 1e8 else f"{n / 1e6:.4g} MFLOP"
 
@@ -336,8 +362,11 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
     # then (held: fewer optimizer steps than lines is the step-line cheat) and every line that arrived is the
     # ceiling (seen in CI: 8 optimizer steps with 6 lines stamped before a report at step 8's end).
     ceiling = steps_seen if early else lines
+    # Both reports written at their run's last measured step reached the step count of that run's lines, which
+    # the bounds hold: a run longer than the doctor's (verification's look past the window) is not short of it.
     ok = lines * k - slack <= report.optimizer_steps <= max(lines, ceiling) * k + slack \
-        and (report.at == "sigterm" or base.at == "sigterm" or report.optimizer_steps == base.optimizer_steps)
+        and (report.at == "sigterm" or base.at == "sigterm" or report.at == base.at == "step"
+             or report.optimizer_steps == base.optimizer_steps)
     checks.append(compared("optimizer_steps", ok, (
         f"{t}: {report.optimizer_steps} optimizer steps for {lines} reported steps"
         + (f" of {k} optimizer steps each" if k > 1 else "")
@@ -372,7 +401,9 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
         + ("; " + "; ".join(math) + f": the contract allows only {', '.join(reference.allowed_dtypes)}"
            if math else "") + seen)))
 
-    if not base.optimizer:
+    if base.steps_by == "hand" and not base.optimizer:
+        checks.append(_hand_optimizer_row(report, t))
+    elif not base.optimizer:
         checks.append(not_checked("optimizer", f"{t}: the baseline's witness recorded no torch.optim optimizer "
                                   "(none stepped, or a reference from before the optimizer was witnessed)"))
     else:
@@ -384,8 +415,9 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
 
     same = (report.params, report.param_elements, report.with_grad) == (base.params, base.param_elements,
                                                                          base.with_grad)
+    holder = "the hand-written update's parameters are" if base.steps_by == "hand" else "the optimizer holds"
     checks.append(compared("trainable", same, (
-        f"{t}: the optimizer holds {report.params} tensors ({report.param_elements:,} elements), "
+        f"{t}: {holder} {report.params} tensors ({report.param_elements:,} elements), "
         f"{report.with_grad} received a gradient; baseline {base.params} ({base.param_elements:,}), "
         f"{base.with_grad}")))
     if not same:  # per-parameter figures are not comparable entry by entry
@@ -409,6 +441,10 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
         f"{t}: " + ("; ".join(problems) if problems else f"step-1 loss and {report.with_grad} gradient norms match "
                     f"the baseline ({dtype}; gradients off by {dev:.1e}, tolerance {tol:.1e})"))))
 
+    if report.at == base.at == "step" and report.optimizer_steps != base.optimizer_steps:
+        # A run stopped at another step than the reference's (verification's look past the window): its weights
+        # are those of another step, held to the pair's baseline run of the same length (infrarsi/past_window.py).
+        return checks
     updates = [r.update_proj for r in reference.reports]
     tol = max(tolerance(reference, dtype, "update"), _vector_spread(updates))
     dev = vector_deviation(report.update_proj, updates)
@@ -429,6 +465,19 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
         f"{t}: after {report.optimizer_steps} steps the weight update differs by {dev:.2e} and the weight norms "
         f"by {norms:.2e} relative (tolerance {tol:.1e})" + param_text)))
     return checks
+
+
+def _hand_optimizer_row(report: WitnessReport, t: str) -> InvariantCheck:
+    """The ``optimizer`` row of a job that updates its parameters by hand (no torch.optim optimizer): such an
+    update has no settings the witness can read; what it does to each parameter is held by ``weights``."""
+    if report.optimizer:
+        families = ", ".join(str(o.get("family")) for o in report.optimizer)
+        return not_checked("optimizer", f"{t}: the candidate steps a torch.optim optimizer ({families}) where the "
+                           "baseline updates its parameters by hand: no settings of the baseline's to compare with "
+                           "(the weights rows hold the update)")
+    return compared("optimizer", True, f"{t}: no torch.optim optimizer in either run: both update their parameters "
+                    f"by hand after backward() ({report.optimizer_steps} steps); a hand-written update has no "
+                    "settings to read, the weights rows hold what it does to each parameter")
 
 
 def report_shape(report: WitnessReport, i: int) -> str:

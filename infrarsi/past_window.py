@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 
 from infrarsi.invariants import (FLOOR, InvariantCheck, WorkReference, compared, not_checked, param_deviations,
-                                 tolerance, vector_deviation, witnessed_report)
+                                 tolerance, update_spread, vector_deviation, witnessed_report)
 from infrarsi.dtypes import lowest_precision
 from infrarsi.trial_record import Outcome, TrialRecord
 from infrarsi.witnessed_settings import optimizer_problems
@@ -61,15 +61,18 @@ def past_window_row(baseline: TrialRecord, candidate: TrialRecord, *, reference:
     if base.optimizer:
         problems += optimizer_problems(mine, base, impl_knob_moved="optimizer_impl" in moved)
     dtype = lowest_precision(mine.matmul_dtypes)
-    update_tol = max(tolerance(reference, dtype, "update"), FLOOR["update"]) if reference is not None \
+    # the baseline's own run-to-run spread counts as in the window's weights row: a job whose repeats differ
+    # (unseeded data order) differs past the window by as much, baseline against baseline
+    whole_spread, param_spread = update_spread(reference) if reference is not None else (0.0, 0.0)
+    update_tol = max(tolerance(reference, dtype, "update"), FLOOR["update"], whole_spread) if reference is not None \
         else FLOOR["update"]
     dev = vector_deviation(mine.update_proj, [base.update_proj]) if len(mine.update_proj) == len(base.update_proj) \
         else float("inf")
     if not dev <= update_tol:
         problems.append(f"the weight update differs by {dev:.2e} relative (tolerance {update_tol:.1e})")
     per_param = param_deviations(mine, [base])
-    param_tol = max(tolerance(reference, dtype, "param_update"), FLOOR["param_update"]) if reference is not None \
-        else FLOOR["param_update"]
+    param_tol = max(tolerance(reference, dtype, "param_update"), FLOOR["param_update"], param_spread) \
+        if reference is not None else FLOOR["param_update"]
     if per_param and max(per_param) > param_tol:
         worst = max(range(len(per_param)), key=lambda i: per_param[i])
         problems.append(f"parameter {worst}'s own update is {per_param[worst]:.0%} off (tolerance {param_tol:.0%})")

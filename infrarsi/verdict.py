@@ -18,8 +18,9 @@ from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any, Sequence
 
-from infrarsi.invariants import (WITNESS_ROWS, CheckStatus, InvariantCheck, WorkReference, compared, not_checked,
-                                 record_invariants, rank_reports, step_tokens, window_loss, witnessed_report)
+from infrarsi.invariants import (NEVER_EXCUSED, WITNESS_ROWS, CheckStatus, InvariantCheck, WorkReference, compared,
+                                 excused, not_checked, record_invariants, rank_reports, step_tokens, window_loss,
+                                 witnessed_report)
 from infrarsi.loss_band import LossBand, final_loss_worse, first_step_outside
 from infrarsi.disturbance import PSI_EXCESS
 from infrarsi.step_clock import READER_LAG_S, SPAN_AGREEMENT, paced
@@ -67,6 +68,9 @@ class Reference:
     # What the candidate's knobs decide off their defaults (infrarsi.decisions.moved_decisions): an
     # ``optimizer_impl`` knob may change the optimizer's class, a ``tf32_matmul`` knob float32 math.
     moved: tuple[str, ...] = ()
+    # (row, why) of every row the baseline's own witnessed repeats fail against each other (the doctor's A/A
+    # check, DoctorReport.baseline_fails): not checked for every candidate of the run, never convicting.
+    baseline_fails: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -192,7 +196,22 @@ def trial_invariants(record: TrialRecord, reference: Reference) -> list[Invarian
         checks += [not_checked(name, f"{t}: no witnessed baseline to compare with ({why})") for name in WITNESS_ROWS]
     checks += _loss_rows(record, reference.band)
     checks.append(clock_row(record))
-    return checks
+    return excused(checks, reference.baseline_fails, record.trial_no) if reference.baseline_fails else checks
+
+
+def rows_the_baseline_fails(records: Sequence[TrialRecord], reference: Reference) -> tuple[tuple[str, str], ...]:
+    """Every row the baseline's own witnessed repeats break against ``reference`` (built from those repeats): a
+    row the baseline fails cannot tell a candidate from the baseline, so it may convict none. (row, the first
+    repeat's detail), in row order; ``outcome`` and ``clock`` are never among them."""
+    fails: dict[str, str] = {}
+    plain = replace(reference, baseline_fails=())
+    for record in records:
+        if record.outcome is not Outcome.OK or not record.metrics.witness:
+            continue
+        for check in trial_invariants(record, plain):
+            if check.broken and check.name not in NEVER_EXCUSED:
+                fails.setdefault(check.name, check.detail)
+    return tuple(fails.items())
 
 
 def clock_row(record: TrialRecord) -> InvariantCheck:
@@ -302,10 +321,11 @@ def waived(checks: Sequence[InvariantCheck], waive: Sequence[str]) -> tuple[Inva
 
 
 def missing_checks(checks: Sequence[InvariantCheck]) -> list[InvariantCheck]:
-    """The rows a promotion needs that were not checked and are not waived, one per name."""
+    """The rows a promotion needs that were not checked and are not waived, one per name (a row the baseline fails
+    too is never needed: it could not tell a candidate from the baseline)."""
     seen: dict[str, InvariantCheck] = {}
     for c in checks:
-        if c.status is CheckStatus.NOT_CHECKED and not c.waived:
+        if c.status is CheckStatus.NOT_CHECKED and not c.waived and not c.baseline_fails:
             seen.setdefault(c.name, c)
     return list(seen.values())
 
@@ -325,7 +345,7 @@ def judge(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord], *, 
     reference)."""
     cand = candidate[0].candidate if candidate else Candidate()
     base_ok = [r for r in baseline if r.outcome is Outcome.OK and r.metrics.step_time_s]
-    rows: list[InvariantCheck] = list(extra)
+    rows: list[InvariantCheck] = excused(extra, reference.baseline_fails)
     for r in candidate:
         rows += trial_invariants(r, reference)
     checks = waived(rows, policy.waive)

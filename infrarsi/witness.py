@@ -59,6 +59,10 @@ class WitnessReport:
     math: tuple[tuple[int, dict[str, Any]], ...] = ()
     # Per parameter, the update's projections on several fixed random directions (the first is update_proj).
     update_projs: tuple[tuple[float, ...], ...] = ()
+    # What made the optimizer steps: "optimizer" (torch.optim's step hooks) or "hand" (a job with no torch.optim
+    # optimizer that updates its parameters by hand after backward(): each step is the backward() calls before
+    # the gradients were cleared; the parameters are the nn.Module parameters it registered).
+    steps_by: str = "optimizer"
 
     @property
     def tokens(self) -> int | None:
@@ -81,7 +85,7 @@ class WitnessReport:
                 "flops_excluded": dict(self.flops_excluded), "step_t": list(self.step_t),
                 "backward_loss": list(self.backward_loss), "optimizer": list(self.optimizer),
                 "math": [[step, settings] for step, settings in self.math],
-                "update_projs": [list(p) for p in self.update_projs]}
+                "update_projs": [list(p) for p in self.update_projs], "steps_by": self.steps_by}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> WitnessReport:
@@ -103,7 +107,8 @@ class WitnessReport:
             backward_loss=tuple(None if v is None else float(v) for v in d.get("backward_loss") or ()),
             optimizer=tuple(dict(o) for o in d.get("optimizer") or ()),
             math=tuple((int(step), dict(settings)) for step, settings in d.get("math") or ()),
-            update_projs=tuple(tuple(float(x) for x in p) for p in d.get("update_projs") or ()))
+            update_projs=tuple(tuple(float(x) for x in p) for p in d.get("update_projs") or ()),
+            steps_by=str(d.get("steps_by") or "optimizer"))
 
 
 def _rank(value: Any) -> int | None:

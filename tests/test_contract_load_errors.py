@@ -31,7 +31,7 @@ CASES = [
     ("warmup_zero", BASE + "\n[timing]\nwarmup_steps = 0\n",
      "timing.warmup_steps: expected an integer >= 1, got integer 0"),
     ("bad_source", BASE + '\n[timing]\nsource = "stderr"\n',
-     "timing.source: expected one of 'probe', 'stdout', got string 'stderr'"),
+     "timing.source: expected one of 'probe', 'stdout', 'optimizer', got string 'stderr'"),
     ("stdout_without_regex", BASE + '\n[timing]\nsource = "stdout"\n',
      "timing.stdout_regex: missing; expected a regular expression with a (?P<loss>...) group when "
      "timing.source = 'stdout'"),

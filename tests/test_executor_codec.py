@@ -34,7 +34,7 @@ SPEC_STRATEGIES = {
     "env": pairs,
     "timeout_s": floats,
     "memory_limit_bytes": st.none() | naturals,
-    "source": st.sampled_from(["probe", "stdout"]),
+    "source": st.sampled_from(["probe", "stdout", "optimizer"]),
     "stdout_regex": st.none() | text,
     "expected_steps": st.none() | naturals,
     "step_stream": st.sampled_from(["stdout", "stderr"]),
@@ -44,6 +44,7 @@ SPEC_STRATEGIES = {
     "root": st.none() | text,
     "commit": st.none() | st.text(alphabet="0123456789abcdef", min_size=40, max_size=40),
     "lock": pairs,
+    "step_tokens": st.none() | naturals,
 }
 
 events = st.builds(StepEvent, step=st.none() | ints, stamp=floats, loss=st.none() | floats,

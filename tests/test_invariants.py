@@ -155,6 +155,24 @@ def test_a_line_every_k_steps_is_held_to_k_optimizer_steps_per_line(optimizer_st
     assert next(c.ok for c in checks if c.name == "optimizer_steps") is ok
 
 
+def test_a_run_past_the_window_is_held_to_its_own_lines_not_to_the_doctors_step_count() -> None:
+    # verification's first pair runs 12 lines past the doctor's 8: its report comes at step 20 (seen on issue 47's
+    # widepkg fixture: every candidate was invalid on "20 optimizer steps for 20 reported steps (baseline 8)")
+    baseline = _report(at="step", t=1.0)
+    reference = replace(REFERENCE, reports=(baseline, baseline))
+
+    def ok(steps: int) -> bool:
+        checks = work_invariants(replace(baseline, optimizer_steps=steps), first_loss=4.8, steps_seen=22,
+                                 steps_at_report=20, reference=reference, trial=7)
+        return next(c.ok for c in checks if c.name == "optimizer_steps")
+
+    assert ok(20) and not ok(10)
+    # its weights are those of step 20: held to the pair's baseline of the same length (past_window), not here
+    longer = work_invariants(replace(baseline, optimizer_steps=20, update_proj=(9.0, 9.0, 9.0)), first_loss=4.8,
+                             steps_seen=22, steps_at_report=20, reference=reference, trial=7)
+    assert "weights" not in {c.name for c in longer} and not any(c.broken for c in longer)
+
+
 @pytest.mark.parametrize("report, seen, at_report, ok", [
     (_report(), 8, None, True),  # at exit: every line a step
     (_report(optimizer_steps=4), 8, None, False),  # a step every other line, at exit

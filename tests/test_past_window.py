@@ -51,3 +51,15 @@ def test_the_extra_lines_are_drawn_past_the_window() -> None:
     rng = random.Random(0)
     drawn = {draw_extra_lines(6, rng) for _ in range(200)}
     assert drawn == set(range(6, 13))
+
+
+def test_a_job_whose_own_repeats_differ_is_not_convicted_for_differing_as_much_past_the_window() -> None:
+    # issue 47's widepkg: an enwik8 script that seeds nothing, so every run samples other batches; its doctor
+    # repeats' updates differ by far more than the 5% floor, and so did the pair's baseline and candidate
+    other = ((0.5, -0.2, 0.1), (0.2, 0.3, -0.3), (-0.05, 0.06, 0.02))
+    wide = work_reference()
+    wide = type(wide)(reports=(wide.reports[0], report(update_proj=(0.5, 0.2, -0.05), update_projs=other)),
+                      first_loss=wide.first_loss, allowed_dtypes=wide.allowed_dtypes)
+    moved = {"update_proj": (0.5, 0.2, -0.05), "update_projs": other}
+    assert past_window_row(_run(1), _run(2, **moved), reference=wide, window_end=8).ok
+    assert past_window_row(_run(1), _run(2, **moved), reference=work_reference(), window_end=8).broken

@@ -49,7 +49,7 @@ def _doctor(band):  # noqa: ANN001, ANN202
     split_dev = DtypeDeviation(dtype=SPLIT, first_loss=0.5, grad=1.25, update=1.25)  # an old doctor's re-split
     work = WorkReference(reports=(base, base), first_loss=(5.0, 5.0), allowed_dtypes=("float32",),
                          deviations=(split_dev,))
-    return SimpleNamespace(work=work, loss_band=band)
+    return SimpleNamespace(work=work, loss_band=band, baseline_fails=())
 
 
 def test_an_old_doctors_resplit_deviation_widens_nothing() -> None:

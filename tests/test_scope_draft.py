@@ -213,3 +213,56 @@ def test_slow_static_analysis_says_how_far_it_is_on_stderr() -> None:
     fast.tick(1, 2)
     fast.done("2 files read")
     assert quiet.getvalue() == ""
+
+
+VARIANT = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+
+    def exists(v):
+        return v is not None
+
+
+    def log(t, eps=1e-20):
+        return torch.log(t.clamp(min=eps))
+
+
+    class XValWrapper(nn.Module):
+        def forward(self, x):
+            return log(x) if exists(x) else x
+''')
+ENWIK8 = textwrap.dedent('''
+    import os
+
+    import torch
+
+    import tinyformer
+    from tinyformer import Decoder as Stack
+
+    assert os.path.exists("train_copy.py")
+    model = Stack(16, 2) if torch.log(torch.ones(1)).item() == 0 else tinyformer.FeedForward(16)
+    print(model)
+''')
+
+
+def test_a_package_init_that_imports_every_module_reaches_only_what_the_entry_point_uses(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    init = ("from tinyformer.model import Attention, FeedForward, Decoder\n"
+            "from tinyformer.xval import XValWrapper\nfrom tinyformer.vision import *\n")
+    init_repo(root, {"tinyformer/__init__.py": init, "tinyformer/model.py": MODEL, "tinyformer/xval.py": VARIANT,
+                     "tinyformer/vision.py": CONV, "train_enwik8.py": ENWIK8})
+    reach = analyse(root, ["python", "train_enwik8.py"])
+    assert {"tinyformer/xval.py", "tinyformer/vision.py"} <= set(reach.modules or ())  # imported: their top level runs
+    # a name imported by the package and used under an alias, an attribute of the package: reached through the
+    # re-export; what only the package's __init__ imports, and namesakes of torch.log and os.path.exists, are not
+    assert {"tinyformer/model.py::Decoder", "tinyformer/model.py::FeedForward"} <= reach.symbols
+    assert not {s for s in reach.symbols if s.startswith(("tinyformer/xval.py", "tinyformer/vision.py"))}
+    assert "tinyformer/model.py::exists" not in reach.symbols
+    why = reach.unreached("tinyformer/xval.py", [VARIANT.splitlines().index("def log(t, eps=1e-20):") + 1])
+    assert why == "function `log` is never used on the path from the entry point"
+    # a dotted string names its definition (instantiate("tinyformer.xval.XValWrapper")), an import by name too
+    (root / "train_enwik8.py").write_text(ENWIK8 + 'print("tinyformer.xval.XValWrapper")\n')
+    assert "tinyformer/xval.py::XValWrapper" in analyse(root, ["python", "train_enwik8.py"]).symbols
+    (root / "train_enwik8.py").write_text(ENWIK8 + "from tinyformer.xval import log\nlog(torch.ones(1))\n")
+    assert "tinyformer/xval.py::log" in analyse(root, ["python", "train_enwik8.py"]).symbols

@@ -123,3 +123,51 @@ def test_a_witnessed_job_that_compiles_draws_dropout_from_torchs_own_random_stre
     ex = _run(tmp_path, before=probe, witness=witness)
     assert ex.returncode == 0, ex.stderr_tail
     assert (ex.witness is not None) is (witness is not None) and ex.witness_error is None
+
+
+HAND = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Linear(4, 2))
+for step in range(1, 10**9):  # no torch.optim: a hand-written SGD update, the word-language-model example's
+    {top}
+    loss = model(torch.ones(2, 8)).pow(2).sum()
+    loss.backward()
+    for p in model.parameters():
+        p.data.add_(p.grad, alpha=-0.01)
+    {end}
+"""
+
+
+@pytest.mark.parametrize("top, end, flops", [
+    ("model.zero_grad()", "", 352),  # the step ends at zero_grad(): forward, backward, update
+    ("", "for p in model.parameters(): p.grad = None", 192),  # seen at the next backward(): its forward is not
+    ("", "for p in model.parameters(): p.grad.zero_()", 192),
+], ids=["zero_grad", "grad-none", "grad-zeroed"])
+def test_the_bots_step_clock_and_the_witness_see_a_hand_written_update(tmp_path: Path, top: str, end: str,
+                                                                       flops: int) -> None:
+    """No torch.optim optimizer: each group of backward() calls ended by the update (the gradients cleared) is an
+    optimizer step, for the bot's own step clock and for the witness alike."""
+    (tmp_path / "job.py").write_text(HAND.format(top=top, end=end))
+    spec = TrialSpec(argv=(sys.executable, "job.py"), cwd=str(tmp_path), timeout_s=120, witness=3,
+                     source="optimizer", step_tokens=16, expected_steps=6)
+    ex = LocalExecutor().execute(spec)
+    assert ex.stopped_after_steps and ex.witness_error is None, (ex.witness_error, ex.stderr_tail)
+    assert len(ex.events) >= 6 and {e.tokens for e in ex.events} == {16} and [e.step for e in ex.events[:3]] == [1, 2, 3]
+    assert all(e.loss is not None and e.loss > 0 for e in ex.events)
+    w = ex.witness
+    assert w["steps_by"] == "hand" and w["optimizer_steps"] == 6 and w["at"] == "step" and w["tampered"] == []
+    assert (w["params"], w["param_elements"]) == (4, 46) and all(g and g > 0 for g in w["grad_norms"])
+    assert w["flops"] == flops and len(w["step_t"]) == 6 and w["backward_loss"][0] == pytest.approx(ex.events[0].loss)
+    assert any(abs(u) > 0 for u in w["update_proj"])  # the weights moved: the update is seen
+
+
+def test_the_bots_step_clock_on_a_torch_optim_job_and_nothing_without_it(tmp_path: Path) -> None:
+    (tmp_path / "job.py").write_text(FOREVER.format(every=2).replace("time.sleep(0.02)", ""))
+    spec = TrialSpec(argv=(sys.executable, "job.py"), cwd=str(tmp_path), timeout_s=120, witness=2,
+                     source="optimizer", step_tokens=8, expected_steps=4)
+    ex = LocalExecutor().execute(spec)
+    assert ex.stopped_after_steps and ex.witness_error is None, ex.stderr_tail
+    assert len(ex.events) >= 4 and ex.witness["steps_by"] == "optimizer" and ex.witness["optimizer_steps"] == 4
+    # the printed lines (two a step) are not steps of this clock, and the job's own probe steps are not either
+    assert [e.step for e in ex.events[:4]] == [1, 2, 3, 4]

@@ -205,7 +205,8 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("check", help="validate the contract and verify the lock against the tree")
     add_repo_argument(p)
-    p.add_argument("--run", action="store_true", help="also run the baseline once: does the regex see every step?")
+    p.add_argument("--run", action="store_true", help="also run the baseline once: which clock times the steps (the "
+                   "job's printed lines or the bot's own), and does it see every step?")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("patches", help="list the built-in patch catalog and where each patch applies in the repo")

@@ -14,7 +14,7 @@ from bot.executors.host_load import HOST_SAMPLE_S, HostCounters, busy_share, hos
 from bot.executors.locked_files import changed_locked_files, merged, refused
 from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
-from bot.executors.witness import device_memory_env, open_channel, witness_final_step
+from bot.executors.witness import device_memory_env, open_channel, step_clock_env, witness_final_step
 from bot.executors.streams import (LineReader, StepCollector, ignore, on_step_line, open_probe_pipe,
                                    probe_handler, regex_handler)
 from infrarsi.seams.executor import Executor, Execution, TrialSpec
@@ -55,11 +55,12 @@ class LocalExecutor(Executor):
         if before:
             return Execution(events=(), returncode=None, wall_s=0.0, peak_rss_bytes=0,
                              stderr_tail=refused(spec, before), lock_changed=before)
-        collector = StepCollector()
+        collector = StepCollector(source=spec.source)
         probe_file, probe_fd = open_probe_pipe()
         env = scrubbed_environment({**dict(spec.env), FD_ENV: str(probe_fd)}, base=self.base_env,
                                    passthrough=self.passthrough_env)
         env.update(device_memory_env(env.get("PYTHONPATH")))
+        env.update(step_clock_env(spec))
         witness = open_channel(count_step=spec.witness, pythonpath=env.get("PYTHONPATH"),
                                final_step=witness_final_step(spec)) if spec.witness else None
         if witness is not None:

@@ -26,9 +26,14 @@ _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 class StepCollector:
-    """Thread-safe accumulation of step events and side events (oom, device memory)."""
+    """Thread-safe accumulation of step events and side events (oom, device memory).
 
-    def __init__(self) -> None:
+    ``source`` is the contract's: with ``"optimizer"`` the step events are the bot's own step clock's (the site
+    payload's, marked ``by``), with ``"probe"`` the job's own (``infrarsi.probe.step``); the other kind is not a
+    step of this trial."""
+
+    def __init__(self, source: str = "probe") -> None:
+        self.source = source
         self._lock = threading.Lock()
         self.steps: list[StepEvent] = []
         self.oom: str | None = None
@@ -56,11 +61,25 @@ class StepCollector:
                 self.steps[-1] = StepEvent(step=last.step, stamp=last.stamp, loss=loss, tokens=last.tokens,
                                            child_t=last.child_t)
 
+    def set_loss(self, step: int | None, loss: float | None) -> None:
+        """The loss of step ``step`` (numbered as its event was), sent after its event."""
+        with self._lock:
+            for i in range(len(self.steps) - 1, -1, -1):
+                e = self.steps[i]
+                if e.step == step and loss is not None:
+                    self.steps[i] = StepEvent(step=e.step, stamp=e.stamp, loss=loss, tokens=e.tokens,
+                                              child_t=e.child_t)
+                    return
+
     def add_probe(self, record: dict[str, Any], stamp: float) -> None:
         kind = record.get("event")
+        if kind == "step" and (record.get("by") is not None) != (self.source == "optimizer"):
+            return  # the other clock's step
         if kind == "step":
             self.add_step(StepEvent(step=_int(record.get("step")), stamp=stamp, loss=_float(record.get("loss")),
                                     tokens=_int(record.get("tokens")), child_t=_float(record.get("t"))))
+        elif kind == "loss":  # the step clock's loss of an earlier step, once its copy off the GPU was done
+            self.set_loss(_int(record.get("step")), _float(record.get("loss")))
         elif kind == "oom":
             with self._lock:
                 self.oom = str(record.get("message", "out of memory"))

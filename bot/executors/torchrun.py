@@ -48,7 +48,7 @@ from bot.executors.process_tree import ProcessTree, die_with_parent
 from bot.executors.supervise import supervise
 from bot.executors.streams import LineReader, StepCollector, ignore, on_step_line, regex_handler
 from bot.executors.locked_files import changed_locked_files, merged, refused
-from bot.executors.witness import device_memory_env, witness_final_step
+from bot.executors.witness import device_memory_env, step_clock_env, witness_final_step
 from bot.executors.witness.ranks import SHIM_SETUP, RankChannels, merged_witness
 from infrarsi.contract.model import Launch
 from infrarsi.seams.executor import Executor, Execution, TrialSpec
@@ -112,7 +112,7 @@ class _RankProbe:
         if not isinstance(record, dict):
             return
         rank = record.get("rank")
-        if rank not in (None, 0, "0") and record.get("event") in ("step", "phase", "info"):
+        if rank not in (None, 0, "0") and record.get("event") in ("step", "loss", "phase", "info"):
             return
         self.collector.add_probe(record, stamp)
 
@@ -228,7 +228,7 @@ class TorchrunExecutor(Executor):
         if before:
             return Execution(events=(), returncode=None, wall_s=0.0, peak_rss_bytes=0,
                              stderr_tail=refused(spec, before), lock_changed=before, devices=launch.nproc_per_node)
-        collector = StepCollector()
+        collector = StepCollector(source=spec.source)
         fifo = work / "probe.fifo"
         os.mkfifo(fifo, stat.S_IRUSR | stat.S_IWUSR)
         read_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -245,6 +245,7 @@ class TorchrunExecutor(Executor):
         env = scrubbed_environment(extra, base=self.base_env, passthrough=self.passthrough_env)
         env["INFRARSI_RANK_LOG_DIR"] = str(log_dir)  # the bot's own variable, for the rank shim
         env.update(device_memory_env(env.get("PYTHONPATH")))  # every rank reports its GPU memory on the FIFO
+        env.update(step_clock_env(spec))  # every rank steps; steps are read from rank 0
         channels = RankChannels.open(work / "witness", ranks=launch.nproc_per_node, count_step=spec.witness,
                                      final_step=witness_final_step(spec)) if spec.witness else None
         if channels is not None:

@@ -6,11 +6,18 @@ nothing: a hand-written attention in the fallback branch of ``if self.flash:``
 ``GPT.from_pretrained`` when the command trains from scratch. This module
 answers, per file, which lines are *decided dead*:
 
-- functions and methods of a reached module whose names nothing reached ever
-  mentions (by name, attribute, string literal, or in a config file of the repo
-  other than InfraRSI's own contract); a bare name in a module that defines its
-  own top-level def of that name (after any star import, not imported by name)
-  means that def, not a namesake elsewhere;
+- top-level functions and classes of a reached module that no reached code uses:
+  a bare name is followed to the definition it is bound to (the module's own
+  def, or through ``from m import f as g`` and star imports, re-exports
+  included), an attribute ``x.f`` or a string ``"f"`` counts only in a module
+  that has imported the defining module (or one re-exporting ``f``) as a module,
+  a dotted string ``"pkg.mod.f"`` names its definition, and a word in a config
+  file of the repo (other than InfraRSI's own contract) counts anywhere. Importing
+  a name is not using it: a package whose ``__init__`` imports every module
+  runs each module's top-level code, but none of its functions until something
+  reached calls them (``torch.log`` does not reach a module's own ``log``);
+- methods of a reached class whose names nothing reached ever mentions (by name,
+  attribute, string literal, or in a config file);
 - branches of ``if`` statements whose condition is decided: literals,
   ``TYPE_CHECKING``, ``__name__ == "__main__"`` (true in the entry point, false
   in a module reached by import), module globals assigned once
@@ -211,8 +218,18 @@ class _Walker:
         self.argv = argv
         self.knobs = knobs
         texts = _config_texts(root)
-        self.mentioned: set[str] = {n for text in texts for n in _IDENT.findall(text)}  # attributes, strings, keys
+        self.config_words: set[str] = {n for text in texts for n in _IDENT.findall(text)}
+        self.mentioned: set[str] = set(self.config_words)  # attributes, strings, keys (for methods)
         self.named: dict[str, set[str]] = {}  # bare names, per module that mentions them
+        self.named_in: dict[str, set[str]] = {}  # the same, by name: the modules that mention it
+        # What a module's reached code binds and mentions, for the top-level definitions it can reach:
+        self.bindings: dict[str, dict[str, set[tuple[str, str]]]] = {}  # local name -> {(dotted module, name)}
+        self.stars: dict[str, set[str]] = {}  # dotted modules star-imported
+        self.module_objects: dict[str, set[str]] = {}  # repo files bound as module objects (import a.b, from p import m)
+        self.words_in: dict[str, set[str]] = {}  # attribute names and identifiers in strings -> the modules they are in
+        self.aliases: dict[str, set[tuple[str, str]]] = {}  # imported name -> {(module, local name it is bound to)}
+        self.dotted_defs: set[tuple[str, str]] = set()  # ("pkg.mod", "Name") from strings "pkg.mod.Name"
+        self._origins_memo: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self.shadows: dict[str, set[str]] = {}  # per module: top-level defs its own bare names refer to
         self.reached_modules: set[str] = set()
         self.reached_defs: set[int] = set()  # id() of FunctionDef/ClassDef nodes
@@ -249,11 +266,70 @@ class _Walker:
         if owner is not None and isinstance(node, cst.FunctionDef):
             return (name in _ENTRY_METHODS or name in self.mentioned or self.dynamic or _is_property(node)
                     or any(name in names for names in self.named.values()))
-        # A bare name in another module that defines its own `name` means that one (pytorch-cifar's main.py
-        # calls its own `test(epoch)`, not the `test()` of every models/*.py it star-imports).
-        return name in self.mentioned or any(
-            name in names and (where == path or name not in self.shadows.get(where, ()))
-            for where, names in self.named.items())
+        return self._top_level_used(name, path)
+
+    # -- top-level definitions: what reached code is bound to -------------------------------------------
+    def _find(self, dotted: str) -> str | None:
+        """The repo file a dotted module name imports, looked up as the job's imports are (import bases)."""
+        for base in self.bases:
+            target = self.modules.get(base + dotted) if dotted else None
+            if target is not None:
+                return target
+        return None
+
+    def _top_names(self, path: str) -> set[str]:
+        return {node.name.value for node, owner in _defs(self.trees[path]) if owner is None}
+
+    def _origins(self, path: str, local: str, seen: set[tuple[str, str]] | None = None) -> set[tuple[str, str]]:
+        """The top-level definitions (file, name) that the bare name ``local`` in ``path`` is bound to: through
+        ``from m import f as local`` (and m's own re-exports), the module's own def, or a star import."""
+        key = (path, local)
+        top = seen is None  # only a whole answer is kept (inside a cycle a partial one is returned)
+        if top and key in self._origins_memo:
+            return self._origins_memo[key]
+        seen = set() if seen is None else seen
+        if key in seen:
+            return set()
+        seen.add(key)
+        out: set[tuple[str, str]] = set()
+        bound = self.bindings.get(path, {}).get(local)
+        if bound:
+            for dotted, name in bound:
+                src = self._find(dotted)
+                if src is None or src not in self.reached_modules:
+                    continue
+                if name in self._top_names(src):
+                    out.add((src, name))
+                out |= self._origins(src, name, seen)
+        elif local in self._top_names(path):
+            out.add((path, local))
+        else:
+            for dotted in self.stars.get(path, ()):
+                src = self._find(dotted)
+                if src is not None and src in self.reached_modules:
+                    if local in self._top_names(src):
+                        out.add((src, local))
+                    out |= self._origins(src, local, seen)
+        if top:
+            self._origins_memo[key] = out
+        return out
+
+    def _top_level_used(self, name: str, path: str) -> bool:
+        """Whether reached code uses the top-level ``name`` defined in ``path`` (see the module docstring)."""
+        target = (path, name)
+        if name in self.config_words or any(self._find(d) == path for d, n in self.dotted_defs if n == name):
+            return True
+        uses = {(where, name) for where in self.named_in.get(name, ())}
+        uses |= {(where, local) for where, local in self.aliases.get(name, ()) if local in self.named.get(where, ())}
+        if any(target in self._origins(where, local) for where, local in uses):
+            return True
+        return any(where == path or any(m == path or target in self._origins(m, name)
+                                        for m in self.module_objects.get(where, ()))
+                   for where in self.words_in.get(name, ()))
+
+    def _name(self, path: str, name: str) -> None:
+        self.named.setdefault(path, set()).add(name)
+        self.named_in.setdefault(name, set()).add(path)
 
     def _reach_module(self, path: str) -> None:
         if path in self.reached_modules:
@@ -316,14 +392,21 @@ class _Walker:
                 return True
 
             def visit_Name(self, name: cst.Name) -> None:
-                walker.named.setdefault(path, set()).add(name.value)
+                walker._name(path, name.value)
 
             def visit_Attribute(self, attr: cst.Attribute) -> None:
                 walker.mentioned.add(attr.attr.value)
+                walker.words_in.setdefault(attr.attr.value, set()).add(path)
 
             def visit_SimpleString(self, s: cst.SimpleString) -> None:
-                walker.mentioned.update(_IDENT.findall(s.value))
-                walker.dotted.update(_dotted_names([s.value]))
+                words = _IDENT.findall(s.value)
+                walker.mentioned.update(words)
+                for word in words:
+                    walker.words_in.setdefault(word, set()).add(path)
+                dotted = _dotted_names([s.value])
+                walker.dotted.update(dotted)
+                walker.dotted_defs.update((d.rpartition(".")[0], d.rpartition(".")[2]) for d in
+                                          _dotted_strings(s.value))
 
             # getattr(x, <not a literal>) may fetch any method; it dispatches only if what it fetched is
             # called. A config walker (minGPT's CfgNode: `obj = getattr(obj, k)` then `setattr`) never calls
@@ -351,7 +434,12 @@ class _Walker:
 
             def visit_Import(self, imp: cst.Import) -> bool:
                 for alias in imp.names:
-                    walker._import(_code(alias.name), path)
+                    dotted = _code(alias.name)
+                    walker._import(dotted, path)
+                    parts = dotted.split(".")
+                    prefixes = [dotted] if alias.asname is not None else \
+                        [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+                    walker._bind_modules(path, prefixes)
                 return False
 
             # Importing a name is not using it (a package's __init__.py re-exports every class): a def is reached
@@ -360,7 +448,7 @@ class _Walker:
                 if not isinstance(imp.names, cst.ImportStar):
                     for alias in imp.names:
                         if alias.asname is not None:
-                            walker.named.setdefault(path, set()).add(_code(alias.name).split(".")[-1])
+                            walker._name(path, _code(alias.name).split(".")[-1])
 
             def visit_ImportAlias(self, alias: cst.ImportAlias) -> bool:
                 return False
@@ -373,14 +461,36 @@ class _Walker:
                     package = package[:len(package) - (dots - 1)] if dots > 1 else package
                     base = ".".join([*package, base] if base else package)
                 walker._import(base, path)
-                if not isinstance(imp.names, cst.ImportStar):
+                if isinstance(imp.names, cst.ImportStar):
+                    walker._bind_star(path, base)
+                else:
                     for alias in imp.names:
-                        walker._import(f"{base}.{_code(alias.name)}" if base else _code(alias.name), path)
+                        name = _code(alias.name)
+                        walker._import(f"{base}.{name}" if base else name, path)
+                        local = _code(alias.asname.name) if alias.asname is not None else name
+                        walker._bind_name(path, local, base, name)
 
         collect = _Collect()
         node.visit(collect)
         if collect.fetched & collect.called:
             self.dynamic = True
+
+    def _bind_name(self, path: str, local: str, base: str, name: str) -> None:
+        """``from base import name as local`` in ``path``: a def (or a submodule, then a module object)."""
+        self.bindings.setdefault(path, {}).setdefault(local, set()).add((base, name))
+        self.aliases.setdefault(name, set()).add((path, local))
+        self._bind_modules(path, [f"{base}.{name}" if base else name])
+        self._origins_memo.clear()
+
+    def _bind_star(self, path: str, base: str) -> None:
+        self.stars.setdefault(path, set()).add(base)
+        self._origins_memo.clear()
+
+    def _bind_modules(self, path: str, dotted: list[str]) -> None:
+        found = {f for f in (self._find(d) for d in dotted) if f is not None}
+        if found - self.module_objects.get(path, set()):
+            self.module_objects.setdefault(path, set()).update(found)
+            self._origins_memo.clear()
 
     def _import(self, dotted: str, importer: str) -> None:
         parts = dotted.split(".")
@@ -688,6 +798,11 @@ def _dotted_names(texts: Iterable[str]) -> set[str]:
 #: `[tool.infrarsi]` and its sub-tables in a pyproject.toml, up to the next other table.
 _CONTRACT_TABLES = re.compile(r"^\[+tool\.infrarsi\b.*?(?=^\[(?!\[?tool\.infrarsi\b))|^\[+tool\.infrarsi\b.*\Z",
                               re.M | re.S)
+
+
+def _dotted_strings(text: str) -> list[str]:
+    """``"pkg.mod.Name"`` spelled out in a string: what an ``instantiate``/``import_string`` call resolves."""
+    return re.findall(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b", text)
 
 
 def _code(node: cst.CSTNode) -> str:

@@ -190,7 +190,7 @@ def _fixed_env(t: Table) -> tuple[tuple[str, str], ...]:
 
 
 def _timing(t: Table) -> Timing:
-    source = t.string("source", "probe", choices=("probe", "stdout"))
+    source = t.string("source", "probe", choices=("probe", "stdout", "optimizer"))
     warmup = t.integer("warmup_steps", 2, minimum=1)
     measured = t.integer("measured_steps", 6, minimum=2)
     regex = t.string("stdout_regex", None)
@@ -210,6 +210,9 @@ def _timing(t: Table) -> Timing:
     elif source == "stdout":
         raise t.error("stdout_regex", "missing; expected a regular expression with a (?P<loss>...) group "
                       "when timing.source = 'stdout'")
+    if source == "optimizer" and steps_per_line != 1:
+        raise t.error("steps_per_line", f"expected 1 with timing.source = 'optimizer' (one event per optimizer "
+                      f"step), got {steps_per_line}")
     return Timing(source=source, warmup_steps=warmup, measured_steps=measured, stdout_regex=regex, stream=stream,
                   steps_per_line=steps_per_line, min_measured_steps=floor)
 

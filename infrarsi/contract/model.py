@@ -17,7 +17,8 @@ from infrarsi.contract.knob_domain import KnobDomain, KnobKind, KnobValue  # noq
 # engine reads a knob's value type with the contract's records, from here)
 
 FlagForm = Literal["separate", "equals"]
-EventSourceKind = Literal["probe", "stdout"]
+# "optimizer": the bot's own step clock, one event per optimizer step from the site payload (docs/contract.md)
+EventSourceKind = Literal["probe", "stdout", "optimizer"]
 
 CONTRACT_VERSION = 1
 

@@ -113,6 +113,7 @@ class Invariant:
     detail: str
     status: str = ""  # "ok", "broken", "not_checked" (empty: a report written before rows had one)
     waived: bool = False  # not checked, and the contract's [verify] waive says so
+    baseline_fails: bool = False  # not checked: the baseline's own repeats fail it (the doctor's A/A check)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -256,7 +257,8 @@ def _verification(v: Verdict) -> Verification:
                         p_value=c.p_value if c else None, ci=(c.ci_low, c.ci_high) if c else None,
                         ci_level=c.ci_level if c else None, test=TEST, speedup=v.speedup,
                         invariants=tuple(Invariant(name=i.name, ok=i.ok, detail=i.detail, status=i.status.value,
-                                                   waived=i.waived) for i in v.invariants),
+                                                   waived=i.waived, baseline_fails=i.baseline_fails)
+                                         for i in v.invariants),
                         pairs=v.pairs, stop=v.stop, reruns=v.reruns)
 
 

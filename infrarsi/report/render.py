@@ -172,12 +172,14 @@ def _verification(r: Report) -> list[str]:
 def _invariant_table(invariants: Sequence[Invariant]) -> list[str]:
     """One row per invariant, however many runs checked it: "5/5 runs ok", and the first broken run's detail
     (or the first not-checked one's, or the first run's). A row that was not checked says so — never ok — and
-    rows the contract waives are listed under the table with why they could not be checked."""
+    rows the contract waives, and rows the baseline fails too (the doctor's A/A check), are listed under the table
+    with why they could not be checked."""
     groups: dict[str, list[Invariant]] = {}
     for i in invariants:
         groups.setdefault(i.name, []).append(i)
     out = ["| invariant | runs | detail |", "|---|---|---|"]
     waivers: list[str] = []
+    excused: list[str] = []
     for name, checks in groups.items():
         ok = sum(1 for c in checks if c.ok)
         unchecked = [c for c in checks if (c.status or ("ok" if c.ok else "broken")) == "not_checked"]
@@ -187,15 +189,21 @@ def _invariant_table(invariants: Sequence[Invariant]) -> list[str]:
             mark = f"❌ {len(broken)}/{len(checks)} runs broken"
         elif unchecked:
             waived = all(c.waived for c in unchecked)
+            fails = all(c.baseline_fails for c in unchecked)
             mark = (f"⚠️ not checked in {len(unchecked)}/{len(checks)} runs"
-                    + (" (waived by the contract)" if waived else ""))
-            if waived:
+                    + (" (the baseline fails it too)" if fails else " (waived by the contract)" if waived else ""))
+            if fails:
+                excused.append(f"- `{name}`: {_cell(unchecked[0].detail)}")
+            elif waived:
                 waivers.append(f"- `{name}`: {_cell(unchecked[0].detail)}")
         else:
             mark = f"✅ {ok}/{len(checks)} runs ok"
         out.append(f"| {name} | {mark} | {_cell(shown.detail)} |")
     if waivers:
         out += ["", "Not checked, and waived by the contract (`[verify] waive` in infrarsi.toml):", "", *waivers]
+    if excused:
+        out += ["", "Not checked, because the baseline's own runs fail it too (the doctor held each baseline run to "
+                "every row; such a row cannot tell a candidate from the baseline):", "", *excused]
     return out
 
 

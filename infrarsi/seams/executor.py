@@ -25,7 +25,7 @@ class TrialSpec:
     env: tuple[tuple[str, str], ...] = ()  # knob variables, added to the scrubbed base
     timeout_s: float = 600.0
     memory_limit_bytes: int | None = None
-    source: Literal["probe", "stdout"] = "probe"
+    source: Literal["probe", "stdout", "optimizer"] = "probe"
     stdout_regex: str | None = None
     expected_steps: int | None = None  # step events after which the job is ended (SIGTERM, grace, SIGKILL)
     step_stream: Literal["stdout", "stderr"] = "stdout"  # where stdout_regex reads step lines
@@ -38,6 +38,9 @@ class TrialSpec:
     root: str | None = None
     commit: str | None = None
     lock: tuple[tuple[str, str], ...] = ()
+    # With ``source = "optimizer"`` (the bot's own step clock): the tokens each of its step events carries, the
+    # contract's ``tokens_per_step`` (the witness counts what a step really consumed).
+    step_tokens: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -23,8 +23,8 @@ from infrarsi.trial_record import StepEvent
 
 #: 1-3: Execution fields as the Actions and Slurm records held them (2: steady_rss_bytes; 3: the GPU's held
 #: memory and capacity); 4: one codec for both, TrialSpec.root/commit/lock, Execution.witness_ranks,
-#: witness_skipped, lock_changed and host.
-CODEC_VERSION = 4
+#: witness_skipped, lock_changed and host; 5: TrialSpec.step_tokens (the bot's own step clock).
+CODEC_VERSION = 5
 
 
 class CodecError(InfraRSIError, ValueError):
@@ -127,6 +127,7 @@ SPEC_FIELDS: dict[str, FieldCodec] = {
     "root": OPT_STR,
     "commit": OPT_STR,
     "lock": STRING_PAIRS,
+    "step_tokens": OPT_INT,
 }
 
 EXECUTION_FIELDS: dict[str, FieldCodec] = {

@@ -22,6 +22,8 @@ SITE_DIR = Path(__file__).resolve().parent / "site"
 PAYLOAD = SITE_DIR / "sitecustomize.py"
 #: Set in every trial's environment: the site payload then reports GPU memory on the probe channel (its docstring).
 DEVICE_MEMORY_ENV = "INFRARSI_DEVICE_MEMORY"
+#: Set with ``timing.source = "optimizer"``: the site payload is then the bot's own step clock (its docstring).
+STEP_CLOCK_ENV = "INFRARSI_STEP_CLOCK"
 
 
 def site_path(pythonpath: str | None) -> str:
@@ -33,6 +35,15 @@ def site_path(pythonpath: str | None) -> str:
 def device_memory_env(pythonpath: str | None) -> dict[str, str]:
     """The variables that make every Python process of a trial report its GPU memory (nothing on a CPU)."""
     return {DEVICE_MEMORY_ENV: "1", "PYTHONPATH": site_path(pythonpath)}
+
+
+def step_clock_env(spec: TrialSpec) -> dict[str, str]:
+    """With ``timing.source = "optimizer"``: the variable that makes the site payload write one step event per
+    optimizer step on the probe channel, carrying the contract's tokens (left set, so every rank steps; the bot
+    reads rank 0's). Empty for any other source."""
+    if spec.source != "optimizer":
+        return {}
+    return {STEP_CLOCK_ENV: str(spec.step_tokens) if spec.step_tokens else "-"}
 
 
 def payload_sha256() -> str:

@@ -27,6 +27,7 @@ from infrarsi.loss_band import LossBand, calibrate_band
 from infrarsi.contract.model import Contract
 from infrarsi.rundir import RunDir, read_json, write_text
 from infrarsi.trial_record import Candidate, Outcome, TrialRecord
+from infrarsi.verdict import Reference, rows_the_baseline_fails
 
 
 def new_run_id() -> str:
@@ -108,6 +109,19 @@ def calibrate_work(ctx: TrialContext, *, run_id: str, records: list[TrialRecord]
     per_step = [max(d[i] for d in deviations) for i in range(min(map(len, deviations)))] if deviations else []
     band = baseline_band(records, contract, reference, per_step)
     return reference, band, notes
+
+
+def baseline_self_check(report: DoctorReport, records: list[TrialRecord],
+                        progress: Callable[[str], None] = lambda _: None) -> tuple[tuple[str, str], ...]:
+    """Every verdict row, each witnessed baseline repeat against the reference built from them all (an A/A check):
+    a row the baseline itself fails (a job whose updates or losses a row cannot see) reads "not checked: the
+    baseline fails it too" for every candidate of the run, and convicts none (infrarsi.verdict)."""
+    if report.work is None:
+        return ()
+    fails = rows_the_baseline_fails(records, Reference(work=report.work, band=report.loss_band))
+    for name, why in fails:
+        progress(f"the baseline fails the {name} row itself ({why[:200]}): not checked for any candidate of this run")
+    return fails
 
 
 def measured_window(contract: Contract, records: list[TrialRecord]) -> tuple[int, int]:
@@ -206,6 +220,7 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
                           fingerprint=fingerprint, profiled_phases=profiled, work=work, band=band)
     report = replace(report, notes=report.notes + tuple(notes) + tuple(disturbed_notes),
                      calibration_trials=tuple(calibration))
+    report = replace(report, baseline_fails=baseline_self_check(report, records, progress))
     out = RunDir(contract.root, run_id)
     write_text(out.doctor_json, report.to_json())
     write_text(out.doctor_md, render_markdown(report))

@@ -23,7 +23,8 @@ from bot.stages.init.knob_entries import KnobPlan, infer_tokens, plan_knobs
 from infrarsi.contract.entry import given_values
 from bot.stages.init.steplines_meters import meter_step_lines
 from bot.stages.init.path_refs import OUTPUT_SETTING, PathRef, path_references
-from bot.stages.init.steplines import StepLine, find_step_lines
+from bot.stages.init.clock_choice import interval_setting, optimizer_clock_reason
+from bot.stages.init.steplines import EvalLine, StepLine, find_eval_lines, find_step_lines
 from infrarsi.source_text import read_source
 
 if TYPE_CHECKING:
@@ -43,7 +44,11 @@ class Found:
     data_note: str = ""
     extra_args: list[str] = field(default_factory=list)  # added to workload.args (e.g. HF logging every step)
     step_lines: list[StepLine] = field(default_factory=list)
+    eval_lines: list[EvalLine] = field(default_factory=list)  # loss lines printed beside an evaluation's
     steps_per_line: int = 1
+    # Why the printed lines cannot time the steps (bot/stages/init/clock_choice.py): then the bot's own step clock
+    # (timing.source = "optimizer") does; empty: the printed line is the clock.
+    optimizer_clock: str = ""
     given: dict[str, str] = field(default_factory=dict)  # the values the command (and a config file) gives
 
     def describe(self) -> str:
@@ -110,6 +115,7 @@ def discover_all(summary: RepoSummary, user_args: list[str], *, taken: set[str],
         try:
             source = read_source(summary.root / rel)
             found.step_lines += meter_step_lines(source) + find_step_lines(source)
+            found.eval_lines += find_eval_lines(source)
         except (OSError, UnicodeError):
             continue
     if any(s.origin == "HF Trainer log dict" for s in found.step_lines[:1]):
@@ -120,9 +126,14 @@ def discover_all(summary: RepoSummary, user_args: list[str], *, taken: set[str],
             k = 1
         found.steps_per_line = k if isinstance(k, int) and k > 0 else 1
     elif found.step_lines:
-        interval = next((s for s in settings if _LOG_INTERVAL.match(s.leaf)), None)
+        best = found.step_lines[0]
+        # the interval the print is guarded by (`if it % eval_interval == 0:`), else a logging interval by its name
+        interval = interval_setting(settings, best.interval) or next(
+            (s for s in settings if _LOG_INTERVAL.match(s.leaf)), None)
         k = current(interval, given) if interval else None
-        if isinstance(k, int) and not isinstance(k, bool) and k > 1:
+        if best.evaluation:
+            pass  # every line follows an evaluation, however often it comes: the bot's own clock (below)
+        elif isinstance(k, int) and not isinstance(k, bool) and k > 1:
             every_step = _every_step(interval) if interval.token not in given else None
             if every_step:
                 # Printing every step changes no computation and makes a trial k times shorter (pytorch/examples'
@@ -130,8 +141,13 @@ def discover_all(summary: RepoSummary, user_args: list[str], *, taken: set[str],
                 found.extra_args += every_step
             else:
                 found.steps_per_line = k  # the job prints every k optimizer steps (the user chose k)
-        elif found.step_lines[0].every > 1:
-            found.steps_per_line = found.step_lines[0].every  # `if it % 10 == 0:` around the print, a literal
+        elif best.every > 1:
+            found.steps_per_line = best.every  # `if it % 10 == 0:` around the print, a literal
+    found.optimizer_clock = optimizer_clock_reason(found.step_lines[0] if found.step_lines else None,
+                                                   found.steps_per_line, found.eval_lines, settings, given) or ""
+    if found.optimizer_clock and found.step_lines:
+        found.extra_args = []  # the printed lines are not read: nothing need change how often they come
+        found.steps_per_line = 1
     found.given = given
     return found
 
@@ -167,7 +183,13 @@ def _every_step(interval: Setting) -> list[str] | None:
 
 def set_step_line(draft: ContractDraft, summary: RepoSummary, step_regex: str | None, default: str,
                   found: Found) -> None:
-    """timing.source/stdout_regex/stream/steps_per_line: the flag's regex, else the line the code prints."""
+    """timing.source/stdout_regex/stream/steps_per_line: the flag's regex, else the line the code prints, or the
+    bot's own step clock where those lines cannot time the steps (``found.optimizer_clock`` says why)."""
+    if step_regex is None and found.optimizer_clock:
+        draft.set("timing.source", "optimizer", f"guessed: {found.optimizer_clock}; so the bot times each optimizer "
+                  "step itself (torch.optim's, or a hand-written update after backward()) and ends the job after the "
+                  "measured steps; `infrarsi check --run` confirms it")
+        return
     draft.set("timing.source", "stdout", "step lines are read from the job's output")
     if step_regex is not None:
         draft.set("timing.stdout_regex", step_regex, "given with --step-regex")

@@ -188,7 +188,9 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
     else:
         conventions.set_step_line(draft, summary, step_regex, _DEFAULT_STDOUT_REGEX, found)
     length = read_length(summary.flags, values, found.settings, found.given)
-    set_length(draft, length, per_line=draft.data.get("timing", {}).get("steps_per_line", 1))
+    timing = draft.data.get("timing", {})
+    set_length(draft, length, per_line=timing.get("steps_per_line", 1),
+               unit="optimizer steps" if timing.get("source") == "optimizer" else "step lines")
 
     draft.set("loss.rtol", LOSS_RTOL_CAP, f"drafted: an upper bound, tighter than the {LossSpec().rtol} a "
               "contract without this line gets (docs/contract.md); `infrarsi doctor` sets the band from the "

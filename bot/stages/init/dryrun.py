@@ -70,6 +70,15 @@ def dry_run(contract: Contract, *, executor: Executor, log_dir: Path, timeout_s:
         return DryRun(ok=False, seen=seen, expected=expected,
                       message=f"the baseline failed (exit status {execution.returncode}) after {seen} step "
                       f"events:\n" + "\n".join(f"  | {ln}" for ln in tail))
+    if timing.source == "optimizer":
+        ok = seen >= expected
+        stopped = " (then stopped it)" if execution.stopped_after_steps else ""
+        losses = [round(e.loss, 4) for e in execution.events[:3] if e.loss is not None]
+        msg = (f"ok: the bot's own step clock saw {seen} optimizer steps in {execution.wall_s:.1f} s{stopped}"
+               + (f"; first losses {losses}" if losses else "") if ok else
+               f"the bot's own step clock saw {seen} optimizer steps, expected {expected} (a torch.optim "
+               "optimizer's steps, or a hand-written update after backward())")
+        return DryRun(ok=ok, message=msg, seen=seen, expected=expected)
     if timing.source == "probe":
         ok = seen >= expected
         msg = (f"ok: the probe reported {seen} step events (expected {expected})" if ok else
@@ -115,13 +124,52 @@ def _one_per_step(steps: list[int], per_line: int) -> bool:
     return not gaps or all(g == per_line for g in gaps)
 
 
+CLOCKS = {"optimizer": "the bot's own step clock (timing.source = \"optimizer\": one event per optimizer step, "
+                        "written by the bot's code in the job's interpreter)",
+          "stdout": "the job's printed lines (timing.source = \"stdout\")",
+          "probe": "the job's infrarsi.probe events (timing.source = \"probe\")"}
+
+
+def clock_line(contract: Contract) -> str:
+    """Which clock the contract times steps with, and why (the comment init wrote above ``timing.source``)."""
+    timing = contract.timing
+    what = CLOCKS.get(timing.source, timing.source)
+    if timing.source == "stdout" and timing.steps_per_line > 1:
+        what += f", {timing.steps_per_line} optimizer steps per line"
+    why = source_note(contract.root)
+    return f"clock: {what}" + (f"; {why}" if why else "")
+
+
+def source_note(root: Path) -> str:
+    """The comment directly above ``source =`` in infrarsi.toml's [timing] table (empty: none)."""
+    try:
+        lines = (root / "infrarsi.toml").read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeError):
+        return ""
+    table = ""
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            table = stripped
+        elif table == "[timing]" and re.match(r"source\s*=", stripped):
+            notes = []
+            for above in reversed(lines[:i]):
+                if not above.strip().startswith("#"):
+                    break
+                notes.insert(0, above.strip().lstrip("#").strip())
+            return " ".join(notes)
+    return ""
+
+
 def check_run(contract: Contract, root: Path) -> int:
-    """``infrarsi check --run``: print the dry run's verdict; 0 when it saw one line per step."""
+    """``infrarsi check --run``: print which clock times the steps and why, then the dry run's verdict; 0 when it
+    saw one step event per step."""
     from bot.executors.registry import build_executor
     from infrarsi.rundir import check_run_logs
 
     log_dir = check_run_logs(root)
     shutil.rmtree(log_dir, ignore_errors=True)  # the executor appends; old lines would count
+    print(clock_line(contract))
     result = dry_run(contract, executor=build_executor(contract), log_dir=log_dir)
     print(result.message)
     return 0 if result.ok else 1

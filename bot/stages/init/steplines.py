@@ -32,6 +32,8 @@ _LOG_METHODS = {"info", "debug", "warning", "warn", "log", "critical", "success"
 _PRINT_NAMES = re.compile(r"(^|_)print(0|_rank_?0|_master|_once|_main)?$|^(master_print|rank0_print|log0|printr)$")
 _PCT = re.compile(r"%(?:\((?P<key>[^)]*)\))?[-#0 +]*(?:\d+|\*)?(?:\.\d+)?[hlL]?(?P<conv>[diouxXeEfFgGcrsa%])")
 _BAR_COUNT = r"(?P<step>[1-9]\d*)(?:/\d+)?(?:it)?\s*\["  # a bar's 0/N paint is before any step
+#: A call that evaluates (nanoGPT's estimate_loss, pytorch/examples' evaluate and validate, a CIFAR test).
+_EVAL_CALL = re.compile(r"(^|_)(eval|evaluate|evaluation|validate|validation|estimate_loss|test)(_|$)", re.I)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,6 +55,19 @@ class StepLine:
     has_step: bool
     in_loop: bool
     every: int = 1  # printed under ``if <counter> % N == 0`` with a literal N: one line per N steps
+    interval: str | None = None  # the N of ``if <counter> % N == 0`` when it is not a literal (``eval_interval``)
+    evaluation: str | None = None  # an evaluation called before it in its branch (``estimate_loss``)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EvalLine:
+    """A line that prints a loss together with an evaluation's (``step 500: train loss 2.30, val loss 2.33``):
+    never a step line, but it says how often, and after what, the job reports its training loss."""
+
+    line: int
+    every: int = 1
+    interval: str | None = None
+    evaluation: str | None = None
 
 
 # --- templates -> regex --------------------------------------------------------------------------------------
@@ -228,10 +243,10 @@ def _callee(func: cst.BaseExpression, module: cst.Module) -> tuple[str, str]:
     return "", ""
 
 
-def _literal_modulo(test: cst.BaseExpression) -> int:
-    """N in ``x % N == 0`` or ``not x % N`` with N an integer literal (minGPT: ``trainer.iter_num % 10 == 0``)."""
-    if isinstance(test, cst.BooleanOperation):  # `... and batch > 0`
-        return max(_literal_modulo(test.left), _literal_modulo(test.right))
+def _divisors(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The N of every ``x % N == 0`` (or ``not x % N``) in a condition, either side of an ``and``/``or``."""
+    if isinstance(test, cst.BooleanOperation):  # `... and batch > 0`, `... or iter == max_iters - 1`
+        return _divisors(test.left) + _divisors(test.right)
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test = test.expression
     elif isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
@@ -239,11 +254,21 @@ def _literal_modulo(test: cst.BaseExpression) -> int:
             and isinstance(test.comparisons[0].comparator, cst.Integer) and test.comparisons[0].comparator.value == "0":
         test = test.left
     else:
-        return 1
-    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo) \
-            and isinstance(test.right, cst.Integer):
-        return max(1, int(test.right.value, 0))
-    return 1
+        return []
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+        return [test.right]
+    return []
+
+
+def _literal_modulo(test: cst.BaseExpression) -> int:
+    """N in ``x % N == 0`` or ``not x % N`` with N an integer literal (minGPT: ``trainer.iter_num % 10 == 0``)."""
+    return max([max(1, int(d.value, 0)) for d in _divisors(test) if isinstance(d, cst.Integer)], default=1)
+
+
+def modulo_name(test: cst.BaseExpression, module: cst.Module) -> str | None:
+    """N in ``x % N == 0`` when N is not a literal: the interval variable a print is guarded by
+    (``eval_interval``, ``args.log_interval``, ``VALIDATE_EVERY``)."""
+    return next((module.code_for_node(d) for d in _divisors(test) if not isinstance(d, cst.Integer)), None)
 
 
 class _Finder(cst.CSTVisitor):
@@ -254,41 +279,65 @@ class _Finder(cst.CSTVisitor):
         self.found: list[StepLine] = []
         self.loops = 0
         self.every: list[int] = []  # per enclosing `if`: its literal modulo, else 1
+        self.intervals: list[str | None] = []  # per enclosing `if`: its modulo when not a literal
+        self.evals: list[list[str]] = [[]]  # per enclosing branch or loop body: the evaluations called so far
+        self.eval_lines: list[EvalLine] = []
         self.stdout_logging = stdout_logging
         self.tqdm_stdout = tqdm_stdout
 
     def visit_For(self, node: cst.For) -> None:
         self.loops += 1
+        self.evals.append([])
 
     def leave_For(self, node: cst.For) -> None:
         self.loops -= 1
+        self.evals.pop()
 
     def visit_While(self, node: cst.While) -> None:
         self.loops += 1
+        self.evals.append([])
 
     def visit_If(self, node: cst.If) -> None:
         self.every.append(_literal_modulo(node.test))
+        self.intervals.append(modulo_name(node.test, self.module))
+        self.evals.append([])
 
     def leave_If(self, node: cst.If) -> None:
         self.every.pop()
+        self.intervals.pop()
+        self.evals.pop()
 
     def leave_While(self, node: cst.While) -> None:
         self.loops -= 1
+        self.evals.pop()
+
+    def _cadence(self) -> tuple[int, str | None, str | None]:
+        """(literal interval, interval variable, evaluation before it) of a print at this point."""
+        every = next((n for n in reversed(self.every) if n > 1), 1)
+        interval = next((n for n in reversed(self.intervals) if n), None)
+        evaluation = self.evals[-1][-1] if self.evals[-1] else None
+        return every, interval, evaluation
 
     def _add(self, node: cst.Call, parts: list[Part], stream: Stream, origin: str, *, bar: bool = False) -> None:
         made = template_regex(parts)
+        line = self.get_metadata(cst.metadata.PositionProvider, node).start.line
+        every, interval, evaluation = self._cadence()
         if made is None:
+            texts = [p.expr if isinstance(p, Placeholder) else p for p in parts]
+            if any("loss" in t.lower() for t in texts) and any(EVAL_WORDS.search(t) for t in texts):
+                self.eval_lines.append(EvalLine(line=line, every=every, interval=interval,
+                                                evaluation=evaluation or "an evaluation's loss on the same line"))
             return
         regex, has_step = made
         if bar and not has_step:
             regex, has_step = rf"{regex}.*?{_BAR_COUNT}", True
-        line = self.get_metadata(cst.metadata.PositionProvider, node).start.line
-        every = next((n for n in reversed(self.every) if n > 1), 1)
         self.found.append(StepLine(regex=regex, stream=stream, line=line, origin=origin, has_step=has_step,
-                                   in_loop=self.loops > 0, every=every))
+                                   in_loop=self.loops > 0, every=every, interval=interval, evaluation=evaluation))
 
     def visit_Call(self, node: cst.Call) -> None:
         receiver, name = _callee(node.func, self.module)
+        if _EVAL_CALL.search(name) and not receiver.endswith(("parser", "argparse")):
+            self.evals[-1].append(name)
         positional = [a for a in node.args if a.keyword is None and not a.star]
         keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
         if _PRINT_NAMES.search(name) or (name == "write" and "tqdm" in receiver or name == "write" and "bar" in
@@ -366,10 +415,19 @@ HF_REGEX = rf"^\{{'loss': '?{LOSS}'?,.*'epoch': '?(?P<epoch>{NUM})'?"
 
 def find_step_lines(source: str) -> list[StepLine]:
     """Every print-like call in ``source`` whose output carries a training loss, best first."""
+    return _find(source)[0]
+
+
+def find_eval_lines(source: str) -> list[EvalLine]:
+    """Every print-like call in ``source`` that prints a loss beside an evaluation's (no step line), in order."""
+    return _find(source)[1]
+
+
+def _find(source: str) -> tuple[list[StepLine], list[EvalLine]]:
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError:
-        return []
+        return [], []
     # Hydra's default job logging, and handlers bound to sys.stdout, put logging lines on stdout
     stdout_logging = bool(re.search(r"basicConfig\([^)]*stream\s*=\s*sys\.stdout|StreamHandler\(\s*sys\.stdout|"
                                     r"hydra\.main", source))
@@ -381,7 +439,7 @@ def find_step_lines(source: str) -> list[StepLine]:
         found.append(StepLine(regex=HF_REGEX, stream="stdout", line=0, origin="HF Trainer log dict",
                               has_step=False, in_loop=True))
     found.sort(key=lambda s: (not s.in_loop, not s.has_step, s.origin == "HF Trainer log dict"))
-    return found
+    return found, finder.eval_lines
 
 
 # --- from lines a run printed ----------------------------------------------------------------------------------

@@ -64,17 +64,18 @@ def read_length(flags: tuple[ArgFlag, ...], values: dict[str, Any], settings: li
     return None
 
 
-def set_length(draft: ContractDraft, length: Length | None, *, per_line: int) -> None:
-    """``timing.warmup_steps`` and ``timing.measured_steps`` (in step lines of ``per_line`` optimizer steps)."""
+def set_length(draft: ContractDraft, length: Length | None, *, per_line: int, unit: str = "step lines") -> None:
+    """``timing.warmup_steps`` and ``timing.measured_steps`` (in step lines of ``per_line`` optimizer steps; ``unit``
+    names the events: "optimizer steps" for the bot's own step clock)."""
     if length is None:
         draft.set("timing.warmup_steps", 2, "default: no steps setting found")
         draft.set("timing.measured_steps", DEFAULT_MEASURED, "default: no steps setting found; make sure the job runs "
-                  "this many step lines after the warm-up (`infrarsi check --run` says)")
+                  f"this many {unit} after the warm-up (`infrarsi check --run` says)")
         return
     if length.steps is None:
-        draft.set("timing.warmup_steps", 2, f"guessed: the first 2 step lines are warm-up; {length.setting} is "
+        draft.set("timing.warmup_steps", 2, f"guessed: the first 2 {unit} are warm-up; {length.setting} is "
                   f"{length.raw!r}: no step count, read as training until stopped")
-        draft.set("timing.measured_steps", MAX_MEASURED, f"guessed: the next {MAX_MEASURED} step lines; the job "
+        draft.set("timing.measured_steps", MAX_MEASURED, f"guessed: the next {MAX_MEASURED} {unit}; the job "
                   "trains until stopped, so the bot ends it after them")
         return
     lines = length.steps // per_line
@@ -84,7 +85,7 @@ def set_length(draft: ContractDraft, length: Length | None, *, per_line: int) ->
                          f"{length.setting} in --command (the bot ends the job after the lines it measures)")
     warmup = max(1, min(2, lines // 4))
     measured = min(lines - warmup, MAX_MEASURED)
-    draft.set("timing.warmup_steps", warmup, f"guessed: the first {warmup} of {lines} step lines are warm-up")
+    draft.set("timing.warmup_steps", warmup, f"guessed: the first {warmup} of {lines} {unit} are warm-up")
     draft.set("timing.measured_steps", measured,
-              f"guessed: the next {measured} step lines of {length.setting} ({length.steps}); the bot ends the job "
+              f"guessed: the next {measured} {unit} of {length.setting} ({length.steps}); the bot ends the job "
               "after them" if measured < lines - warmup else f"guessed: the remaining steps of {length.setting}")

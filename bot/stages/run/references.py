@@ -73,7 +73,7 @@ class References:
         missing = "" if self.doctor.work is not None else next(
             (n for n in self.doctor.notes if "witnessed" in n), "the doctor's baseline runs were not witnessed")
         band = band_for(self.doctor.loss_band, self.ctx.contract.timing) if self.doctor.loss_band else None
-        return Reference(work=self.doctor.work, band=band, missing=missing)
+        return Reference(work=self.doctor.work, band=band, missing=missing, baseline_fails=_baseline_fails(self.doctor))
 
     def for_candidate(self, candidate: Candidate) -> tuple[Reference, tuple[InvariantCheck, ...]]:
         """The reference ``candidate`` is held to, and the ``split_reference`` row when it re-splits."""
@@ -86,7 +86,7 @@ class References:
         if key not in self._split:
             self._split[key] = self._load(baseline) or self._measure(baseline, split)
         reference, row = self._split[key]
-        return replace(reference, moved=moved), (row,)
+        return replace(reference, moved=moved, baseline_fails=_baseline_fails(self.doctor)), (row,)
 
     # -- measuring and keeping ---------------------------------------------------------------------------
     def _path(self, baseline: Candidate) -> Any:
@@ -118,6 +118,11 @@ class References:
         return reference, row
 
 
+def _baseline_fails(doctor: DoctorReport) -> tuple[tuple[str, str], ...]:
+    """The rows the doctor's baseline fails itself (a report read without them, or a stand-in: none)."""
+    return tuple(getattr(doctor, "baseline_fails", ()) or ())
+
+
 def split_reference(runs: list[TrialRecord], *, doctor: DoctorReport, contract: Contract,
                     split: dict[str, KnobValue], text: str) -> tuple[Reference, InvariantCheck]:
     """The reference from the witnessed baseline runs at a split, and how that split baseline compares with the
@@ -145,12 +150,13 @@ def split_reference(runs: list[TrialRecord], *, doctor: DoctorReport, contract: 
         checks = [c for c in work_invariants(report, first_loss=None, steps_seen=first.metrics.steps_seen,
                                              steps_at_report=first.metrics.steps_at_witness,
                                              steps_per_line=first.metrics.steps_per_line, reference=doctor.work,
-                                             trial=first.trial_no) if c.name in SPLIT_INVARIANT]
+                                             trial=first.trial_no)
+                  if c.name in SPLIT_INVARIANT and c.name not in dict(_baseline_fails(doctor))]
         broken = [c for c in checks if c.broken]
         row = compared("split_reference", not broken, (
             f"the baseline at {text} (the contract's own knobs, witnessed in trials "
-            f"{', '.join(str(r.trial_no) for r in good)}) does what the doctor's baseline does: the same optimizer "
-            "steps, counted work, precision and trainable set; candidates at that split are held to it")
+            f"{', '.join(str(r.trial_no) for r in good)}) does what the doctor's baseline does: "
+            + ", ".join(c.name for c in checks) + " as the doctor's; candidates at that split are held to it")
             if not broken else f"the baseline at {text} is not the same job as at the defaults: {broken[0].detail}")
     return Reference(work=work, band=band, split=items), row
 

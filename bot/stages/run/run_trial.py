@@ -43,6 +43,7 @@ def trial_spec(contract: Contract, candidate: Candidate, *, tree: Path, memory_l
         steps_per_line=contract.timing.steps_per_line,
         step_stream=contract.timing.stream,
         log_dir=str(log_dir) if log_dir else None,
+        step_tokens=contract.workload.tokens_per_step if contract.timing.source == "optimizer" else None,
     )
 
 

@@ -52,12 +52,16 @@ with ``set_per_process_memory_fraction``). When a figure moved it writes a probe
 error the peak reservation is how far the job got). The variable stays set so
 that every process of the job (torchrun's ranks) reports; a process that never
 steps an optimizer on a GPU writes nothing.
+
+With ``INFRARSI_STEP_CLOCK`` (``timing.source = "optimizer"``) it is also **the bot's own step clock**: one probe
+``step`` event per optimizer step (``_step_clock``). Optimizer steps are torch.optim's, or — in a job that builds
+no torch.optim optimizer — the hand-written updates ``_step_source`` sees; the witness counts those too.
 """
 
 from __future__ import annotations
 
 
-def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out of module globals
+def _witness(config: str, steps: dict | None = None) -> None:  # noqa: C901 - one closure keeps the key out of globals
     import atexit
     import hashlib
     import hmac
@@ -102,6 +106,7 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
         "Tensor.backward": torch.Tensor.backward,
         "autograd.backward": torch.autograd.backward,
         "Optimizer.zero_grad": torch.optim.Optimizer.zero_grad,
+        "Module.zero_grad": torch.nn.Module.zero_grad,
     }
     registry = dict(flop_mod.flop_registry)
     probe_funcs: dict[str, object] = {}
@@ -321,6 +326,8 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
     def backward(tensors, *args, **kwargs):  # noqa: ANN001, ANN202
         """torch.autograd.backward (Tensor.backward calls it): each scalar root is the loss this step
         differentiates; kept on its device, read once at the report (no synchronisation per step)."""
+        if steps is not None:
+            steps["settle"]()  # a hand-written update ended before this backward(): its roots are the next step's
         if len(step_t) < cap:
             roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors) \
                 if isinstance(tensors, (tuple, list)) else []
@@ -393,6 +400,9 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
 
     pre_handle = optim_mod.register_optimizer_step_pre_hook(pre)
     post_handle = optim_mod.register_optimizer_step_post_hook(post)
+    if steps is not None:
+        _hand_witness(steps, state, post, lambda step: note(math_timeline, step, math_settings()),
+                      projections, torch)
     if count_step <= 1:
         start_count()  # counts from here: model construction runs no matrix products worth a step
 
@@ -406,6 +416,7 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
             "Tensor.backward": torch.Tensor.backward,
             "autograd.backward": torch.autograd.backward,
             "Optimizer.zero_grad": torch.optim.Optimizer.zero_grad,
+            "Module.zero_grad": torch.nn.Module.zero_grad,
         }
         found += [f"{name} was replaced" for name, obj in originals.items() if current[name] is not obj]
         if dict(flop_mod.flop_registry) != registry:
@@ -452,7 +463,8 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
                 "update_projs": updates, "tampered": tampered(),
                 "at": at, "t": clocks["perf_counter"](), "tokens_in": state.get("tokens_in"),
                 "targets_in": state.get("targets_in"), "flops_excluded": state["flops_excluded"],
-                "step_t": step_t, "backward_loss": losses, "optimizer": optimizer, "math": math_timeline}
+                "step_t": step_t, "backward_loss": losses, "optimizer": optimizer, "math": math_timeline,
+                "steps_by": "hand" if state.get("hand") else "optimizer"}
         text = dumps(body, separators=(",", ":"))
         mac = new_mac(key, text.encode(), "sha256").hexdigest()
         try:
@@ -488,6 +500,282 @@ def _witness(config: str) -> None:  # noqa: C901 - one closure keeps the key out
     _after_import("torch._inductor.config", eager_random)
 
 
+def _hand_witness(steps: dict, state: dict, post, note_math, projections, torch) -> None:  # noqa: ANN001
+    """The witness's reads at a hand-written update's steps (``_step_source``), as at torch.optim's: before step 1
+    the parameters and their weights (at its first backward(), before any update), after each of step 1's
+    backward() calls their gradient norms (the last is what step 1 accumulated, before any clipping), and at
+    each step's end what the optimizer post-hook does (count, clock, the counted step, the report)."""
+    import types
+
+    def opened(step: int, params: list) -> None:
+        note_math(step)
+        if step == 1 and state["grads"] is None:
+            state["hand"] = True
+            state["shapes"] = [list(p.shape) for p in params]
+            state["proj0"] = projections(params)
+            state["hand_params"] = params
+
+    def backward_done(step: int, params: list) -> None:
+        if step == 1 and state.get("hand"):
+            with torch.no_grad():
+                state["hand_grads"] = [None if p.grad is None else float(p.grad.detach().float().norm())
+                                       for p in state["hand_params"]]
+
+    def ended(step: int, params: list, roots: list) -> None:
+        del roots
+        if step == 1 and state.get("hand"):
+            state["grads"] = state.get("hand_grads")
+        post(types.SimpleNamespace(param_groups=[{"params": state.get("hand_params") or params}], state={}), (), {})
+
+    steps["on"]("open", opened)
+    steps["on"]("backward", backward_done)
+    steps["on"]("end", ended)
+
+
+def _step_source() -> dict:  # noqa: C901 - one closure: nothing of it in module globals
+    """The job's optimizer steps where torch.optim does not say them: a hand-written update
+    (``p.data.add_(p.grad, alpha=-lr)``, PyTorch's word-language-model example) is a group of backward() calls
+    ended by the update, seen as the parameters' gradients being cleared after them: ``Module.zero_grad`` (the
+    step ends there, before the next forward), or, for a job that clears them some other way, found cleared (or
+    changed in place) at the next backward() (the step then ends there). Counted only while the job has built
+    no ``torch.optim`` optimizer (an optimizer's class is hooked the moment one is built): then torch.optim's
+    own step hooks say when a step ends.
+
+    The parameters are the ``nn.Module`` parameters the job registers (a global registration hook, in the
+    order they are registered: the same in every run of the job). Returns hooks: ``on(kind, fn)`` for "open"
+    (a step's first backward() is about to run: ``fn(step, params)``), "backward" (after each backward():
+    ``fn(step, params)``) and "end" (``fn(step, params, roots)``: the scalar losses passed to backward() in the
+    step); ``settle()`` ends a step whose gradients were cleared (the witness asks before it reads a backward's
+    roots); ``keep_roots()`` and ``take_roots()`` for the step clock (the losses since the last step, torch.optim's
+    or hand-written). Nothing is imported here: hooks go in as the job imports torch."""
+    import weakref
+
+    subscribers: dict[str, list] = {"open": [], "backward": [], "end": []}
+    state: dict[str, object] = {"open": False, "steps": 0, "optim": False, "keep": False}
+    registered: list = []  # weakrefs to parameters, in registration order
+    seen: set[int] = set()
+    snapshot: dict[int, tuple[int, int]] = {}  # id(param) -> (id(grad), grad._version) after the last backward()
+    roots: list = []
+
+    def torch_optim() -> bool:
+        """Whether the job has built a torch.optim optimizer (its class's step is then hooked for ever)."""
+        if not state["optim"]:
+            import sys
+
+            module = sys.modules.get("torch.optim.optimizer")
+            base = getattr(module, "Optimizer", None)
+            todo = [base] if base is not None else []
+            while todo:
+                cls = todo.pop()
+                if getattr(cls.__dict__.get("step"), "hooked", False):
+                    state["optim"] = True
+                    break
+                todo += cls.__subclasses__()
+        return bool(state["optim"])
+
+    def params() -> list:
+        alive = [r() for r in registered]
+        return [p for p in alive if p is not None and p.requires_grad]
+
+    def cleared() -> bool:
+        for p in params():
+            before = snapshot.get(id(p))
+            if before is None:
+                continue
+            grad = p.grad
+            if grad is None or (id(grad), grad._version) != before:
+                return True
+        return False
+
+    def end() -> None:
+        state["steps"] = int(state["steps"]) + 1  # type: ignore[call-overload]
+        state["open"] = False
+        snapshot.clear()
+        taken = list(roots)
+        roots.clear()
+        current = params()
+        for fn in subscribers["end"]:
+            fn(state["steps"], current, taken)
+
+    def settle() -> None:
+        if state["open"] and not torch_optim() and cleared():
+            end()
+
+    def on_register(module, name, param) -> None:  # noqa: ANN001
+        if param is not None and id(param) not in seen:
+            seen.add(id(param))
+            registered.append(weakref.ref(param))
+
+    def install_module(module) -> None:  # noqa: ANN001
+        try:
+            module.register_module_parameter_registration_hook(on_register)
+        except Exception:  # noqa: BLE001 - a torch without the hook: no hand-written steps are seen
+            return
+        real_zero_grad = module.Module.zero_grad
+
+        def zero_grad(self, *args, **kwargs):  # noqa: ANN001, ANN202
+            if state["open"] and not torch_optim():
+                end()  # the update is done: the step ends before the next one's forward
+            return real_zero_grad(self, *args, **kwargs)
+
+        zero_grad.__wrapped__ = real_zero_grad  # type: ignore[attr-defined]
+        zero_grad.__doc__ = real_zero_grad.__doc__
+        module.Module.zero_grad = zero_grad
+
+    def install_autograd(autograd) -> None:  # noqa: ANN001
+        real_backward = autograd.backward
+
+        def backward(tensors, *args, **kwargs):  # noqa: ANN001, ANN202
+            hand = not torch_optim()
+            if hand:
+                settle()
+            if state["keep"]:
+                listed = list(tensors) if isinstance(tensors, (tuple, list)) else [tensors]
+                roots.extend(r.detach().reshape(()) for r in listed if hasattr(r, "grad_fn") and r.numel() == 1
+                             and r.is_floating_point())
+            if hand and not state["open"]:
+                state["open"] = True
+                for fn in subscribers["open"]:
+                    fn(int(state["steps"]) + 1, params())  # type: ignore[call-overload]
+            out = real_backward(tensors, *args, **kwargs)
+            if hand:
+                current = params()
+                snapshot.clear()
+                snapshot.update({id(p): (id(p.grad), p.grad._version) for p in current if p.grad is not None})
+                for fn in subscribers["backward"]:
+                    fn(int(state["steps"]) + 1, current)  # type: ignore[call-overload]
+            return out
+
+        backward.__wrapped__ = real_backward  # type: ignore[attr-defined]
+        backward.__doc__ = real_backward.__doc__
+        autograd.backward = backward
+
+    def take_roots() -> list:
+        taken = list(roots)
+        roots.clear()
+        return taken
+
+    _after_import("torch.nn.modules.module", install_module)
+    _after_import("torch.autograd", install_autograd)
+    return {"on": lambda kind, fn: subscribers[kind].append(fn), "settle": settle, "take_roots": take_roots,
+            "keep_roots": lambda: state.update(keep=True)}
+
+
+def _probe_channel():  # noqa: ANN202
+    """``channel()``: the trial's probe channel (``INFRARSI_PROBE_FD``, else ``INFRARSI_PROBE_FILE``) as a descriptor,
+    opened at the first call; None when there is none."""
+    import os
+
+    state: dict[str, int | None] = {"fd": None}
+
+    def channel() -> int | None:
+        if state["fd"] is None:
+            fd, path = os.environ.get("INFRARSI_PROBE_FD"), os.environ.get("INFRARSI_PROBE_FILE")
+            try:
+                state["fd"] = int(fd) if fd else (os.open(path, os.O_WRONLY | os.O_APPEND) if path else -1)
+            except (OSError, ValueError):
+                state["fd"] = -1
+        return None if state["fd"] == -1 else state["fd"]
+
+    return channel
+
+
+def _probe_writer():  # noqa: ANN202
+    """``send(record)``: one JSON line on the probe channel, tagged with the process's ``RANK``; nothing when there
+    is no channel or the bot stopped listening (it ends the job after its measured steps)."""
+    import json
+    import os
+
+    channel = _probe_channel()
+    rank = os.environ.get("RANK")
+
+    def send(record: dict) -> None:
+        fd = channel()
+        if fd is None:
+            return
+        if rank is not None and rank.isdigit():
+            record["rank"] = int(rank)
+        try:
+            os.write(fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+        except OSError:
+            pass
+
+    return send
+
+
+def _step_clock(steps: dict, tokens: str) -> None:  # noqa: C901 - one closure: nothing of it in module globals
+    """The bot's own step clock (``timing.source = "optimizer"``, for a job whose printed lines are sparse or
+    carry evaluations): one probe ``step`` event per optimizer step, torch.optim's (a global post-hook) or
+    hand-written (``_step_source``), on the trial's probe channel, carrying the tokens the contract fixes and
+    the loss that reached backward() in the step when it costs nothing to say (a loss on the CPU; on a GPU it
+    is copied without waiting and sent in a ``loss`` event once the copy is done). The bot stamps each event
+    on arrival, as any other."""
+    import atexit
+    import sys
+    import time
+
+    state: dict[str, object] = {"n": 0}
+    pending: list = []  # (step, host tensor, CUDA event) of losses still being copied
+    send = _probe_writer()
+    clock = time.perf_counter
+    try:
+        fixed = int(tokens)
+    except ValueError:
+        fixed = None
+    steps["keep_roots"]()
+
+    def flush(wait: bool) -> None:
+        while pending and (wait or pending[0][2].query()):
+            step, host, event = pending.pop(0)
+            try:
+                event.synchronize()
+                send({"event": "loss", "step": step, "loss": float(host)})
+            except Exception:  # noqa: BLE001 - a lost device: the loss is not said
+                pass
+
+    def loss_of(step: int, roots: list) -> float | None:
+        if not roots:
+            return None
+        try:
+            if all(r.device.type == "cpu" for r in roots):
+                return float(sum(float(r) for r in roots))
+            torch = sys.modules["torch"]
+            total = torch.stack([r.float() for r in roots]).sum()
+            host = torch.empty((), dtype=torch.float32, pin_memory=True)
+            host.copy_(total, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record()
+            pending.append((step, host, event))
+        except Exception:  # noqa: BLE001 - a loss that cannot be read cheaply is not said
+            pass
+        return None
+
+    def emit(by: str, roots: list | None = None) -> None:
+        state["n"] = n = int(state["n"]) + 1  # type: ignore[call-overload]
+        if pending:
+            flush(wait=False)
+        record: dict[str, object] = {"event": "step", "step": n, "by": by, "t": clock()}
+        if fixed is not None:
+            record["tokens"] = fixed
+        loss = loss_of(n, steps["take_roots"]() if roots is None else roots)
+        if loss is not None:
+            record["loss"] = loss
+        send(record)
+
+    def post(opt, args, kwargs) -> None:  # noqa: ANN001
+        emit("optimizer")
+
+    def install(module) -> None:  # noqa: ANN001
+        try:
+            module.register_optimizer_step_post_hook(post)
+        except Exception:  # noqa: BLE001 - a torch without global optimizer hooks: hand-written steps only
+            pass
+
+    steps["on"]("end", lambda step, params, roots: emit("hand", roots))
+    _after_import("torch.optim.optimizer", install)
+    atexit.register(lambda: flush(wait=True))
+
+
 def _device_memory() -> None:  # noqa: C901 - one closure: nothing of it in module globals
     import atexit
     import json
@@ -497,14 +785,7 @@ def _device_memory() -> None:  # noqa: C901 - one closure: nothing of it in modu
     state: dict[str, object] = {"fd": None, "steps": 0, "devices": None, "steady": None, "sent": None}
     rank = os.environ.get("RANK")
 
-    def channel() -> int | None:
-        if state["fd"] is None:
-            fd, path = os.environ.get("INFRARSI_PROBE_FD"), os.environ.get("INFRARSI_PROBE_FILE")
-            try:
-                state["fd"] = int(fd) if fd else (os.open(path, os.O_WRONLY | os.O_APPEND) if path else -1)
-            except (OSError, ValueError):
-                state["fd"] = -1
-        return None if state["fd"] == -1 else state["fd"]  # type: ignore[return-value]
+    channel = _probe_channel()
 
     def stat(stats: dict, key: str, kind: str) -> int:
         return int(((stats.get(key) or {}).get("all") or {}).get(kind) or 0)
@@ -659,8 +940,12 @@ def _main() -> None:
     _chain()
     if os.environ.get("INFRARSI_DEVICE_MEMORY"):  # left set: every process of the job reports
         _device_memory()
+    clock = os.environ.get("INFRARSI_STEP_CLOCK")  # left set: every rank steps (the bot reads rank 0's)
+    steps = _step_source() if config or clock else None  # before the witness: it wraps backward() around ours
     if config:
-        _witness(config)
+        _witness(config, steps)
+    if clock:
+        _step_clock(steps, clock)  # type: ignore[arg-type]  # after the witness: its step-end report comes first
 
 
 _main()

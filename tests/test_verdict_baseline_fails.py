@@ -10,9 +10,11 @@ too" for the whole run, convicts no candidate, excludes no patch and stops no pr
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 from bot.stages.doctor.baseline import baseline_self_check
 from bot.stages.run.references import References
+from infrarsi.contract.model import Timing
 from infrarsi.doctor import DoctorReport, render_markdown
 from infrarsi.invariants import CheckStatus, WorkReference
 from infrarsi.loss_band import calibrate
@@ -98,5 +100,6 @@ def test_the_doctor_names_the_rows_and_keeps_them_for_the_run() -> None:
     assert kept.baseline_fails == fails
     text = render_markdown(kept)
     assert "## Rows the baseline fails itself" in text and "- `optimizer_steps`: trial 1: 0 optimizer steps" in text
-    reference = References(ctx=None, run_id="r", doctor=kept).baseline()  # type: ignore[arg-type]
+    ctx = SimpleNamespace(contract=SimpleNamespace(timing=Timing(warmup_steps=2, measured_steps=6)))
+    reference = References(ctx=ctx, run_id="r", doctor=kept).baseline()  # type: ignore[arg-type]
     assert reference.baseline_fails == fails

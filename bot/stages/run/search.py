@@ -492,10 +492,12 @@ def _judge_trial(judged: Judgements, record: TrialRecord, doctor: DoctorReport, 
     """Learn from one search trial; True when it got a patch judged invalid (the space must shrink)."""
     if _vindicates(record, doctor):
         judged.vindicate(record.candidate.patches)
-    if record.outcome is not Outcome.INVALID or not record.candidate.patches:
+    crash = judged.repeated_crash(record) if record.outcome is Outcome.CRASH else None  # blame.py
+    if (record.outcome is not Outcome.INVALID and crash is None) or not record.candidate.patches:
         return False
     before = set(judged.patches)
-    _blame(judged, record.candidate, f"trial {record.trial_no}: {record.reason}", session, progress)
+    blamed, why = crash or (record.candidate, f"trial {record.trial_no}: {record.reason}")
+    _blame(judged, blamed, why, session, progress)
     return set(judged.patches) != before
 
 

@@ -15,6 +15,7 @@ from typing import Literal
 from infrarsi.contract.knob_codec import KnobCodec
 from infrarsi.contract.knob_domain import KnobDomain, KnobKind, KnobValue  # noqa: F401 (KnobKind, KnobValue: the
 # engine reads a knob's value type with the contract's records, from here)
+from infrarsi.contract.precision import PrecisionPolicy
 
 FlagForm = Literal["separate", "equals"]
 EventSourceKind = Literal["probe", "stdout"]
@@ -317,6 +318,7 @@ class Contract:
     apply: ApplySpec = field(default_factory=ApplySpec)
     launch: Launch = field(default_factory=Launch)
     data: DataSpec = field(default_factory=DataSpec)
+    precision: PrecisionPolicy = field(default_factory=PrecisionPolicy)  # [precision] allow (precision.py)
 
     def knob(self, name: str) -> Knob:
         for k in self.knobs:

@@ -20,6 +20,7 @@ from infrarsi.contract.entry import given_values, strip_flags
 from bot.stages.init.job import read_job
 from bot.stages.init.launcher import LaunchError
 from bot.stages.init.parallel_knobs import plan_parallel
+from bot.stages.init.precision_draft import draft_precision
 from bot.stages.init.loader_batch import loader_batch
 from infrarsi.seams.proposer import ArgFlag, RepoSummary
 from bot.stages.init.scope_draft import draft_scope
@@ -224,6 +225,7 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
         draft.data.setdefault("constraints", []).append(c)
         draft.notes.setdefault("constraints", "guessed: " + c["reason"])
 
+    draft_precision(draft)
     draft.set("budget.trials", 30, "default")
     draft.set("budget.trial_timeout_s", 600, "default: a trial running longer is killed as a timeout")
     draft.set("approvers.users", [], "nobody yet: add the logins of the team leads who approve promotions")

@@ -59,6 +59,11 @@ class WitnessReport:
     math: tuple[tuple[int, dict[str, Any]], ...] = ()
     # Per parameter, the update's projections on several fixed random directions (the first is update_proj).
     update_projs: tuple[tuple[float, ...], ...] = ()
+    # Dropout in the counted step (None: a report from before the witness read it): per (probability, the shape
+    # it applies to less its batch dimension, how its mask was drawn: "keyed" or inside a fused "kernel"), the
+    # elements it covered. And per Mixture-of-Experts layer, what it routed (infrarsi/lever_rows.py reads both).
+    dropout: tuple[tuple[float, tuple[int, ...], int, str], ...] | None = None
+    moe: tuple[dict[str, Any], ...] | None = None
 
     @property
     def tokens(self) -> int | None:
@@ -81,7 +86,10 @@ class WitnessReport:
                 "flops_excluded": dict(self.flops_excluded), "step_t": list(self.step_t),
                 "backward_loss": list(self.backward_loss), "optimizer": list(self.optimizer),
                 "math": [[step, settings] for step, settings in self.math],
-                "update_projs": [list(p) for p in self.update_projs]}
+                "update_projs": [list(p) for p in self.update_projs],
+                **({} if self.dropout is None else {"dropout": [[p, list(shape), n, kind]
+                                                                for p, shape, n, kind in self.dropout]}),
+                **({} if self.moe is None else {"moe": [dict(m) for m in self.moe]})}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> WitnessReport:
@@ -103,7 +111,10 @@ class WitnessReport:
             backward_loss=tuple(None if v is None else float(v) for v in d.get("backward_loss") or ()),
             optimizer=tuple(dict(o) for o in d.get("optimizer") or ()),
             math=tuple((int(step), dict(settings)) for step, settings in d.get("math") or ()),
-            update_projs=tuple(tuple(float(x) for x in p) for p in d.get("update_projs") or ()))
+            update_projs=tuple(tuple(float(x) for x in p) for p in d.get("update_projs") or ()),
+            dropout=None if d.get("dropout") is None else tuple(
+                (float(p), tuple(int(x) for x in shape), int(n), str(kind)) for p, shape, n, kind in d["dropout"]),
+            moe=None if d.get("moe") is None else tuple(dict(m) for m in d["moe"]))
 
 
 def _rank(value: Any) -> int | None:

@@ -156,7 +156,7 @@ class Budget:
 #: ``outcome`` and ``clock`` are always checked). A broken row is never waived.
 WAIVABLE = ("tokens_per_step", "lock", "optimizer_steps", "work", "precision", "trainable", "optimizer",
             "first_step", "weights", "work_total", "loss_band", "final_loss", "project_metadata", "split_reference",
-            "past_window")
+            "past_window", "dropout", "moe")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

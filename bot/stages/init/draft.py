@@ -165,7 +165,7 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
 
     if tokens_per_step is not None:
         draft.set("workload.tokens_per_step", tokens_per_step, "given on the command line")
-    elif global_batch and seq_len and found.classified.token_batch is None:
+    elif global_batch and seq_len and found.classified.token_batch is None and not found.classified.coupled:
         gb = next(f for f in summary.flags if _GLOBAL_BATCH.match(f.dest))
         sl = next(f for f in summary.flags if _SEQ_LEN.match(f.dest))
         draft.set("workload.tokens_per_step", global_batch * seq_len,

@@ -19,6 +19,8 @@ from infrarsi.contract.model import LossSpec
 from infrarsi.contract.entry import given_values, strip_flags
 from bot.stages.init.job import read_job
 from bot.stages.init.launcher import LaunchError
+from bot.stages.init.classify import current
+from bot.stages.init.moe_draft import moe_note, read_moe, split_knob_names
 from bot.stages.init.parallel_knobs import plan_parallel
 from bot.stages.init.precision_draft import draft_precision
 from bot.stages.init.loader_batch import loader_batch
@@ -110,6 +112,36 @@ def _knob_table(flag: ArgFlag, current: Any, global_batch: int | None) -> tuple[
     return table, note
 
 
+def _moe_task(draft: ContractDraft, knobs: dict[str, dict[str, Any]], found: Any,
+              values: dict[str, Any]) -> list[str]:
+    """Mark an MoE job's workload and say whether its micro-batch is part of the task (moe_draft.py); where it is,
+    the split knobs are taken out (their values pinned: the arguments returned) with the constraints that tie
+    them."""
+    settings = {s.key: current(s, found.given) for s in found.settings}
+    task = read_moe({**settings, **values})
+    if task is None:
+        return []
+    draft.set("workload.family", "moe", "guessed: the job's settings name experts (for the experience bank)")
+    draft.set("workload.experts", task.experts)
+    if task.top_k:
+        draft.set("workload.top_k", task.top_k)
+    split = split_knob_names(knobs, found.plan.constraints)
+    note = moe_note(task, split)
+    draft.said.append(note)
+    draft.notes["workload.family"] += f"; {note}"
+    if not task.micro_batch_in_task:
+        return []
+    pinned: list[str] = []
+    for name in split:
+        table = knobs.pop(name)
+        draft.notes.pop(f"knobs.{name}", None)
+        if "flag" in table and table.get("default") is not None:
+            pinned += [table["flag"], str(table["default"])] if table.get("form") != "equals" else \
+                [f"{table['flag']}={table['default']}"]
+    found.plan.constraints[:] = [c for c in found.plan.constraints if not set(c.get("knobs", ())) & set(split)]
+    return pinned
+
+
 def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int | None = None,
                    step_regex: str | None = None) -> ContractDraft:
     """A contract for ``command`` in the scanned repo; raises :class:`DraftError` when it must ask."""
@@ -152,8 +184,9 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
     found.plan.deferred += layout.deferred
     if launch is not None:
         launch.write(draft)
+    pinned = _moe_task(draft, knobs, found, values)
     knob_flags = {t["flag"] for t in knobs.values() if "flag" in t}
-    fixed = strip_flags(user_args, knob_flags) + found.extra_args
+    fixed = strip_flags(user_args, knob_flags) + found.extra_args + pinned
     draft.set("workload.command", prog, "the entry command; 'python' means the interpreter that runs infrarsi"
               + (f"\n{job.shell.note()}" if job.shell.origin or job.shell.dropped else ""))
     draft.set("workload.args", fixed, "fixed arguments that define the job; every candidate runs with them")

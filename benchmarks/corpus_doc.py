@@ -40,6 +40,8 @@ def ci_level(rows: Sequence[dict[str, Any]]) -> float | None:
 
 
 def _speedup(row: dict[str, Any]) -> str:
+    if row.get("pending"):
+        return f"not measured yet: {row['pending']}"
     if row.get("error"):
         return f"error: {row['error']}"
     promoted = row.get("promoted")

@@ -509,7 +509,9 @@ class _Levers:  # noqa: C901 - what the witness reads of dropout and of Mixture-
     Mixture-of-Experts layer (found by its structure: experts as a list of one class or as stacked weights,
     and a linear router with one output per expert), the token rows its router saw, the assignments its
     top-k chose, the rows each expert's first matrix product received (padding rows of zeros do not count),
-    hence the assignments dropped, and its auxiliary losses: each scalar the layer's forward leaves unconsumed
+    hence the assignments dropped and, in a forward that dropped some, the capacity (the fullest expert's rows:
+    a capacity factor times the forward's tokens, whatever the step), and its auxiliary losses: each scalar
+    the layer's forward leaves unconsumed
     (a load-balancing loss, a z-loss, wherever it is collected), with the weight at which it reached the loss
     that backward() differentiates (its gradient) and its value."""
 
@@ -529,7 +531,7 @@ class _Levers:  # noqa: C901 - what the witness reads of dropout and of Mixture-
         self.kinds: dict = {}  # id(module) -> its layer record, or None (not an MoE layer)
         self.routers: dict = {}  # id(router module) -> its layer's record
         self.weights: dict = {}  # storage address -> (record, expert or None, stride of dim 0, base offset, ref)
-        self.counts: list = []  # (record, expert or None, rows tensor) of the counted step's expert products
+        self.counts: list = []  # (record, forward, expert or None, rows tensor) of the counted step's expert products
         self.active: list = []  # per MoE forward in progress: its record, its open scalars, whether topk ran
         self.held: list = []  # modules classified (strong references: their ids stay theirs)
         self.handles: list = []
@@ -594,13 +596,19 @@ class _Levers:  # noqa: C901 - what the witness reads of dropout and of Mixture-
         for handle in self.handles:
             handle.remove()
         self.handles = []
+        per_forward: dict = {}  # id(frame) -> (record, frame, rows per expert in that forward)
         with self.torch.no_grad():
-            for record, expert, rows in self.counts:
+            for record, frame, expert, rows in self.counts:
+                seen = per_forward.setdefault(id(frame), (record, frame, [0] * record["experts"]))[2]
                 if expert is None:
                     for e, n in enumerate(rows.tolist()[: record["experts"]]):
-                        record["processed"][e] += int(n)
+                        seen[e] += int(n)
                 elif 0 <= expert < record["experts"]:
-                    record["processed"][expert] += int(rows)
+                    seen[expert] += int(rows)
+        for record, frame, seen in per_forward.values():
+            record["processed"] = [a + b for a, b in zip(record["processed"], seen)]
+            if frame is not None and frame["assigned"] > sum(seen):  # assignments dropped: the fullest expert is
+                record["capacity"].add(max(seen))  # at its capacity, which the step cannot move
         self.counts = []
         self.weights = {}
 
@@ -687,7 +695,7 @@ class _Levers:  # noqa: C901 - what the witness reads of dropout and of Mixture-
             return None
         width = router.in_features
         record = {"layer": type(module).__name__, "experts": count, "tokens": 0, "assigned": 0, "topk": False,
-                  "processed": [0] * count, "aux": []}
+                  "processed": [0] * count, "aux": [], "capacity": set(), "forwards": 0}
         if listed is not None:
             for e, expert in enumerate(children[listed]):
                 first = next((p for p in expert.parameters() if p.dim() == 2 and width in p.shape), None)
@@ -730,7 +738,8 @@ class _Levers:  # noqa: C901 - what the witness reads of dropout and of Mixture-
         if record is not None:
             if record not in self.layers:
                 self.layers.append(record)
-            self.active.append({"record": record, "scalars": {}, "topk": False, "made": 0})
+            record["forwards"] += 1
+            self.active.append({"record": record, "scalars": {}, "topk": False, "made": 0, "assigned": 0})
 
     def _post(self, module, args, out) -> None:  # noqa: ANN001
         if not self.active or self.active[-1]["record"] is not self.kinds.get(id(module)):
@@ -761,7 +770,8 @@ class _Levers:  # noqa: C901 - what the witness reads of dropout and of Mixture-
                 with torch.no_grad():
                     rows = (a != 0).any(dim=-1)
                     rows = rows.reshape(rows.shape[0], -1).sum(-1) if expert is None and a.dim() >= 3 else rows.sum()
-                self.counts.append((record, expert, rows))
+                frame = next((f for f in reversed(self.active) if f["record"] is record), None)
+                self.counts.append((record, frame, expert, rows))
         elif name in self._COPIES and args and isinstance(out, torch.Tensor):
             hit = self._expert(args[0])
             if hit is not None:
@@ -779,7 +789,8 @@ class _Levers:  # noqa: C901 - what the witness reads of dropout and of Mixture-
                 and args[0].dim() >= 1 and int(args[0].shape[-1]) == record["experts"]:
             frame["topk"] = True
             record["topk"] = True
-            record["assigned"] += args[0].numel() // record["experts"] * int(args[1])
+            frame["assigned"] = args[0].numel() // record["experts"] * int(args[1])
+            record["assigned"] += frame["assigned"]
         for arg in args:
             if isinstance(arg, torch.Tensor):
                 scalars.pop(id(arg), None)  # consumed inside the layer: not one of its outputs
@@ -804,8 +815,9 @@ class _Levers:  # noqa: C901 - what the witness reads of dropout and of Mixture-
             aux = [[float(w) if w is not None else 0.0, value / max(1, forwards), forwards, reached]
                    for w, value, forwards, reached in record["aux"]]  # [weight, mean value, forwards, reached]
             layers.append({"layer": record["layer"], "experts": record["experts"], "tokens": record["tokens"],
-                           "assigned": assigned, "processed": list(processed),
-                           "dropped": None if assigned is None else assigned - sum(processed), "aux": aux})
+                           "assigned": assigned, "processed": list(processed), "forwards": record["forwards"],
+                           "dropped": None if assigned is None else assigned - sum(processed), "aux": aux,
+                           "capacity": sorted(record["capacity"])})
         return {"dropout": sites, "moe": layers}
 
 

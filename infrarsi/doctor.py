@@ -176,11 +176,20 @@ def dtype_knob(contract: Contract) -> tuple[str, dict[str, str]] | None:
 
 
 def allowed_dtypes(contract: Contract) -> tuple[str, ...]:
-    """Torch dtypes the contract lets a candidate compute in besides the baseline's own: its dtype knob's
-    values, and what any knob's value selects (a ``--bf16`` switch, ``precision=bf16-mixed``)."""
+    """Torch dtypes the contract lets a candidate compute in besides the baseline's own: its precision policy
+    (``[precision] allow``), its dtype knob's values, and what any knob's value selects (a ``--bf16`` switch,
+    ``precision=bf16-mixed``)."""
     found = dtype_knob(contract)
     named = set(found[1].values()) if found else set()
-    return tuple(sorted(named | set(knob_dtypes(contract.knobs))))
+    return tuple(sorted(named | set(knob_dtypes(contract.knobs)) | set(contract.precision.allow)))
+
+
+def policy_lower_dtypes(contract: Contract) -> tuple[str, ...]:
+    """The dtypes the precision policy allows below the baseline's precision that no knob value reaches: the
+    doctor calibrates each with a witnessed baseline run under the catalog's autocast patch for it."""
+    by_knob = {dtype for _, _, dtype in lower_dtype_values(contract)} | set(knob_dtypes(contract.knobs))
+    baseline = torch_name(baseline_dtype(contract)) or "float32"
+    return tuple(d for d in contract.precision.lower_than(baseline) if d not in by_knob)
 
 
 def lower_dtype_values(contract: Contract) -> list[tuple[str, str, str]]:

@@ -70,16 +70,18 @@ def precision_exclusions(patches: Sequence[PatchSpec], allowed: Sequence[str]) -
     """The patches that switch the compute to a dtype the contract does not allow (``allowed``: torch names,
     the doctor's witnessed reference's). Every candidate with one would end invalid on the precision row and
     the patch be judged invalid for a rule the contract could have stated: they are left out, and the note
-    says how to allow the dtype (a dtype knob that offers it)."""
+    says how to allow the dtype (``[precision] allow``, or a dtype knob that offers it)."""
     if not allowed:
         return DeviceExclusions()  # no witnessed reference: nothing says what is allowed
     out = [spec.id for spec in patches if (d := patch_dtype(spec)) and TORCH_NAMES[d] not in allowed]
     if not out:
         return DeviceExclusions()
+    wanted = sorted({TORCH_NAMES[d] for spec in patches if (d := patch_dtype(spec)) and spec.id in out})
+    policy = ", ".join(f'"{d}"' for d in (*allowed, *wanted))
     return DeviceExclusions(patches=tuple(out), notes=(
         f"the contract allows matrix products in {', '.join(allowed)} only; left out of the search: "
-        f"{', '.join(f'patch {p}' for p in out)} (a dtype knob whose values include the dtype allows it: "
-        "docs/doctor.md)",))
+        f"{', '.join(f'patch {p}' for p in out)} (a different numeric result is the user's call: "
+        f"[precision] allow = [{policy}] in the contract allows it, docs/contract.md)",))
 
 
 def patch_dtype(spec: PatchSpec) -> str | None:

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any, Collection, Sequence
 
 from infrarsi.dtypes import PRECISION_RANK, lowest_precision
+from infrarsi.lever_rows import lever_checks, moe_expected_flops, routing_deviation
 from infrarsi.witnessed_settings import fp32_precision, math_problems, optimizer_problems
 from infrarsi.trial_record import Outcome, TrialRecord
 from infrarsi.witness import WitnessReport
@@ -134,16 +135,18 @@ class DtypeDeviation:
     update: float
     loss: tuple[float, ...] = ()  # per measured step
     param_update: float = 0.0  # the largest per-parameter update deviation (0: measured before it was kept)
+    routing: float = 0.0  # how far an MoE layer's dropped share moved (infrarsi.lever_rows)
 
     def to_dict(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "first_loss": self.first_loss, "grad": self.grad, "update": self.update,
-                "loss": list(self.loss), "param_update": self.param_update}
+                "loss": list(self.loss), "param_update": self.param_update, "routing": self.routing}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> DtypeDeviation:
         return DtypeDeviation(dtype=str(d["dtype"]), first_loss=float(d["first_loss"]), grad=float(d["grad"]),
                               update=float(d["update"]), loss=tuple(float(v) for v in d.get("loss") or ()),
-                              param_update=float(d.get("param_update") or 0.0))
+                              param_update=float(d.get("param_update") or 0.0),
+                              routing=float(d.get("routing") or 0.0))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -250,7 +253,8 @@ def dtype_deviation(report: WitnessReport, first_loss: float, loss: Sequence[flo
         grad=vector_deviation(_filled(report.grad_norms), [_filled(r.grad_norms) for r in reference.reports]),
         update=vector_deviation(report.update_proj, [r.update_proj for r in reference.reports]),
         loss=tuple(_rel(v, m) for v, m in zip(loss, means)),
-        param_update=max(param_deviations(report, reference.reports), default=0.0))
+        param_update=max(param_deviations(report, reference.reports), default=0.0),
+        routing=routing_deviation(report, reference.reports))
 
 
 def _param_means(reports: Sequence[WitnessReport]) -> list[list[float]]:
@@ -373,7 +377,7 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
         + (f" (when the witness reported, at {report.at})" if early else "")
         + f" (baseline {base.optimizer_steps})")))
 
-    ref_flops = reference.flops
+    ref_flops = moe_expected_flops(report, reference.reports) or reference.flops  # an MoE: per processed assignment
     if ref_flops:
         got = report.flops or 0
         short = (ref_flops - got) / ref_flops
@@ -413,6 +417,8 @@ def work_invariants(report: WitnessReport, *, first_loss: float | None, steps_se
             f"{families} configured as the baseline's at every optimizer step (class, every group's settings, "
             "its parameters, the state's dtypes; foreach/fused/capturable/differentiable not compared)"))))
 
+    checks += [compared(c.name, c.ok, c.detail)
+               for c in lever_checks(report, reference.reports, dtype=dtype, trial=t)]
     same = (report.params, report.param_elements, report.with_grad) == (base.params, base.param_elements,
                                                                          base.with_grad)
     holder = "the hand-written update's parameters are" if base.steps_by == "hand" else "the optimizer holds"

@@ -20,6 +20,7 @@ import random
 from infrarsi.invariants import (FLOOR, InvariantCheck, WorkReference, compared, not_checked, param_deviations,
                                  tolerance, update_spread, vector_deviation, witnessed_report)
 from infrarsi.dtypes import lowest_precision
+from infrarsi.lever_rows import mask_mismatch
 from infrarsi.trial_record import Outcome, TrialRecord
 from infrarsi.witnessed_settings import optimizer_problems
 
@@ -52,6 +53,9 @@ def past_window_row(baseline: TrialRecord, candidate: TrialRecord, *, reference:
     base, mine = witnessed_report(baseline), witnessed_report(candidate)
     if base is None or mine is None:
         return not_checked("past_window", f"{t}: not witnessed")
+    masks = mask_mismatch(mine, base)
+    if masks is not None:
+        return not_checked("past_window", f"{t}: {masks}")
     if base.optimizer_steps <= window_end:
         return compared("past_window", True, f"{t}: the job ends after optimizer step {base.optimizer_steps}, inside "
                         "the observed run: nothing past the window to compare")

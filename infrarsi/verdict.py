@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from infrarsi.invariants import (NEVER_EXCUSED, WITNESS_ROWS, CheckStatus, InvariantCheck, WorkReference, compared,
                                  excused, not_checked, record_invariants, rank_reports, step_tokens, window_loss,
                                  witnessed_report)
+from infrarsi.lever_rows import NUMERIC_ROWS, mask_mismatch
 from infrarsi.loss_band import LossBand, final_loss_worse, first_step_outside
 from infrarsi.disturbance import PSI_EXCESS
 from infrarsi.step_clock import READER_LAG_S, SPAN_AGREEMENT, paced
@@ -196,6 +197,7 @@ def trial_invariants(record: TrialRecord, reference: Reference) -> list[Invarian
         checks += [not_checked(name, f"{t}: no witnessed baseline to compare with ({why})") for name in WITNESS_ROWS]
     checks += _loss_rows(record, reference.band)
     checks.append(clock_row(record))
+    checks = _masks_compared(checks, record, reference.work)
     return excused(checks, reference.baseline_fails, record.trial_no) if reference.baseline_fails else checks
 
 
@@ -212,6 +214,18 @@ def rows_the_baseline_fails(records: Sequence[TrialRecord], reference: Reference
             if check.broken and check.name not in NEVER_EXCUSED:
                 fails.setdefault(check.name, check.detail)
     return tuple(fails.items())
+
+
+def _masks_compared(checks: list[InvariantCheck], record: TrialRecord,
+                    work: WorkReference | None) -> list[InvariantCheck]:
+    """``checks`` with the rows that compare numbers step for step not checked where dropout's masks were drawn
+    otherwise than the baseline's (a fused attention kernel's own masks: infrarsi.lever_rows)."""
+    report = witnessed_report(record)
+    why = mask_mismatch(report, work.reports[0]) if report is not None and work is not None and work.reports \
+        else None
+    if why is None:
+        return checks
+    return [not_checked(c.name, f"trial {record.trial_no}: {why}") if c.name in NUMERIC_ROWS else c for c in checks]
 
 
 def clock_row(record: TrialRecord) -> InvariantCheck:

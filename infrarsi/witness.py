@@ -63,6 +63,11 @@ class WitnessReport:
     # optimizer that updates its parameters by hand after backward(): each step is the backward() calls before
     # the gradients were cleared; the parameters are the nn.Module parameters it registered).
     steps_by: str = "optimizer"
+    # Dropout in the counted step (None: a report from before the witness read it): per (probability, the shape
+    # it applies to less its batch dimension, how its mask was drawn: "keyed" or inside a fused "kernel"), the
+    # elements it covered. And per Mixture-of-Experts layer, what it routed (infrarsi/lever_rows.py reads both).
+    dropout: tuple[tuple[float, tuple[int, ...], int, str], ...] | None = None
+    moe: tuple[dict[str, Any], ...] | None = None
 
     @property
     def tokens(self) -> int | None:
@@ -85,7 +90,10 @@ class WitnessReport:
                 "flops_excluded": dict(self.flops_excluded), "step_t": list(self.step_t),
                 "backward_loss": list(self.backward_loss), "optimizer": list(self.optimizer),
                 "math": [[step, settings] for step, settings in self.math],
-                "update_projs": [list(p) for p in self.update_projs], "steps_by": self.steps_by}
+                "update_projs": [list(p) for p in self.update_projs], "steps_by": self.steps_by,
+                **({} if self.dropout is None else {"dropout": [[p, list(shape), n, kind]
+                                                                for p, shape, n, kind in self.dropout]}),
+                **({} if self.moe is None else {"moe": [dict(m) for m in self.moe]})}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> WitnessReport:
@@ -108,7 +116,10 @@ class WitnessReport:
             optimizer=tuple(dict(o) for o in d.get("optimizer") or ()),
             math=tuple((int(step), dict(settings)) for step, settings in d.get("math") or ()),
             update_projs=tuple(tuple(float(x) for x in p) for p in d.get("update_projs") or ()),
-            steps_by=str(d.get("steps_by") or "optimizer"))
+            steps_by=str(d.get("steps_by") or "optimizer"),
+            dropout=None if d.get("dropout") is None else tuple(
+                (float(p), tuple(int(x) for x in shape), int(n), str(kind)) for p, shape, n, kind in d["dropout"]),
+            moe=None if d.get("moe") is None else tuple(dict(m) for m in d["moe"]))
 
 
 def _rank(value: Any) -> int | None:

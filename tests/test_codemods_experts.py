@@ -116,3 +116,90 @@ def test_grouped_experts_compute_what_the_loop_computes(capacity_factor: float) 
     assert l2 == pytest.approx(l1, rel=1e-6)
     for a, b in zip(g1, g2):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+
+
+# -- experts as a list of modules (issue 48): enumerate, index masks, torch.where / index_select ------------------
+
+CAPMOE = REPO / "fixtures" / "capmoe"
+
+MODULE_LOOP = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Expert(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.w1 = nn.Linear(d, 4 * d, bias=False)
+        self.w3 = nn.Linear(d, 4 * d, bias=False)
+        self.w2 = nn.Linear(4 * d, d, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class MoE(nn.Module):
+    def __init__(self, d, n):
+        super().__init__()
+        self.gate = nn.Linear(d, n, bias=False)
+        self.experts = nn.ModuleList([Expert(d) for _ in range(n)])
+
+    def forward(self, x, idx, w):
+        out = torch.zeros_like(x)
+        for e in range(len(self.experts)):
+            tok, slot = torch.nonzero(idx == e, as_tuple=True)
+            y = self.experts[e](x.index_select(0, tok))
+            out.index_add_(0, tok, y * w[tok, slot, None])
+        return out
+'''
+
+
+def test_experts_held_as_modules_are_inlined_on_stacked_weights() -> None:
+    """A SwiGLU expert without biases, `range(len(self.experts))`, `torch.nonzero(..., as_tuple=True)` and
+    `X.index_select(0, tok)`: the call is the expert's forward on stacked (in, out) weights."""
+    outcome = run_codemod("grouped_experts", MODULE_LOOP, scope=["MoE.forward"])
+    assert isinstance(outcome, Rewritten), outcome
+    code = outcome.code
+    assert "_grp_w1_w = torch.stack([m.w1.weight for m in self.experts]).transpose(1, 2)" in code
+    assert "_grp_w1_b" not in code  # bias=False
+    assert "y = (((F.silu((_grp_x0 @ _grp_w1_w)) * (_grp_x0 @ _grp_w3_w)) @ _grp_w2_w))" in code, code
+    assert "for e in" not in code
+
+
+def test_an_expert_that_is_not_row_wise_or_not_read_is_declined() -> None:
+    normed = MODULE_LOOP.replace("        self.w2 = nn.Linear(4 * d, d, bias=False)\n",
+                                 "        self.w2 = nn.Linear(4 * d, d, bias=False)\n"
+                                 "        self.norm = nn.LayerNorm(d)\n").replace(
+        "return self.w2(F.silu(self.w1(x)) * self.w3(x))", "return self.norm(self.w2(F.silu(self.w1(x)) * self.w3(x)))")
+    outcome = run_codemod("grouped_experts", normed, scope=["MoE.forward"])
+    assert not isinstance(outcome, Rewritten) and "uses `self.norm`" in outcome.reason, outcome
+    elsewhere = MODULE_LOOP.replace("class Expert(nn.Module):", "class Other(nn.Module):")
+    outcome = run_codemod("grouped_experts", elsewhere, scope=["MoE.forward"])
+    assert not isinstance(outcome, Rewritten) and "not built from a class defined in this file" in outcome.reason
+
+
+def test_capmoe_grouped_computes_what_its_loop_computes() -> None:
+    """The capmoe fixture's loop (`enumerate(self.experts)`, an index mask, `torch.where`, `torch.index_select`,
+    capacity drops): the same loss and gradients, the experts' own parameters reached."""
+    import torch
+
+    source = (CAPMOE / "model.py").read_text()
+    outcome = run_codemod("grouped_experts", source, scope=["MoELayer.forward"])
+    assert isinstance(outcome, Rewritten), outcome
+    sys.path.insert(0, str(CAPMOE))
+    try:
+        loop, grouped = _load_model(source, "caploop"), _load_model(outcome.code, "capgrouped")
+    finally:
+        sys.path.remove(str(CAPMOE))
+    results = []
+    for module in (loop, grouped):
+        torch.manual_seed(0)
+        model = module.MoEGPT(module.MoEConfig(n_embd=32, block_size=16, capacity_factor=1.0))
+        idx = torch.randint(0, 256, (4, 16), generator=torch.Generator().manual_seed(1))
+        model(idx, idx.roll(1, dims=1)).backward()
+        results.append([p.grad.clone() if p.grad is not None else None for p in model.parameters()])
+    for a, b in zip(*results):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)

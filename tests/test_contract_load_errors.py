@@ -15,7 +15,7 @@ CASES = [
      "not valid TOML: Expected ']' at the end of a table declaration (at line 1, column 10)"),
     ("unknown_top_key", BASE + "\n[budgets]\ntrials = 3\n",
      "budgets: unknown key (did you mean 'budget'?); known keys here: apply, approvers, budget, constraints, data, "
-     "knobs, launch, loss, scope, timing, verify, version, workload"),
+     "knobs, launch, loss, precision, scope, timing, verify, version, workload"),
     ("bad_merge_method", BASE + '\n[apply]\nmerge_method = "fast-forward"\n',
      "apply.merge_method: expected one of 'auto', 'merge', 'squash', 'rebase', got string 'fast-forward'"),
     ("missing_tokens", BASE.replace("tokens_per_step", "tokens_per_stp"),

@@ -10,6 +10,7 @@ from bot.patching.catalog import CATALOG
 from infrarsi.search.blame import Judgements
 from bot.stages.run.search import _space
 from infrarsi.contract.model import Knob
+from infrarsi.contract.precision import PrecisionPolicy
 from infrarsi.doctor import allowed_dtypes
 from infrarsi.dtype_levers import (device_exclusions, emulated_dtypes, for_doctor, knob_dtypes, knob_value_dtype,
                                    patch_dtype, precision_exclusions)
@@ -100,7 +101,7 @@ def test_a_knob_that_offers_bf16_in_the_frameworks_spelling_lets_a_candidate_com
     """The corpus's Lightning, HF Trainer and Hydra jobs: their bf16 candidates were judged invalid on the
     precision row ("the contract allows only float32") although the contract's own knob offered bf16."""
     assert knob_dtypes([knob]) == ("bfloat16",)
-    contract = SimpleNamespace(knobs=(knob,))
+    contract = SimpleNamespace(knobs=(knob,), precision=PrecisionPolicy())
     assert allowed_dtypes(contract) == ("bfloat16",)  # type: ignore[arg-type]  # the baseline's own are added
     assert not precision_exclusions([_patch("autocast_forward_bf16", "bf16 autocast")], ("bfloat16", "float32"))
 
@@ -111,7 +112,8 @@ def test_a_patch_that_computes_in_a_dtype_the_contract_does_not_allow_is_left_ou
     left = precision_exclusions([bf16, gelu], ("float32",))
     assert left.patches == ("autocast_forward_bf16",)
     [note] = left.notes
-    assert "allows matrix products in float32 only" in note and "a dtype knob" in note
+    assert "allows matrix products in float32 only" in note
+    assert '[precision] allow = ["float32", "bfloat16"]' in note, note
     assert not precision_exclusions([bf16, gelu], ())  # no witnessed reference: nothing says what is allowed
 
     knobs = (Knob(name="micro_batch", kind="int", default=2, values=(1, 2), flag="--micro-batch"),)

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from infrarsi.contract.load import parse_contract
+from infrarsi.contract.precision import PrecisionPolicy
 from infrarsi.invariants import DTYPE_MARGIN, SPLIT, DtypeDeviation, WorkReference, tolerance
 from infrarsi.loss_band import calibrate_band
 from infrarsi.trial_record import Candidate
@@ -59,7 +60,8 @@ def test_an_old_doctors_resplit_deviation_widens_nothing() -> None:
 
 
 def test_a_resplit_is_held_to_the_baseline_at_its_split_strictly(tmp_path: Path) -> None:
-    contract = SimpleNamespace(loss=SimpleNamespace(rtol=0.02, final_rtol=0.01), knobs=(), constraints=(), timing=TIMING)
+    contract = SimpleNamespace(loss=SimpleNamespace(rtol=0.02, final_rtol=0.01), knobs=(), constraints=(), timing=TIMING,
+                               precision=PrecisionPolicy())
     band = calibrate_band([LOSS, LOSS], rtol=0.02, final_rtol=0.01)
     doctor = _doctor(band)
     # at micro_batch 4 dropout draws other masks: the step-1 gradients moved 6%, the printed loss 1.3%
@@ -84,7 +86,8 @@ def test_a_resplit_is_held_to_the_baseline_at_its_split_strictly(tmp_path: Path)
 
 
 def test_a_split_knob_that_changes_the_job_is_caught_on_the_split_baseline(tmp_path: Path) -> None:
-    contract = SimpleNamespace(loss=SimpleNamespace(rtol=0.02, final_rtol=0.01), knobs=(), constraints=(), timing=TIMING)
+    contract = SimpleNamespace(loss=SimpleNamespace(rtol=0.02, final_rtol=0.01), knobs=(), constraints=(), timing=TIMING,
+                               precision=PrecisionPolicy())
     doctor = _doctor(calibrate_band([LOSS, LOSS], rtol=0.02, final_rtol=0.01))
     half = report(flops=500_000_000, flops_by_op=(("aten.mm", 500_000_000),))
     runs = [trial(n, 1.0, cand=Candidate.of({"micro_batch": 4}), loss=LOSS, witness=half) for n in (11, 12)]
@@ -97,7 +100,8 @@ def test_a_split_knob_that_changes_the_job_is_caught_on_the_split_baseline(tmp_p
 
 
 def test_a_split_baseline_that_did_not_run_leaves_the_candidate_unverified() -> None:
-    contract = SimpleNamespace(loss=SimpleNamespace(rtol=0.02, final_rtol=0.01), knobs=(), constraints=(), timing=TIMING)
+    contract = SimpleNamespace(loss=SimpleNamespace(rtol=0.02, final_rtol=0.01), knobs=(), constraints=(), timing=TIMING,
+                               precision=PrecisionPolicy())
     doctor = _doctor(None)
     from infrarsi.trial_record import Outcome
 

@@ -79,6 +79,8 @@ def cmd_init(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
         if job.shell.origin or job.shell.dropped:
             print(f"init: {job.shell.note()}")
+        for line in draft.said:
+            print(f"init: {line}")
         (root / CONTRACT_FILE).write_text(text, encoding="utf-8")
         print(f"wrote {CONTRACT_FILE}: {len(draft.data.get('knobs', {}))} knobs, "
               f"{len(draft.data['scope']['editable'])} editable symbols, "

@@ -36,6 +36,7 @@ from infrarsi.contract.model import (
     WAIVABLE,
     Workload,
 )
+from infrarsi.contract.precision import parse_precision
 from infrarsi.contract.scope import check_scope
 from infrarsi.contract.strict_toml import Table, describe
 from infrarsi.rundir import STATE_DIR
@@ -111,6 +112,7 @@ def parse_contract(data: Any, *, source: Path, root: Path, prefix: str = "") -> 
     launch = _launch(launch_table)
     launch = _with_slurm(launch_table, launch, slurm)
     data = _data(top.table("data"), root)
+    precision = parse_precision(top.table("precision"))
     top.finish()
 
     _check_fixed_args(top, workload, knobs)
@@ -121,7 +123,7 @@ def parse_contract(data: Any, *, source: Path, root: Path, prefix: str = "") -> 
     check_scope(scope, root=root, file=file, prefix=prefix)
     return Contract(version=version, source=source, root=root, workload=workload, timing=timing, loss=loss,
                     scope=scope, knobs=knobs, constraints=constraints, budget=budget, verify=verify,
-                    approvers=approvers, apply=apply, launch=launch, data=data)
+                    approvers=approvers, apply=apply, launch=launch, data=data, precision=precision)
 
 
 def _command(t: Table, key: str, *, required: bool) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ from typing import Literal
 from infrarsi.contract.knob_codec import KnobCodec
 from infrarsi.contract.knob_domain import KnobDomain, KnobKind, KnobValue  # noqa: F401 (KnobKind, KnobValue: the
 # engine reads a knob's value type with the contract's records, from here)
+from infrarsi.contract.precision import PrecisionPolicy
 
 FlagForm = Literal["separate", "equals"]
 # "optimizer": the bot's own step clock, one event per optimizer step from the site payload (docs/contract.md)
@@ -164,7 +165,7 @@ class Budget:
 #: ``outcome`` and ``clock`` are always checked). A broken row is never waived.
 WAIVABLE = ("tokens_per_step", "lock", "optimizer_steps", "work", "precision", "trainable", "optimizer",
             "first_step", "weights", "work_total", "loss_band", "final_loss", "project_metadata", "split_reference",
-            "past_window")
+            "past_window", "dropout", "moe")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -326,6 +327,7 @@ class Contract:
     apply: ApplySpec = field(default_factory=ApplySpec)
     launch: Launch = field(default_factory=Launch)
     data: DataSpec = field(default_factory=DataSpec)
+    precision: PrecisionPolicy = field(default_factory=PrecisionPolicy)  # [precision] allow (precision.py)
 
     def knob(self, name: str) -> Knob:
         for k in self.knobs:

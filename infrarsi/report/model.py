@@ -24,6 +24,7 @@ from infrarsi.dtypes import DTYPE_KNOB_NAMES, torch_name
 from infrarsi.dtype_levers import for_doctor, precision_exclusions
 from infrarsi.mfu import compute_dtype, mfu
 from infrarsi.patches import PatchSpec
+from infrarsi.report.precision_change import precision_change
 from infrarsi.run_summary import RunSummary
 from infrarsi.trial_record import QUARANTINED, Candidate, Outcome, TrialRecord, median_bytes
 from infrarsi.verdict import TEST, Verdict
@@ -197,6 +198,7 @@ class Report:
     gpu_peak_after_bytes: int | None = None
     gpu_capacity_bytes: int | None = None
     quarantined: tuple[Quarantined, ...] = ()  # patches left for a person (bot/patching/suspicious.py)
+    precision_change: str | None = None  # the winner computes in a lower precision than the baseline: said in words
 
     @property
     def change_summary(self) -> str:
@@ -466,7 +468,7 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
                  knobs: Sequence[Knob], command: Sequence[str], args: Sequence[str], facts: RepoFacts,
                  created_at: float, patch_targets: Mapping[str, Sequence[str]] | None = None,
                  patch_specs: Mapping[str, Any] | None = None, workdir: str = ".",
-                 env: Sequence[tuple[str, str]] = ()) -> Report:
+                 env: Sequence[tuple[str, str]] = (), precision_allow: Sequence[str] = ()) -> Report:
     """The report of one run. ``records`` are every trial of the run in the journal (doctor, search, verify).
 
     ``patch_specs`` (the catalog's ``PatchSpec``s) name the catalog patches' targets and words; the
@@ -530,6 +532,10 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
     left_out = for_doctor(knobs, specs, doctor.fingerprint, doctor.peak_flops).plus(
         precision_exclusions(specs, doctor.work.allowed_dtypes if doctor.work else ()))
     notes += [f"not searched: {n}" for n in left_out.notes]
+    work = doctor.work
+    change = precision_change(baseline=work.reports[0].matmul_dtypes if work and work.reports else (),
+                              winner=cand_records, policy=precision_allow,
+                              measured=tuple(d.dtype for d in work.deviations) if work else ()) if promoted else None
     return Report(
         run_id=run.run_id, repo=facts.repo, created_at=created_at, base_commit=facts.base_commit,
         hardware=dict(doctor.fingerprint), promoted=promoted, speedup=speedup,
@@ -552,4 +558,4 @@ def build_report(*, run: RunSummary, doctor: DoctorReport, records: Sequence[Tri
         total_cost_s=sum(r.cost_s for r in rows), oom=tuple(r for r in rows if r.outcome == Outcome.OOM.value),
         calibration=_calibration(run.posterior, winner, knobs), crash_suspects=_crash_suspects(run.posterior),
         reproduce=reproduce, quarantined=quarantined_patches(records, run.llm),
-        llm=dict(run.llm) if run.llm else None, notes=tuple(notes))
+        llm=dict(run.llm) if run.llm else None, notes=tuple(notes), precision_change=change)

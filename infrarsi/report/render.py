@@ -124,6 +124,8 @@ def _changes(r: Report) -> list[str]:
     out = ["## Changes", ""]
     if not r.promoted:
         return out + ["None: nothing was verified."]
+    if r.precision_change:
+        out += [r.precision_change, ""]
     if r.knob_changes:
         out += ["| knob | old | new | where it is set |", "|---|---|---|---|"]
         out += [f"| `{c.name}` | `{c.old}` | `{c.new}` | {_cell(c.where)} |" for c in r.knob_changes]

@@ -14,7 +14,10 @@ Non-reentrant checkpointing keeps keyword arguments, works under ``no_grad``
 and restores the RNG state for the recompute (``preserve_rng_state`` defaults
 to True), so dropout draws the same masks: the function computed is unchanged,
 only activations are recomputed in backward instead of stored. Evaluation
-(``not self.training``) runs the plain call.
+(``not self.training``) runs the plain call. It declines where the blocks'
+forward (read in this file) changes state outside itself — an auxiliary-loss
+collector, a counter, a cache (:mod:`side_effects`): the recomputation would
+change it again.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import libcst as cst
 
 from bot.patching.codemods import exprs as E
 from bot.patching.codemods.base import PatchCodemod
+from bot.patching.codemods.side_effects import held_class, outside_mutations
 from bot.patching.symbols import code_of
 
 _CHECKPOINT = {"torch.utils.checkpoint.checkpoint"}
@@ -62,6 +66,12 @@ class CheckpointBlocks(PatchCodemod):
         if self.function is None or not _has_self(self.function):
             self.decline("the block loop is not in a method with `self` (needs self.training)")
             return updated_node
+        unsafe = self._outside_mutations(iterable)
+        if unsafe:
+            self.decline(f"the blocks of `{code_of(iterable)}` change state outside themselves in their forward "
+                         f"({unsafe[0]}{f'; and {len(unsafe) - 1} more' if len(unsafe) > 1 else ''}): checkpointing "
+                         "would run that again in backward")
+            return updated_node
         if not self.site_allowed(f"block loop over `{code_of(iterable)}`"):
             return updated_node
         checkpoint = cst.Call(func=self.ref("torch.utils.checkpoint.checkpoint"),
@@ -71,6 +81,17 @@ class CheckpointBlocks(PatchCodemod):
         guarded = cst.IfExp(test=E.expr("self.training"), body=checkpoint, orelse=call)
         self.mark_edited()
         return updated_node.with_changes(body=_replace_only(updated_node.body, assign.with_changes(value=guarded)))
+
+
+    def _outside_mutations(self, iterable: cst.BaseExpression) -> list[str]:
+        """What the forward of the blocks ``self.<attr>`` holds changes outside itself (side_effects.py); empty
+        when the blocks' class is not defined in this file (nothing to read)."""
+        owner = self.owner_class
+        path = code_of(iterable).removeprefix("self.")
+        if owner is None or path == code_of(iterable):
+            return []
+        block_class = held_class(self.module_node, owner.name.value, path)
+        return outside_mutations(self.module_node, block_class) if block_class else []
 
 
 def _self_attribute(node: cst.BaseExpression) -> bool:

@@ -16,7 +16,14 @@ scatter the gathered rows into a zero-padded ``(N, capacity, d)`` tensor, run
 the same straight-line code once on all experts (``P[e]`` on the right of
 ``@`` becomes ``P``, a batched matmul; any other ``P[e]`` becomes
 ``P.unsqueeze(1)``, broadcasting a per-expert vector), gather the rows back
-and do one ``index_add_``. Indices outside ``[0, N)`` (a dropped assignment
+and do one ``index_add_``. The same loop written the other ways public MoE
+code writes it is read too: ``for e, expert in enumerate(self.experts)`` (or
+``range(len(self.experts))`` with ``self.experts[e](x)``) over a list of expert
+modules, whose call is inlined on the experts' stacked weights when their class
+is defined in the file (:mod:`expert_modules`); an index mask first (``mask =
+IDX == e`` then ``torch.where(mask)``) or ``torch.nonzero(..., as_tuple=True)``;
+``torch.index_select(X, 0, tok)`` or ``X.index_select(0, tok)`` for ``X[tok]``.
+Indices outside ``[0, N)`` (a dropped assignment
 marked ``-1``) are skipped, as the loop skips them. The padded rows are zeros
 that never reach the output. The code between the gather and the scatter must
 be row-wise (each row's result depends on that row only): elementwise
@@ -29,6 +36,7 @@ from __future__ import annotations
 import libcst as cst
 
 from bot.patching.codemods.base import PatchCodemod
+from bot.patching.codemods.expert_modules import ExpertForm, inline_call, read_expert, stack_lines
 from bot.patching.symbols import code_of
 
 _P = "_grp_"
@@ -96,9 +104,10 @@ class _GatherBack(cst.CSTTransformer):
 class GroupedExperts(PatchCodemod):
     NAME = "grouped_experts"
     NEEDS = ("index_add",)
-    SUMMARY = "per-expert loop (torch.where gather, index_add_ scatter) → sorted, padded groups and batched matmuls"
-    NOT_FOUND = ("no loop `for e in range(N)` over experts that gathers with `tok, slot = torch.where(IDX == e)` "
-                 "and scatters with `OUT.index_add_(0, tok, ...)`")
+    SUMMARY = ("per-expert loop (torch.where or an index mask, X[tok] or index_select, index_add_ scatter; weights "
+               "stacked or a list of expert modules) → sorted, padded groups and batched matmuls")
+    NOT_FOUND = ("no loop over experts (`for e in range(N)`, `for e, expert in enumerate(self.experts)`) that "
+                 "gathers with `tok, slot = torch.where(IDX == e)` and scatters with `OUT.index_add_(0, tok, ...)`")
 
     def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.BaseStatement | cst.FlattenSentinel:
         match = self._match(original_node)
@@ -109,18 +118,34 @@ class GroupedExperts(PatchCodemod):
         self.mark_edited()
         return cst.FlattenSentinel(match)
 
-    def _match(self, loop: cst.For) -> list[cst.BaseStatement] | None:
-        expert = _name(loop.target)
+    def _header(self, loop: cst.For) -> tuple[str, str | None, str | None, str] | None:
+        """(expert index, module variable, ``self.<container>`` of module experts, expert count) of
+        ``for e in range(N)``, ``for e, expert in enumerate(self.experts)`` or ``for e in range(len(self.experts))``."""
         it = loop.iter
-        if expert is None or not isinstance(it, cst.Call) or _name(it.func) != "range" or len(it.args) != 1:
+        if not isinstance(it, cst.Call) or len(it.args) != 1 or it.args[0].keyword is not None:
             return None
-        if loop.orelse is not None or not isinstance(loop.body, cst.IndentedBlock):
-            return None
-        n_experts = code_of(it.args[0].value)
-        body = list(loop.body.body)
-        if len(body) < 3:
-            return None
+        arg = it.args[0].value
+        if _name(it.func) == "range" and _name(loop.target) is not None:
+            container = _self_container(arg.args[0].value) if isinstance(arg, cst.Call) and _name(arg.func) == "len" \
+                and len(arg.args) == 1 else None
+            return _name(loop.target), None, container, code_of(arg)  # type: ignore[return-value]
+        if _name(it.func) == "enumerate" and isinstance(loop.target, cst.Tuple) and len(loop.target.elements) == 2:
+            index, module = (_name(el.value) for el in loop.target.elements)
+            container = _self_container(arg)
+            if index is not None and module is not None and container is not None:
+                return index, module, container, f"len(self.{container})"
+        return None
+
+    def _where(self, body: list[cst.BaseStatement], expert: str
+               ) -> tuple[str, str, cst.BaseExpression, int] | None:
+        """(token, slot, the expert indices, statements read) of ``tok, slot = torch.where(IDX == e)``, also as
+        an index mask first (``mask = IDX == e`` then ``torch.where(mask)``) or ``torch.nonzero(..., as_tuple=True)``."""
         first = self._simple(body[0])
+        mask_name, mask_cond, read = None, None, 1
+        if isinstance(first, cst.Assign) and len(first.targets) == 1 and _name(first.targets[0].target) \
+                and isinstance(first.value, cst.Comparison):
+            mask_name, mask_cond = _name(first.targets[0].target), first.value
+            first, read = self._simple(body[1]) if len(body) > 1 else None, 2
         if not isinstance(first, cst.Assign) or len(first.targets) != 1:
             return None
         target = first.targets[0].target
@@ -129,10 +154,15 @@ class GroupedExperts(PatchCodemod):
         token, slot = (_name(el.value) for el in target.elements)
         if token is None or slot is None:
             return None
-        where = first.value
-        if not (self.is_call_to(where, {"torch.where"}) and len(where.args) == 1):
+        call = first.value
+        nonzero = self.is_call_to(call, {"torch.nonzero"}) and len(call.args) == 2 \
+            and call.args[1].keyword is not None and call.args[1].keyword.value == "as_tuple" \
+            and code_of(call.args[1].value) == "True"
+        if not ((self.is_call_to(call, {"torch.where"}) and len(call.args) == 1) or nonzero):
             return None
-        cond = where.args[0].value
+        cond = call.args[0].value  # type: ignore[union-attr]
+        if mask_name is not None and _name(cond) == mask_name:
+            cond = mask_cond
         if not (isinstance(cond, cst.Comparison) and len(cond.comparisons) == 1
                 and isinstance(cond.comparisons[0].operator, cst.Equal)):
             return None
@@ -143,6 +173,31 @@ class GroupedExperts(PatchCodemod):
             indices = right
         else:
             return None
+        if mask_name is not None and any(mask_name in _names_in(s) for s in body[read:]):
+            self.decline(f"expert loop found, but its index mask `{mask_name}` is used after the torch.where")
+            return None
+        return token, slot, indices, read
+
+    def _match(self, loop: cst.For) -> list[cst.BaseStatement] | None:
+        header = self._header(loop)
+        if header is None:
+            return None
+        expert, module, container, n_experts = header
+        if loop.orelse is not None or not isinstance(loop.body, cst.IndentedBlock):
+            return None
+        body = [_IndexSelect(self).visit_statement(s) for s in loop.body.body]
+        if len(body) < 3:
+            return None
+        found = self._where(body, expert)
+        if found is None:
+            return None
+        token, slot, indices, read = found
+        prelude: list[str] = []
+        if container is not None:
+            body, prelude = self._inline_experts(body, read, expert, module, container)  # type: ignore[assignment]
+            if not body:
+                return None
+        body = body[read - 1:]
         rest = body[1:]
         if isinstance(rest[0], cst.If) and self._is_empty_guard(rest[0], token):
             rest = rest[1:]
@@ -190,6 +245,7 @@ class GroupedExperts(PatchCodemod):
         torch = code_of(self.ref("torch.argsort")).rsplit(".", 1)[0]
         idx = code_of(indices)
         lines = [
+            *prelude,
             f"{_P}flat = ({idx}).reshape(-1)",
             f"{_P}valid = ({_P}flat >= 0) & ({_P}flat < {n_experts})",
             f"{_P}order = {torch}.argsort({torch}.where({_P}valid, {_P}flat, {n_experts}), stable=True)"
@@ -213,6 +269,28 @@ class GroupedExperts(PatchCodemod):
                                                  scatter.args[2].with_changes(value=value)])
         out.append(cst.SimpleStatementLine(body=[cst.Expr(new_scatter)]))
         return out
+
+    def _inline_experts(self, body: list[cst.BaseStatement], read: int, expert: str, module: str | None,
+                        container: str) -> tuple[list[cst.BaseStatement], list[str]]:
+        """The loop body with each call of an expert module (``module(x)``, ``self.<container>[e](x)``) inlined on
+        stacked weights, and the lines that stack them (expert_modules.py); an empty body: declined."""
+        owner = self.owner_class
+        form = read_expert(self.module_node, owner.name.value, container) if owner is not None else \
+            "the loop is not in a method of a class"
+        if isinstance(form, str):
+            self.decline(f"expert loop over `self.{container}` found, but {form}")
+            return [], []
+        refs = {name: code_of(self.ref(name)) for name in set(form.activations.values())}
+        calls = _ExpertCalls(expert, module, container, form, refs)
+        out = [s.visit(calls) if i >= read else s for i, s in enumerate(body)]
+        if calls.problem:
+            self.decline(f"expert loop over `self.{container}` found, but {calls.problem}")
+            return [], []
+        if not calls.inlined or (module is not None and any(module in _names_in(s) for s in out[read:])):
+            self.decline(f"expert loop over `self.{container}` found, but the expert is used other than called "
+                         "once on its gathered rows")
+            return [], []
+        return out, stack_lines(form, container, calls.used)
 
     @staticmethod
     def _simple(stmt: cst.BaseStatement) -> cst.BaseSmallStatement | None:
@@ -240,3 +318,67 @@ class _Gathered(cst.CSTVisitor):
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if _name(_single_index(node)) == self.token:
             self.sources.append(code_of(node.value))
+
+
+def _self_container(node: cst.BaseExpression) -> str | None:
+    """``experts`` of ``self.experts``."""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
+
+
+class _IndexSelect(cst.CSTTransformer):
+    """``torch.index_select(X, 0, tok)`` and ``X.index_select(0, tok)`` → ``X[tok]``: the same gather."""
+
+    def __init__(self, codemod: PatchCodemod) -> None:
+        super().__init__()
+        self.codemod = codemod
+
+    def visit_statement(self, statement: cst.BaseStatement) -> cst.BaseStatement:
+        return statement.visit(self)  # type: ignore[return-value]
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        args = updated_node.args
+        if any(a.keyword is not None for a in args):
+            return updated_node
+        if self.codemod.is_call_to(original_node, {"torch.index_select"}) and len(args) == 3 \
+                and code_of(args[1].value) == "0":
+            source, index = args[0].value, args[2].value
+        elif isinstance(updated_node.func, cst.Attribute) and updated_node.func.attr.value == "index_select" \
+                and len(args) == 2 and code_of(args[0].value) == "0":
+            source, index = updated_node.func.value, args[1].value
+        else:
+            return updated_node
+        return cst.Subscript(value=source, slice=[cst.SubscriptElement(slice=cst.Index(value=index))])
+
+
+class _ExpertCalls(cst.CSTTransformer):
+    """Each call of the loop's expert module, inlined on per-expert stacked weights."""
+
+    def __init__(self, expert: str, module: str | None, container: str, form: ExpertForm,
+                 refs: dict[str, str]) -> None:
+        super().__init__()
+        self.expert, self.module, self.container, self.form, self.refs = expert, module, container, form, refs
+        self.inlined = 0
+        self.used: set[str] = set()
+        self.problem = ""
+
+    def _is_expert(self, func: cst.BaseExpression) -> bool:
+        if self.module is not None and _name(func) == self.module:
+            return True
+        return isinstance(func, cst.Subscript) and _self_container(func.value) == self.container \
+            and _name(_single_index(func)) == self.expert
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if not self._is_expert(original_node.func):
+            return updated_node
+        if len(updated_node.args) != 1 or updated_node.args[0].keyword is not None:
+            self.problem = f"the expert is called as `{code_of(original_node)}`"
+            return updated_node
+        inlined = inline_call(self.form, updated_node.args[0].value, self.expert, self.refs)
+        if isinstance(inlined, str):
+            self.problem = inlined
+            return updated_node
+        self.inlined += 1
+        self.used |= {a for a in self.form.linears if f"{_P}{a}_w" in code_of(inlined)}
+        return cst.parse_expression(f"({code_of(inlined)})")

@@ -15,6 +15,7 @@ from typing import Any
 from bot.stages.run.candidate import TrialContext
 from bot.executors.environment import scrubbed_environment
 from bot.executors.job_python import job_python
+from bot.stages.doctor.autocast_calibration import policy_runs
 from bot.stages.doctor.device_cache import cached_probe, run_probe
 from bot.stages.doctor.project_metadata import project_metadata
 from infrarsi.quiet import DisturbanceGuard, MachineBusy, QuietWait
@@ -82,10 +83,12 @@ def profile_phases(ctx: TrialContext, candidate: Candidate, timeout_s: float) ->
 
 def calibrate_work(ctx: TrialContext, *, run_id: str, records: list[TrialRecord],
                    progress: Callable[[str], None] = lambda _: None,
-                   ran: list[int] | None = None) -> tuple[WorkReference | None, LossBand, list[str]]:
+                   ran: list[int] | None = None,
+                   peaks: dict[str, float] | None = None) -> tuple[WorkReference | None, LossBand, list[str]]:
     """The witnessed reference and the loss band from the baseline's repeats, plus one witnessed run per
-    lower dtype the contract's dtype knob permits (what a legitimate dtype change moves); the trial number of
-    each such run is appended to ``ran``."""
+    lower dtype the contract's dtype knob permits, and per lower dtype its ``[precision]`` policy allows under
+    the catalog's autocast patch where ``peaks`` do not say the device emulates it (what a legitimate dtype
+    change moves); the trial number of each such run is appended to ``ran``."""
     contract = ctx.contract
     lower: list[tuple[str, TrialRecord]] = []
     notes: list[str] = []
@@ -99,6 +102,13 @@ def calibrate_work(ctx: TrialContext, *, run_id: str, records: list[TrialRecord]
         else:
             notes.append(f"the baseline with {knob}={value} did not run ({run.outcome.value}: {run.reason[:200]}); "
                          f"candidates in {dtype} are held to assert_close's defaults only")
+    for policy in policy_runs(ctx, run_id=run_id, peaks=peaks, progress=progress):
+        if policy.record is not None and ran is not None:
+            ran.append(policy.record.trial_no)
+        if policy.record is not None and policy.record.outcome is Outcome.OK:
+            lower.append((policy.dtype, policy.record))
+        if policy.note:
+            notes.append(policy.note)
     window = measured_window(contract, [r for r in records if r.outcome is Outcome.OK])
     reference = build_reference(records, allowed_dtypes=allowed_dtypes(contract), lower=lower, window=window)
     if reference is None:
@@ -214,7 +224,8 @@ def run_doctor(ctx: TrialContext, *, run_id: str, repeats: int = 5,
         longest = max((r.metrics.wall_s or 0.0 for r in records), default=0.0)
         profiled = profile_phases(ctx, baseline, min(contract.budget.trial_timeout_s, max(60.0, 3 * longest)))
     calibration: list[int] = []
-    work, band, notes = calibrate_work(ctx, run_id=run_id, records=records, progress=progress, ran=calibration)
+    work, band, notes = calibrate_work(ctx, run_id=run_id, records=records, progress=progress, ran=calibration,
+                                       peaks=device["peak_flops"])
     report = build_report(contract, records, run_id=run_id, created_at=time.time(),
                           peak_flops=device["peak_flops"], peak_flops_method=device["peak_flops_method"],
                           fingerprint=fingerprint, profiled_phases=profiled, work=work, band=band)

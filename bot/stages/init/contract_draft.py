@@ -22,6 +22,7 @@ class ContractDraft:
     # Why tokens_per_step could not be read from the code: init then measures it with one witnessed run
     # (bot/stages/init/measured_tokens.py) before anything is written.
     tokens_unread: str | None = None
+    said: list[str] = field(default_factory=list)  # what init prints besides the notes (``init: …`` lines)
 
     def set(self, dotted: str, value: Any, note: str = "") -> None:
         table = self.data

@@ -19,7 +19,10 @@ from infrarsi.contract.model import LossSpec
 from infrarsi.contract.entry import given_values, strip_flags
 from bot.stages.init.job import read_job
 from bot.stages.init.launcher import LaunchError
+from bot.stages.init.classify import current
+from bot.stages.init.moe_draft import moe_note, read_moe, split_knob_names
 from bot.stages.init.parallel_knobs import plan_parallel
+from bot.stages.init.precision_draft import draft_precision
 from bot.stages.init.loader_batch import loader_batch
 from infrarsi.seams.proposer import ArgFlag, RepoSummary
 from bot.stages.init.scope_draft import draft_scope
@@ -109,6 +112,36 @@ def _knob_table(flag: ArgFlag, current: Any, global_batch: int | None) -> tuple[
     return table, note
 
 
+def _moe_task(draft: ContractDraft, knobs: dict[str, dict[str, Any]], found: Any,
+              values: dict[str, Any]) -> list[str]:
+    """Mark an MoE job's workload and say whether its micro-batch is part of the task (moe_draft.py); where it is,
+    the split knobs are taken out (their values pinned: the arguments returned) with the constraints that tie
+    them."""
+    settings = {s.key: current(s, found.given) for s in found.settings}
+    task = read_moe({**settings, **values})
+    if task is None:
+        return []
+    draft.set("workload.family", "moe", "guessed: the job's settings name experts (for the experience bank)")
+    draft.set("workload.experts", task.experts)
+    if task.top_k:
+        draft.set("workload.top_k", task.top_k)
+    split = split_knob_names(knobs, found.plan.constraints)
+    note = moe_note(task, split)
+    draft.said.append(note)
+    draft.notes["workload.family"] += f"; {note}"
+    if not task.micro_batch_in_task:
+        return []
+    pinned: list[str] = []
+    for name in split:
+        table = knobs.pop(name)
+        draft.notes.pop(f"knobs.{name}", None)
+        if "flag" in table and table.get("default") is not None:
+            pinned += [table["flag"], str(table["default"])] if table.get("form") != "equals" else \
+                [f"{table['flag']}={table['default']}"]
+    found.plan.constraints[:] = [c for c in found.plan.constraints if not set(c.get("knobs", ())) & set(split)]
+    return pinned
+
+
 def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int | None = None,
                    step_regex: str | None = None) -> ContractDraft:
     """A contract for ``command`` in the scanned repo; raises :class:`DraftError` when it must ask."""
@@ -151,8 +184,9 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
     found.plan.deferred += layout.deferred
     if launch is not None:
         launch.write(draft)
+    pinned = _moe_task(draft, knobs, found, values)
     knob_flags = {t["flag"] for t in knobs.values() if "flag" in t}
-    fixed = strip_flags(user_args, knob_flags) + found.extra_args
+    fixed = strip_flags(user_args, knob_flags) + found.extra_args + pinned
     draft.set("workload.command", prog, "the entry command; 'python' means the interpreter that runs infrarsi"
               + (f"\n{job.shell.note()}" if job.shell.origin or job.shell.dropped else ""))
     draft.set("workload.args", fixed, "fixed arguments that define the job; every candidate runs with them")
@@ -164,7 +198,7 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
 
     if tokens_per_step is not None:
         draft.set("workload.tokens_per_step", tokens_per_step, "given on the command line")
-    elif global_batch and seq_len and found.classified.token_batch is None:
+    elif global_batch and seq_len and found.classified.token_batch is None and not found.classified.coupled:
         gb = next(f for f in summary.flags if _GLOBAL_BATCH.match(f.dest))
         sl = next(f for f in summary.flags if _SEQ_LEN.match(f.dest))
         draft.set("workload.tokens_per_step", global_batch * seq_len,
@@ -226,6 +260,7 @@ def draft_contract(command: str, summary: RepoSummary, *, tokens_per_step: int |
         draft.data.setdefault("constraints", []).append(c)
         draft.notes.setdefault("constraints", "guessed: " + c["reason"])
 
+    draft_precision(draft)
     draft.set("budget.trials", 30, "default")
     draft.set("budget.trial_timeout_s", 600, "default: a trial running longer is killed as a timeout")
     draft.set("approvers.users", [], "nobody yet: add the logins of the team leads who approve promotions")

@@ -9,6 +9,7 @@ from bot.proposers import spent_text
 from bot.stages.init.draft import ContractDraft, DraftError
 from bot.stages.init.job import read_job
 from bot.stages.init.launcher import LaunchError
+from bot.stages.init.precision_draft import draft_precision
 from infrarsi.seams.proposer import Proposer, RepoSummary
 
 __all__ = ["draft_with"]
@@ -43,4 +44,5 @@ def draft_with(proposer: Proposer, command: str, summary: RepoSummary, *,
         draft.set("workload.workdir", job.workdir, f"from the command: cd {job.workdir}; the job starts there")
     if job is not None and job.shell.env:
         draft.set("workload.env", dict(job.shell.env), "from the command: the environment it sets for the job")
+    draft_precision(draft)  # the baseline's own precision only: allowing another is the user's call
     return draft

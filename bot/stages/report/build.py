@@ -139,7 +139,7 @@ def write_report(contract: Contract, run_id: str | None = None, *, workspace: Wo
     report = build_report(run=run, doctor=doctor, records=records, knobs=contract.knobs,
                           command=contract.workload.command, args=contract.workload.args, facts=facts,
                           workdir=contract.workload.workdir, env=contract.workload.env,
-                          created_at=time.time(), patch_specs=specs)
+                          created_at=time.time(), patch_specs=specs, precision_allow=contract.precision.allow)
     md, js = rundir.report_md, rundir.report_json
     if write:
         write_text(md, render_markdown(report))

@@ -37,8 +37,9 @@ from infrarsi.verdict import Reference
 
 #: Witnessed runs of the baseline at a split: two, so that its own run-to-run spread is measured.
 SPLIT_REPEATS = 2
-#: What a split cannot change, checked for the split baseline against the doctor's.
-SPLIT_INVARIANT = ("optimizer_steps", "work", "precision", "trainable")
+#: What a split cannot change, checked for the split baseline against the doctor's: the MoE routing first, so that a
+#: split that drops other tokens (expert capacity counts the tokens of one forward) is named for that.
+SPLIT_INVARIANT = ("moe", "optimizer_steps", "work", "precision", "trainable", "dropout")
 
 
 def split_knobs(contract: Contract) -> tuple[str, ...]:
@@ -152,12 +153,24 @@ def split_reference(runs: list[TrialRecord], *, doctor: DoctorReport, contract: 
                                              steps_per_line=first.metrics.steps_per_line, reference=doctor.work,
                                              trial=first.trial_no)
                   if c.name in SPLIT_INVARIANT and c.name not in dict(_baseline_fails(doctor))]
+        checks.sort(key=lambda c: SPLIT_INVARIANT.index(c.name))
         broken = [c for c in checks if c.broken]
         row = compared("split_reference", not broken, (
             f"the baseline at {text} (the contract's own knobs, witnessed in trials "
             f"{', '.join(str(r.trial_no) for r in good)}) does what the doctor's baseline does: "
             + ", ".join(c.name for c in checks) + " as the doctor's; candidates at that split are held to it")
-            if not broken else f"the baseline at {text} is not the same job as at the defaults: {broken[0].detail}")
+            if not broken else f"the baseline at {text} is not the same job as at the defaults: "
+            + _split_reason(broken[0], checks))
     return Reference(work=work, band=band, split=items), row
 
 
+def _split_reason(first: InvariantCheck, checks: list[InvariantCheck]) -> str:
+    """Why a split baseline is another job, in the terms of what differs: an MoE layer's capacity counts the tokens
+    of one forward, so another split drops other token assignments (the ``moe`` row names how many per step)."""
+    if first.name == "moe":
+        return f"expert capacity is computed per micro-batch, so this split drops other tokens: {first.detail}"
+    moe = next((c for c in checks if c.name == "moe"), None)
+    if first.name == "work" and moe is not None and moe.ok:
+        return (f"{first.detail} (its MoE layers routed as the defaults' do — {moe.detail.split(': ', 1)[-1]} — "
+                "so the difference is in how the split computes the dispatch, not in the tokens routed)")
+    return first.detail

@@ -129,11 +129,13 @@ class SearchLoop:
         """Learn from one search trial; True when it got a patch judged invalid (the space must shrink)."""
         if vindicates(record, self.doctor):
             self.judged.vindicate(record.candidate.patches)
-        if record.outcome is not Outcome.INVALID or not record.candidate.patches:
+        # a patch whose trials crash the same way under other knob settings is blamed at that first repeat
+        crash = self.judged.repeated_crash(record) if record.outcome is Outcome.CRASH else None
+        if (record.outcome is not Outcome.INVALID and crash is None) or not record.candidate.patches:
             return False
         before = set(self.judged.patches)
-        blame(self.judged, record.candidate, f"trial {record.trial_no}: {record.reason}", self.session,
-              self.progress)
+        blamed, why = crash or (record.candidate, f"trial {record.trial_no}: {record.reason}")
+        blame(self.judged, blamed, why, self.session, self.progress)
         return set(self.judged.patches) != before
 
     # -- the baseline control ------------------------------------------------------------------------------

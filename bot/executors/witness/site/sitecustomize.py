@@ -109,6 +109,7 @@ def _witness(config: str, steps: dict | None = None) -> None:  # noqa: C901 - on
         "Module.zero_grad": torch.nn.Module.zero_grad,
     }
     registry = dict(flop_mod.flop_registry)
+    levers = _Levers(torch)  # dropout's masks keyed from here on; dropout and MoE counted in the counted step
     probe_funcs: dict[str, object] = {}
     try:  # the probe, when the job uses it: bound now so a later rebinding shows
         from infrarsi import probe as probe_mod
@@ -359,10 +360,12 @@ def _witness(config: str, steps: dict | None = None) -> None:  # noqa: C901 - on
         dmode = DtypeMode(counter.flop_registry)
         counter.__enter__()
         dmode.__enter__()
+        levers.start()
         state["counter"], state["dtype_mode"], state["t0"] = counter, dmode, clocks["perf_counter"]()
 
     def stop_count() -> None:
         counter, dmode = state["counter"], state["dtype_mode"]
+        levers.stop()
         dmode.__exit__(None, None, None)
         counter.__exit__(None, None, None)
         state["counted_s"] = clocks["perf_counter"]() - state["t0"]
@@ -464,7 +467,8 @@ def _witness(config: str, steps: dict | None = None) -> None:  # noqa: C901 - on
                 "at": at, "t": clocks["perf_counter"](), "tokens_in": state.get("tokens_in"),
                 "targets_in": state.get("targets_in"), "flops_excluded": state["flops_excluded"],
                 "step_t": step_t, "backward_loss": losses, "optimizer": optimizer, "math": math_timeline,
-                "steps_by": "hand" if state.get("hand") else "optimizer"}
+                "steps_by": "hand" if state.get("hand") else "optimizer",
+                **levers.fields()}
         text = dumps(body, separators=(",", ":"))
         mac = new_mac(key, text.encode(), "sha256").hexdigest()
         try:
@@ -774,6 +778,335 @@ def _step_clock(steps: dict, tokens: str) -> None:  # noqa: C901 - one closure: 
     steps["on"]("end", lambda step, params, roots: emit("hand", roots))
     _after_import("torch.optim.optimizer", install)
     atexit.register(lambda: flush(wait=True))
+
+
+class _Levers:  # noqa: C901 - what the witness reads of dropout and of Mixture-of-Experts layers
+    """Dropout and Mixture-of-Experts as the witness sees them (docs/trials.md, "Dropout" and "Mixture of
+    Experts").
+
+    *Dropout's masks, keyed.* From start-up, every dropout mask (``bernoulli_`` with a probability, which
+    eager dropout on a CPU runs, and ``native_dropout``, which CUDA and compiled code run) is drawn from a
+    generator seeded by one draw of the job's own CPU stream: each site consumes exactly one number of the
+    job's stream whatever its kernel or shape, so a rewrite that moves the same dropout into another kernel
+    that reaches these ops (SDPA's math path, a compiled graph, a dropout-add written out) draws the same masks
+    as the baseline, and checkpointing's restored stream redraws them. Only witnessed runs key masks: both
+    arms of a verification are witnessed.
+
+    *In the counted step:* each dropout site's probability, the shape it applies to (less the batch dimension)
+    and elements, and whether its mask was keyed or drawn inside a fused attention kernel (``kernel``); per
+    Mixture-of-Experts layer (found by its structure: experts as a list of one class or as stacked weights,
+    and a linear router with one output per expert), the token rows its router saw, the assignments its
+    top-k chose, the rows each expert's first matrix product received (padding rows of zeros do not count),
+    hence the assignments dropped and, in a forward that dropped some, the capacity (the fullest expert's rows:
+    a capacity factor times the forward's tokens, whatever the step), and its auxiliary losses: each scalar
+    the layer's forward leaves unconsumed
+    (a load-balancing loss, a z-loss, wherever it is collected), with the weight at which it reached the loss
+    that backward() differentiates (its gradient) and its value."""
+
+    _SDPA = {"aten._scaled_dot_product_flash_attention": 3, "aten._scaled_dot_product_flash_attention_for_cpu": 3,
+             "aten._scaled_dot_product_efficient_attention": 5, "aten._scaled_dot_product_cudnn_attention": 5,
+             "aten._flash_attention_forward": 7, "aten._efficient_attention_forward": 6}
+    _MATMULS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm")
+    _COPIES = ("aten._to_copy", "aten.clone")
+
+    def __init__(self, torch) -> None:  # noqa: ANN001
+        import warnings
+        import weakref
+
+        self.torch, self.ref = torch, weakref.ref
+        self.sites: dict = {}  # (p, trailing shape, kind) -> elements
+        self.layers: list = []  # MoE layer records, in the order they first ran in the counted step
+        self.kinds: dict = {}  # id(module) -> its layer record, or None (not an MoE layer)
+        self.routers: dict = {}  # id(router module) -> its layer's record
+        self.weights: dict = {}  # storage address -> (record, expert or None, stride of dim 0, base offset, ref)
+        self.counts: list = []  # (record, forward, expert or None, rows tensor) of the counted step's expert products
+        self.active: list = []  # per MoE forward in progress: its record, its open scalars, whether topk ran
+        self.held: list = []  # modules classified (strong references: their ids stay theirs)
+        self.handles: list = []
+        self.mode = None
+        self.library = torch.library.Library("aten", "IMPL")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "overriding a previously registered kernel": on purpose
+            for key in ("CPU", "CUDA"):
+                try:
+                    self.library.impl("bernoulli_.float", self._bernoulli, key)
+                    self.library.impl("native_dropout", self._native_dropout, key)
+                except Exception:  # noqa: BLE001 - a build without that backend
+                    pass
+
+    # -- keyed masks, every step -------------------------------------------------------------------------
+    def _keep(self, shape, keep: float, device, generator):  # noqa: ANN001, ANN202
+        torch = self.torch
+        if generator is None:
+            seed = int(torch.randint(0, 2**62, (1,), dtype=torch.int64))  # one draw of the job's CPU stream
+            generator = torch.Generator(device=device).manual_seed(seed)
+        return torch.rand(shape, generator=generator, device=device, dtype=torch.float32) < keep
+
+    def _bernoulli(self, tensor, p=0.5, generator=None):  # noqa: ANN001, ANN202
+        return tensor.copy_(self._keep(tensor.shape, float(p), tensor.device, generator))
+
+    def _native_dropout(self, tensor, p, train):  # noqa: ANN001, ANN202
+        torch = self.torch
+        if train is not None and not train:
+            return tensor.clone(), torch.ones_like(tensor, dtype=torch.bool)
+        keep = 1.0 - float(p)
+        if keep <= 0:
+            return tensor * 0.0, torch.zeros_like(tensor, dtype=torch.bool)
+        mask = self._keep(tensor.shape, keep, tensor.device, None)
+        return tensor * mask * (1.0 / keep), mask
+
+    # -- the counted step ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        torch, levers = self.torch, self
+        from torch.utils._python_dispatch import TorchDispatchMode
+        import torch.nn.modules.module as module_mod
+
+        class LeverMode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+                kwargs = kwargs or {}
+                forward = torch._C._current_autograd_node() is None
+                if forward:
+                    levers._before(str(func), args, kwargs)
+                out = func(*args, **kwargs)
+                if forward:
+                    levers._after(str(func.overloadpacket), args, kwargs, out)
+                return out
+
+        self.handles = [module_mod.register_module_forward_pre_hook(self._pre),
+                        module_mod.register_module_forward_hook(self._post)]
+        self.mode = LeverMode()
+        self.mode.__enter__()
+
+    def stop(self) -> None:
+        if self.mode is not None:
+            self.mode.__exit__(None, None, None)
+            self.mode = None
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+        per_forward: dict = {}  # id(frame) -> (record, frame, rows per expert in that forward)
+        with self.torch.no_grad():
+            for record, frame, expert, rows in self.counts:
+                seen = per_forward.setdefault(id(frame), (record, frame, [0] * record["experts"]))[2]
+                if expert is None:
+                    for e, n in enumerate(rows.tolist()[: record["experts"]]):
+                        seen[e] += int(n)
+                elif 0 <= expert < record["experts"]:
+                    seen[expert] += int(rows)
+        for record, frame, seen in per_forward.values():
+            record["processed"] = [a + b for a, b in zip(record["processed"], seen)]
+            if frame is not None and frame["assigned"] > sum(seen):  # assignments dropped: the fullest expert is
+                record["capacity"].add(max(seen))  # at its capacity, which the step cannot move
+        self.counts = []
+        self.weights = {}
+
+    def _site(self, p: float, tensor, kind: str, trailing=None, elements=None) -> None:  # noqa: ANN001
+        if p <= 0:
+            return
+        shape = tuple(tensor.shape)
+        key = (round(p, 6), tuple(trailing if trailing is not None else shape[1:]), kind)
+        n = elements if elements is not None else tensor.numel()
+        self.sites[key] = self.sites.get(key, 0) + int(n)
+
+    def _before(self, name: str, args, kwargs) -> None:  # noqa: ANN001
+        torch = self.torch
+        if name == "aten.bernoulli_.float" and args and len(args) > 1:
+            self._site(1.0 - float(args[1]), args[0], "keyed")
+        elif name.startswith("aten.native_dropout.") and len(args) > 1:
+            if len(args) < 3 or args[2] is None or args[2]:
+                self._site(float(args[1]), args[0], "keyed")
+        else:
+            packet = name.rsplit(".", 1)[0]
+            at = self._SDPA.get(packet)
+            if at is not None and len(args) > 1 and isinstance(args[0], torch.Tensor):
+                p = kwargs.get("dropout_p", args[at] if len(args) > at else 0.0)
+                q, k = args[0], args[1]
+                if isinstance(p, (int, float)) and p > 0 and q.dim() >= 3:
+                    lead = tuple(q.shape[:-2])
+                    trailing = (*lead[1:], q.shape[-2], k.shape[-2])
+                    n = 1
+                    for d in (*lead, q.shape[-2], k.shape[-2]):
+                        n *= int(d)
+                    self._site(float(p), q, "kernel", trailing=trailing, elements=n)
+
+    # -- Mixture of Experts ---------------------------------------------------------------------------------
+    def _address(self, tensor):  # noqa: ANN001, ANN202
+        try:
+            return tensor.untyped_storage().data_ptr()
+        except Exception:  # noqa: BLE001 - a tensor without storage (meta, fake)
+            return None
+
+    def _layer(self, module):  # noqa: ANN001, ANN202
+        """The layer record of ``module`` when it is an MoE layer (else None), cached by module."""
+        key = id(module)
+        if key in self.kinds:
+            return self.kinds[key]
+        self.held.append(module)
+        try:
+            record = self._classify(module)
+        except Exception:  # noqa: BLE001 - a module this reading does not understand is not an MoE layer
+            record = None
+        self.kinds[key] = record
+        return record
+
+    def _classify(self, module):  # noqa: ANN001, ANN202, C901
+        torch = self.torch
+        nn = torch.nn
+        children = dict(module.named_children())
+        listed, count, stacked = None, 0, []
+        for name, child in children.items():
+            if isinstance(child, nn.ModuleList) and len(child) >= 2 and len({type(c) for c in child}) == 1 \
+                    and any(True for _ in child[0].parameters()):
+                listed, count = name, len(child)
+                break
+        if listed is None:
+            stacked = [p for p in module.parameters(recurse=False) if p.dim() >= 3 and p.shape[0] >= 2]
+            for child in children.values():
+                if stacked:
+                    break
+                held = [p for p in child.parameters(recurse=False) if p.dim() >= 3 and p.shape[0] >= 2]
+                if held and not any(isinstance(m, nn.Linear) and m.out_features == held[0].shape[0]
+                                    for m in child.modules()):
+                    stacked = held  # the experts' weights in a holder of their own (its router is a sibling)
+            count = int(stacked[0].shape[0]) if stacked else 0
+        if count < 2:
+            return None
+        router = None
+        for name, sub in module.named_modules():
+            depth = name.count(".") + 1 if name else 0
+            if sub is module or depth > 2 or (listed is not None and name.split(".")[0] == listed):
+                continue
+            if isinstance(sub, nn.Linear) and sub.out_features == count:
+                router = sub
+                break
+        if router is None:
+            return None
+        width = router.in_features
+        record = {"layer": type(module).__name__, "experts": count, "tokens": 0, "assigned": 0, "topk": False,
+                  "processed": [0] * count, "aux": [], "capacity": set(), "forwards": 0}
+        if listed is not None:
+            for e, expert in enumerate(children[listed]):
+                first = next((p for p in expert.parameters() if p.dim() == 2 and width in p.shape), None)
+                if first is None:
+                    return None
+                self.weights[self._address(first)] = (record, e, 0, 0, None)
+        else:
+            first = next((p for p in stacked if width in p.shape[1:]), stacked[0])
+            self.weights[self._address(first)] = (record, None, first.stride(0), first.storage_offset(), None)
+        self.routers[id(router)] = record
+        self.held.append(router)
+        return record
+
+    def _expert(self, tensor):  # noqa: ANN001, ANN202
+        """(record, expert index or None when ``tensor`` holds every expert's weight) of an expert's first
+        weight (or a copy of it: autocast's cast, a stack of the experts' weights), else None."""
+        if not isinstance(tensor, self.torch.Tensor):
+            return None
+        hit = self.weights.get(self._address(tensor))
+        if hit is None:
+            return None
+        record, expert, stride, base, ref = hit
+        if ref is not None and ref() is None:  # the copy is gone: its address may hold something else now
+            self.weights.pop(self._address(tensor), None)
+            return None
+        if expert is not None:
+            return record, expert
+        if tensor.dim() >= 3 and tensor.shape[0] == record["experts"]:
+            return record, None
+        return record, (tensor.storage_offset() - base) // stride if stride else None
+
+    def _pre(self, module, args) -> None:  # noqa: ANN001
+        torch = self.torch
+        if torch._C._current_autograd_node() is not None:
+            return  # a forward recomputed in backward (checkpointing): not the step's routing
+        router = self.routers.get(id(module))
+        if router is not None and args and isinstance(args[0], torch.Tensor) and args[0].dim() >= 1:
+            router["tokens"] += args[0].numel() // max(1, int(args[0].shape[-1]))
+        record = self._layer(module)
+        if record is not None:
+            if record not in self.layers:
+                self.layers.append(record)
+            record["forwards"] += 1
+            self.active.append({"record": record, "scalars": {}, "topk": False, "made": 0, "assigned": 0})
+
+    def _post(self, module, args, out) -> None:  # noqa: ANN001
+        if not self.active or self.active[-1]["record"] is not self.kinds.get(id(module)):
+            return
+        frame = self.active.pop()
+        record = frame["record"]
+        terms = [ref() for _, ref in sorted(frame["scalars"].values(), key=lambda v: v[0])]
+        for i, scalar in enumerate(t for t in terms if t is not None):
+            while len(record["aux"]) <= i:
+                record["aux"].append([None, 0.0, 0, 0])  # weight (a tensor until read), value, forwards, reached
+            slot = record["aux"][i]
+            slot[1] += float(scalar.detach().float())
+            slot[2] += 1
+            if scalar.requires_grad:
+                def reached(grad, slot=slot):  # noqa: ANN001, ANN202
+                    g = grad.detach().float().sum()
+                    slot[0] = g if slot[0] is None else slot[0] + g
+                    slot[3] += 1
+                scalar.register_hook(reached)
+
+    def _after(self, name: str, args, kwargs, out) -> None:  # noqa: ANN001, C901
+        torch = self.torch
+        if name in self._MATMULS and len(args) >= 2:
+            a, b = (args[1], args[2]) if name in ("aten.addmm", "aten.baddbmm") and len(args) > 2 else args[:2]
+            hit = self._expert(b)
+            if hit is not None and isinstance(a, torch.Tensor):
+                record, expert = hit
+                with torch.no_grad():
+                    rows = (a != 0).any(dim=-1)
+                    rows = rows.reshape(rows.shape[0], -1).sum(-1) if expert is None and a.dim() >= 3 else rows.sum()
+                frame = next((f for f in reversed(self.active) if f["record"] is record), None)
+                self.counts.append((record, frame, expert, rows))
+        elif name in self._COPIES and args and isinstance(out, torch.Tensor):
+            hit = self._expert(args[0])
+            if hit is not None:
+                self._remember(out, *hit)
+        elif name == "aten.stack" and args and isinstance(out, torch.Tensor):
+            hits = [self._expert(t) for t in args[0]]
+            if hits and all(h is not None for h in hits) and len({id(h[0]) for h in hits}) == 1 \
+                    and [h[1] for h in hits] == list(range(hits[0][0]["experts"])):
+                self._remember(out, hits[0][0], None)
+        if not self.active:
+            return
+        frame = self.active[-1]
+        record, scalars = frame["record"], frame["scalars"]
+        if name == "aten.topk" and not frame["topk"] and len(args) > 1 and isinstance(args[0], torch.Tensor) \
+                and args[0].dim() >= 1 and int(args[0].shape[-1]) == record["experts"]:
+            frame["topk"] = True
+            record["topk"] = True
+            frame["assigned"] = args[0].numel() // record["experts"] * int(args[1])
+            record["assigned"] += frame["assigned"]
+        for arg in args:
+            if isinstance(arg, torch.Tensor):
+                scalars.pop(id(arg), None)  # consumed inside the layer: not one of its outputs
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(t, torch.Tensor) and t.dim() == 0 and t.is_floating_point():
+                frame["made"] += 1
+                scalars[id(t)] = (frame["made"], self.ref(t))
+
+    def _remember(self, out, record, expert) -> None:  # noqa: ANN001
+        address = self._address(out)
+        if address is not None:
+            stride = out.stride(0) if expert is None and out.dim() else 0
+            self.weights[address] = (record, expert, stride, out.storage_offset(), self.ref(out))
+
+    def fields(self) -> dict:
+        """What goes into the report: ``dropout`` (sorted [p, trailing shape, elements, kind]) and ``moe``."""
+        sites = [[p, list(shape), n, kind] for (p, shape, kind), n in sorted(self.sites.items())]
+        layers = []
+        for record in self.layers:
+            processed = record["processed"]
+            assigned = record["assigned"] if record["topk"] else None
+            aux = [[float(w) if w is not None else 0.0, value / max(1, forwards), forwards, reached]
+                   for w, value, forwards, reached in record["aux"]]  # [weight, mean value, forwards, reached]
+            layers.append({"layer": record["layer"], "experts": record["experts"], "tokens": record["tokens"],
+                           "assigned": assigned, "processed": list(processed), "forwards": record["forwards"],
+                           "dropped": None if assigned is None else assigned - sum(processed), "aux": aux,
+                           "capacity": sorted(record["capacity"])})
+        return {"dropout": sites, "moe": layers}
 
 
 def _device_memory() -> None:  # noqa: C901 - one closure: nothing of it in module globals

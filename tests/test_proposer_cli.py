@@ -36,7 +36,8 @@ def test_init_with_the_anthropic_proposer_writes_a_contract_with_the_models_rati
     for i, line in enumerate(lines):
         is_field = re.match(r"^[a-z_]+ = ", line) and not lines[i - 1].startswith(("[knobs.", "flag", "kind",
                                                                                     "values", "default", "switch"))
-        if (is_field and not line.startswith("version")) or line.startswith("[knobs."):
+        # [precision] allow is the bot's own policy line (the baseline's precision only), never the model's
+        if (is_field and not line.startswith(("version", "allow = "))) or line.startswith("[knobs."):
             fields += 1
             assert lines[i - 1].startswith(f"# {DEFAULT_MODEL}: "), f"no rationale above {line!r}"
     assert fields == 12 + 5  # every drafted field and every knob

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from bot.stages.run.search import _judge_trial
+from bot.stages.run.search_loop import SearchLoop
 from infrarsi.search.blame import Judgements, crash_signature
 from infrarsi.trial_record import Candidate, Outcome, TrialMetrics, TrialRecord
 
@@ -73,6 +73,14 @@ def test_a_patch_crashing_alike_under_other_knobs_is_blamed_at_the_first_repeat(
     assert j.repeated_crash(_crashed(6, {"micro": 1}, ("fused_gelu",), "exit status 1: KeyError: x")) is None
     j.vindicate(["fused_gelu"])
     assert j.repeated_crash(_crashed(7, {"micro": 8}, ("fused_gelu",))) is None
+
+
+def _judge_trial(judged: Judgements, record: TrialRecord, doctor: object, session: object,
+                 progress: object) -> bool:
+    """SearchLoop.judge on a loop holding only what judging reads (no space, engine or trials)."""
+    loop = SearchLoop.__new__(SearchLoop)
+    loop.judged, loop.doctor, loop.session, loop.progress = judged, doctor, session, progress  # type: ignore[assignment]
+    return loop.judge(record)
 
 
 def test_the_search_excludes_the_patch_after_its_first_repeated_crash() -> None:

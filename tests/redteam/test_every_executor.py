@@ -1,9 +1,10 @@
 """The red team on every path a trial takes: torchrun (two ranks, the DDP fixture), a self-hosted Actions runner
 (the project's stand-in) and Slurm (the local cluster) judge exactly as the local executor does.
 
-In the suite each of those three runs a cheat caught by each kind of check — counted work, the weights
-(combined with a re-split of the global batch, on a fixture with dropout), the lock where the job ran, the
-witness's integrity, the optimizer's configuration — an honest re-split, and the baseline against itself (A/A, witness on). The local executor
+In the suite each of those three meets the cheats caught where the job ran — the lock of the tree it ran, the
+witness's integrity — and one cheat caught by a row of the witness's report (counted work on torchrun, the
+weights combined with a re-split of the global batch on Slurm, the optimizer's configuration on Actions), an
+honest re-split, and the baseline against itself (A/A, witness on), whose every row is read on each. The local executor
 runs the whole red team in test_cheats.py; the table in docs/trials.md, every cheat on every executor alone and
 combined with a re-split, comes from ``python -m benchmarks.redteam_table``.
 """
@@ -38,15 +39,20 @@ def _judge(bench: Bench, cheat: Cheat, *, resplit: dict | None = None):  # noqa:
         (bench.repo / "infrarsi.lock").write_bytes(lock)
 
 
-@pytest.mark.parametrize("executor", REMOTE)
-@pytest.mark.parametrize(("cheat", "resplit", "caught_by"), [
-    ("truncated_sequence", False, {"work", "tokens_per_step"}),
-    ("changed_lr", True, {"weights", "loss_band", "final_loss"}),
-    # the lock and the witness meet what the quarantine does not stop (a plain write or hook removal never runs)
-    ("edit_locked_unseen", False, {"outcome"}),
-    ("patch_flop_counter", False, {"outcome"}),
-    ("fused_no_weight_decay", False, {"optimizer"}),
-])
+# What the job does where it runs (the lock of the tree it ran, the witness's integrity) is met on every executor;
+# a row's cheat is judged on the witness's report, which every executor hands back alike (the honest re-split and
+# A/A below read every row on each), so each row's cheat runs on one executor, each executor judging one of them.
+# Every cheat on every executor: ``python -m benchmarks.redteam_table``.
+ROW_CHEATS = [
+    ("torchrun", "truncated_sequence", False, {"work", "work_total", "tokens_per_step"}),
+    ("slurm", "changed_lr", True, {"weights", "loss_band", "final_loss", "optimizer"}),
+    ("actions", "fused_no_weight_decay", False, {"optimizer"}),
+]
+WHERE_IT_RAN = [(executor, cheat, False, {"outcome"}) for executor in REMOTE
+                for cheat in ("edit_locked_unseen", "patch_flop_counter")]
+
+
+@pytest.mark.parametrize(("executor", "cheat", "resplit", "caught_by"), ROW_CHEATS + WHERE_IT_RAN)
 def test_a_cheat_is_caught_on_every_executor(bench_on: Callable[[str], Bench], executor: str, cheat: str,
                                             resplit: bool, caught_by: set[str]) -> None:
     bench = bench_on(executor)

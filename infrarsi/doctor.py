@@ -266,7 +266,7 @@ def windowed(contract: Contract, doctor: DoctorReport) -> Contract:
 def band_for(band: LossBand, timing: Timing) -> LossBand:
     """``band`` over the steps a run with ``timing`` measures (the doctor's window may be shorter than the runs
     that calibrated it): per optimizer step for a band of the witness's losses, per step line for printed ones."""
-    return band.first(timing.measured_steps * (max(1, timing.steps_per_line) if band.source == "witness" else 1))
+    return band.window(timing.measured_steps, timing.steps_per_line)
 
 
 def good_baseline_runs(records: Sequence[TrialRecord]) -> list[TrialRecord]:

@@ -51,6 +51,20 @@ class LossBand:
                         rtol=self.rtol, final_rtol=self.final_rtol, runs=self.runs, method=self.method,
                         dtype_deviation=self.dtype_deviation[:n], source=self.source, first_step=self.first_step)
 
+    def window(self, measured: int, steps_per_line: int = 1) -> LossBand:
+        """The band over the runs of a window of ``measured`` lines, shorter than the runs that calibrated it.
+
+        A witness band is per optimizer step, and a line stands for ``steps_per_line`` of them. A job that prints
+        at its first iteration (``if it % 10 == 0``) reaches its last line k - 1 steps short of k x lines, so
+        the band its runs calibrated ends that many steps short of a whole window; the runs of a shorter window
+        end short by as much (else the band's last steps would hold losses no run of that window reaches)."""
+        k = max(1, steps_per_line) if self.source == "witness" else 1
+        n = measured * k
+        if n >= len(self.mean):
+            return self
+        short = (k - len(self.mean) % k) % k
+        return self.first(max(1, n - short))
+
     def to_dict(self) -> dict[str, object]:
         return {"mean": list(self.mean), "lower": list(self.lower), "upper": list(self.upper),
                 "spread": list(self.spread), "rtol": self.rtol, "final_rtol": self.final_rtol, "runs": self.runs,

@@ -45,3 +45,16 @@ def test_the_contract_and_the_band_follow_the_window(tmp_path: Path) -> None:
     assert len(band_for(band, replace(contract.timing, measured_steps=3)).mean) == 3
     witness = replace(band, source="witness", first_step=3)
     assert len(band_for(witness, replace(contract.timing, measured_steps=2, steps_per_line=2)).mean) == 4
+
+
+def test_a_job_printing_at_its_first_iteration_is_held_to_the_steps_a_shorter_window_reaches() -> None:
+    # chargpt's convention: a line at iterations 0, 10, 20, ... so 14 lines reach step 131, not 140; warm-up 2
+    # lines, measured 12: the doctor's band holds steps 21..131 (111). A window of 6 measured lines stops at line
+    # 8, step 71: the band must end there (51 steps), or every honest candidate reads its step 72 as missing.
+    curve = [3.0 - 0.001 * i for i in range(111)]
+    band = replace(calibrate([curve, curve], rtol=0.02, final_rtol=0.01), source="witness", first_step=21)
+    assert len(band.window(6, 10).mean) == 51 and band.window(6, 10).first_step == 21
+    assert band.window(12, 10) is band
+    # a job that prints after its k-th step (lines at 10, 20, ...): its band is whole windows, cut to whole windows
+    whole = replace(calibrate([curve[:120 - 9] + [2.0] * 9] * 2, rtol=0.02, final_rtol=0.01), source="witness")
+    assert len(whole.mean) == 120 and len(whole.window(6, 10).mean) == 60

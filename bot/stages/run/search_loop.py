@@ -220,8 +220,7 @@ def vindicates(record: TrialRecord, doctor: DoctorReport) -> bool:
     if record.outcome is not Outcome.OK or band is None:
         return False
     if doctor.measured_steps:  # the run's window, when the doctor shortened it
-        band = band.first(doctor.measured_steps * (max(1, record.metrics.steps_per_line)
-                                                   if band.source == "witness" else 1))
+        band = band.window(doctor.measured_steps, record.metrics.steps_per_line)
     rows = trial_invariants(record, Reference(work=None, band=band))
     return all(c.ok for c in rows if c.name in ("loss_band", "final_loss"))
 

@@ -44,9 +44,10 @@ def _rel(a: float, b: float) -> float:
 
 
 def past_window_row(baseline: TrialRecord, candidate: TrialRecord, *, reference: WorkReference | None,
-                    window_end: int, moved: tuple[str, ...] = ()) -> InvariantCheck:
+                    window_end: int, moved: tuple[str, ...] = (), resplit: bool = False) -> InvariantCheck:
     """The candidate's run past the window against the baseline's from the same pair. ``window_end``: the last
-    optimizer step of the measured window."""
+    optimizer step of the measured window; ``resplit``: the candidate splits the global batch otherwise (the
+    pair's baseline runs the defaults' split)."""
     t = f"trial {candidate.trial_no} (past the window, against baseline trial {baseline.trial_no})"
     if baseline.outcome is not Outcome.OK or candidate.outcome is not Outcome.OK:
         return not_checked("past_window", f"{t}: a run of the pair did not end ok")
@@ -64,6 +65,16 @@ def past_window_row(baseline: TrialRecord, candidate: TrialRecord, *, reference:
         problems.append(f"{mine.optimizer_steps} optimizer steps, baseline {base.optimizer_steps}")
     if base.optimizer:
         problems += optimizer_problems(mine, base, impl_knob_moved="optimizer_impl" in moved)
+    if resplit and any(p > 0 for p, *_ in (base.dropout or ())):
+        # dropout's masks are drawn per micro-batch (one draw of the job's stream per site call), so a re-split
+        # draws other masks from step 1 on and its numbers drift from the default split's baseline by as much
+        # as two seeds would; inside the window it is held to a baseline run at its own split (split_reference)
+        if problems:
+            return compared("past_window", False, f"{t}: " + "; ".join(problems[:3]))
+        return not_checked("past_window", f"{t}: the optimizer past the window is the baseline's; its numbers are "
+                           "not compared: the candidate re-splits the global batch of a model with dropout, whose "
+                           "masks are drawn per micro-batch (inside the window it is held to a baseline run at its "
+                           "own split)")
     dtype = lowest_precision(mine.matmul_dtypes)
     # the baseline's own run-to-run spread counts as in the window's weights row: a job whose repeats differ
     # (unseeded data order) differs past the window by as much, baseline against baseline

@@ -63,3 +63,20 @@ def test_a_job_whose_own_repeats_differ_is_not_convicted_for_differing_as_much_p
     moved = {"update_proj": (0.5, 0.2, -0.05), "update_projs": other}
     assert past_window_row(_run(1), _run(2, **moved), reference=wide, window_end=8).ok
     assert past_window_row(_run(1), _run(2, **moved), reference=work_reference(), window_end=8).broken
+
+
+def test_a_resplit_of_a_model_with_dropout_compares_its_optimizer_not_its_numbers() -> None:
+    # masks are drawn per micro-batch: a re-split draws others, so its weights drift from the default split's
+    # baseline as two seeds would; the optimizer past the window is still held to the baseline's
+    sites = ((0.2, (64, 64), 4096, "keyed"),)
+    frozen = ((0.2, 0.3, -0.1), (-0.1, 0.05, 0.2), (0.0, 0.0, 0.0))
+    drifted = past_window_row(_run(1, dropout=sites), _run(2, dropout=sites, update_projs=frozen),
+                              reference=work_reference(), window_end=8, resplit=True)
+    assert drifted.status.value == "not_checked" and "re-splits the global batch" in drifted.detail
+    later = {**OPTIMIZER, "timeline": [[1, [ADAMW]], [11, [{**ADAMW, "lr": 1.2e-3}]]]}
+    changed = past_window_row(_run(1, dropout=sites), _run(2, dropout=sites, optimizer=(later,)),
+                              reference=work_reference(), window_end=8, resplit=True)
+    assert changed.broken, changed.detail
+    # without dropout a re-split's numbers past the window are the baseline's: compared
+    assert past_window_row(_run(1), _run(2, update_projs=frozen), reference=work_reference(), window_end=8,
+                           resplit=True).broken

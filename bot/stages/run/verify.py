@@ -144,7 +144,8 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
     look = 1 if shared or _looked_later(base_runs, cand_runs, window_end) else 0
     if len(base_runs) > look and len(cand_runs) > look:  # resumed after that pair: its look is read back
         extra.append(past_window_row(base_runs[look], cand_runs[look], reference=reference.work,
-                                     window_end=window_end, moved=reference.moved))
+                                     window_end=window_end, moved=reference.moved,
+                                     resplit=bool(reference.split)))
     busy: str | None = None
     try:
         for i in range(min(len(base_runs), len(cand_runs)), n):
@@ -171,7 +172,8 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
                 break
             if i == look and not any(c.name == "past_window" for c in extra):
                 row = past_window_row(base_runs[look], cand_runs[look], reference=reference.work,
-                                      window_end=window_end, moved=reference.moved)
+                                      window_end=window_end, moved=reference.moved,
+                                     resplit=bool(reference.split))
                 extra.append(row)
                 if row.broken:
                     progress(f"invariant broken: {row.detail}")

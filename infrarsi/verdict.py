@@ -216,6 +216,19 @@ def rows_the_baseline_fails(records: Sequence[TrialRecord], reference: Reference
     return tuple(fails.items())
 
 
+def excuse_from_baselines(broken: Sequence[InvariantCheck], baselines: Sequence[TrialRecord],
+                          reference: Reference) -> Reference:
+    """``reference`` with each row in ``broken`` that one of ``baselines`` (verification's own baseline runs) also
+    breaks against it added to ``baseline_fails``: the doctor's few repeats can miss a spread that later baseline
+    runs show (an unseeded job's first step), and a row the baseline itself fails cannot convict a candidate.
+    A candidate at another split is held to a split reference its default-split baselines are not: unchanged."""
+    if reference.split or not broken:
+        return reference
+    names = {c.name for c in broken} - set(dict(reference.baseline_fails)) - set(NEVER_EXCUSED)
+    fails = [(n, why) for n, why in rows_the_baseline_fails(baselines, reference) if n in names]
+    return replace(reference, baseline_fails=(*reference.baseline_fails, *fails)) if fails else reference
+
+
 def _masks_compared(checks: list[InvariantCheck], record: TrialRecord,
                     work: WorkReference | None) -> list[InvariantCheck]:
     """``checks`` with the rows that compare numbers step for step not checked where dropout's masks were drawn

@@ -22,7 +22,8 @@ from infrarsi.report.model import Invariant
 from infrarsi.report.render import _invariant_table
 from infrarsi.search.blame import Judgements
 from infrarsi.trial_record import Candidate
-from infrarsi.verdict import Reference, VerdictKind, judge, missing_checks, rows_the_baseline_fails
+from infrarsi.verdict import (Reference, VerdictKind, excuse_from_baselines, judge, missing_checks,
+                              rows_the_baseline_fails, trial_invariants)
 from tests.support.reports import sample_doctor
 from tests.support.witnessed import report, trial
 
@@ -103,3 +104,23 @@ def test_the_doctor_names_the_rows_and_keeps_them_for_the_run() -> None:
     ctx = SimpleNamespace(contract=SimpleNamespace(timing=Timing(warmup_steps=2, measured_steps=6)))
     reference = References(ctx=ctx, run_id="r", doctor=kept).baseline()  # type: ignore[arg-type]
     assert reference.baseline_fails == fails
+
+
+def test_a_row_a_verification_baseline_run_fails_too_is_excused_from_then_on() -> None:
+    # the doctor's repeats all stepped their optimizer; verification's own baseline run shows the job sometimes
+    # does not (as an unseeded job's first step sometimes leaves the doctor's tolerance): the candidate's same
+    # break is excused, its other rows still convict, and a candidate at another split is left to its own reference
+    cand = trial(11, 0.6, cand=PATCHED, loss=LOSS, witness=UNSEEN)
+    honest = report()
+    ordinary = Reference(work=WorkReference(reports=(honest, honest), first_loss=(5.0, 5.0),
+                                            allowed_dtypes=("float32",)), band=BAND)
+    broken = [c for c in trial_invariants(cand, ordinary) if c.broken]
+    assert [c.name for c in broken] == ["optimizer_steps"]
+    steady = [trial(10, 1.0, cand=BASE, loss=LOSS)]
+    assert excuse_from_baselines(broken, steady, ordinary) is ordinary
+    wayward = [*steady, trial(12, 1.0, cand=BASE, loss=LOSS, witness=UNSEEN)]
+    excusing = excuse_from_baselines(broken, wayward, ordinary)
+    assert [n for n, _ in excusing.baseline_fails] == ["optimizer_steps"]
+    assert not [c for c in trial_invariants(cand, excusing) if c.broken]
+    split = replace(ordinary, split=(("micro_batch", 4),))
+    assert excuse_from_baselines(broken, wayward, split) is split

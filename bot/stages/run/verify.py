@@ -33,7 +33,7 @@ from infrarsi.past_window import draw_extra_lines, past_window_row
 from infrarsi.seams.workspace import Workspace
 from infrarsi.stats.sequential import LookResult, SequentialPlan, look, plan_sequential
 from infrarsi.trial_record import Candidate, Outcome, TrialRecord
-from infrarsi.verdict import Verdict, VerdictKind, VerifyPolicy, judge, trial_invariants
+from infrarsi.verdict import Verdict, VerdictKind, VerifyPolicy, excuse_from_baselines, judge, trial_invariants
 
 
 def metadata_check(repo: Path, commit: str | None, base: Mapping[str, Any] | None, *,
@@ -158,6 +158,12 @@ def verify_candidate(ctx: TrialContext, *, run_id: str, candidate: Candidate, do
                 if arm == "baseline":
                     continue
                 broken = [c for c in trial_invariants(record, reference) if c.broken]
+                excusing = excuse_from_baselines(broken, [r for r in base_runs if r is not None], reference)
+                if excusing is not reference:
+                    progress("not checked from here on (the baseline's own runs fail it too): "
+                             + ", ".join(n for n, _ in excusing.baseline_fails[len(reference.baseline_fails):]))
+                    reference = excusing
+                    broken = [c for c in trial_invariants(record, reference) if c.broken]
                 if i == 0 and record.outcome is Outcome.OK and candidate.patches:
                     check = metadata_check(ctx.repo, record.commit, (doctor.fingerprint or {}).get("project"),
                                            workspace=ctx.workspace)

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from bot.executors.slurm import SlurmExecutor
-from bot.executors.slurm.records import read_ranks
+from bot.executors.slurm.records import BATCH_LOG, read_ranks
 from infrarsi.contract.model import SlurmLaunch
 from infrarsi.measure import classify, summarize
 from infrarsi.seams.executor import Execution, TrialSpec
@@ -274,7 +274,13 @@ def test_a_two_node_ddp_trial_is_ok_with_the_peak_over_ranks(slurm_cluster: Slur
     per_rank = {r: (e.returncode, e.killed_for, e.stderr_tail[-300:]) for r, (e, _) in ranks.items()}
     assert outcome is Outcome.OK, (reason, execution.stderr_tail, execution.placement, per_rank)
     placement = dict(execution.placement)
-    assert placement["nodes"] == ["n1", "n2"] and placement["state"] == "COMPLETED"
+    assert placement["nodes"] == ["n1", "n2"], placement
+    # Once in a full CI run (of many) slurmctld said FAILED here although both agents recorded exit 0: the batch
+    # step's word after the trial ended. The executor's documented rule is that the agents' records stand for a
+    # COMPLETED or FAILED job; hold it to that, and say everything the scheduler said if it ever reads otherwise.
+    said = (placement, per_rank, (job_dir / BATCH_LOG).read_text(errors="replace")[-2000:])
+    assert placement["state"] == "COMPLETED" or (
+        placement["state"] == "FAILED" and all(e.returncode == 0 for e, _ in ranks.values())), said
     assert sorted(ranks) == [0, 1] and {f["node"] for _, f in ranks.values()} == {"n1", "n2"}
     peaks = [ex_.peak_rss_bytes for ex_, _ in ranks.values()]
     assert min(peaks) > 50 * MiB  # each rank is a real torch process, measured on its own node

@@ -54,17 +54,22 @@ def slurm_cluster() -> Iterator[None]:
         subprocess.run([str(SLURM_SCRIPTS / "stop-cluster.sh"), str(state), "--purge"], timeout=120)
 
 
+#: The slips that lower float32 math: a different task only where the contract's precision is float32 alone.
+FP32_SLIPS = ("fp32_matmul_medium", "onednn_fp32_bf16", "precision_around_products")
+
+
 def _rows() -> list[dict[str, Any]]:
     """Every row: (name, what, which benches it runs on, the candidate's knobs and patches, honest or not)."""
     from tests.support.redteam.cheats import GPT, MOE, SHARED, SLIPS
     from tests.support.redteam.quarantine_cheats import QUARANTINED, UNSEEN
 
     # Lowering float32 math is the same task where the contract allows bf16, as tinygpt's does: those slips are
-    # judged on a float32-only contract in tests/redteam/test_cheats.py, not here.
-    slips = [c for c in SLIPS if c.name not in ("fp32_matmul_medium", "onednn_fp32_bf16", "precision_around_products")]
+    # judged on the same fixture with bf16 taken out of its dtype knob (model "fp32"), as in tests/redteam.
     rows: list[dict[str, Any]] = []
-    for c in (*SHARED, *slips, *QUARANTINED, *UNSEEN):
-        rows.append({"name": c.name, "what": c.what, "kind": "cheat", "model": "gpt", "cheat": c})
+    for c in (*SHARED, *SLIPS, *QUARANTINED, *UNSEEN):
+        model = "fp32" if c.name in FP32_SLIPS else "gpt"
+        rows.append({"name": c.name, "what": c.what + (" (float32-only contract)" if model == "fp32" else ""),
+                     "kind": "cheat", "model": model, "cheat": c})
     for c in GPT:
         rows.append({"name": c.name, "what": c.what, "kind": "cheat", "model": "gpt", "cheat": c})
     for c in MOE:
@@ -104,7 +109,7 @@ def _judge(bench: Any, row: dict[str, Any], resplit: dict[str, Any] | None) -> d
 
 def measure(executors: list[str], resplit_on: list[str], work: Path, progress: Any,
             only: list[str] | None = None) -> dict[str, Any]:
-    from tests.support.redteam.bench import RESPLIT, Bench, ddp_repo, gpt_repo, moe_repo
+    from tests.support.redteam.bench import RESPLIT, Bench, ddp_repo, fp32_only, gpt_repo, moe_repo
     from tests.support.redteam.paths import executor_for
 
     rows = [r for r in _rows() if not only or r["name"] in only]
@@ -121,6 +126,8 @@ def measure(executors: list[str], resplit_on: list[str], work: Path, progress: A
                 where.mkdir(parents=True)
                 repo = moe_repo(where) if model == "moe" else ddp_repo(where) if executor == "torchrun" else \
                     gpt_repo(where)
+                if model == "fp32":
+                    repo = fp32_only(repo)
                 ex = stack.enter_context(executor_for(executor, repo, where))
                 progress(f"{model} on {executor}: the witnessed baseline")
                 benches[key] = Bench.open(repo, executor=ex)
@@ -133,6 +140,7 @@ def measure(executors: list[str], resplit_on: list[str], work: Path, progress: A
                 if row["model"] == "moe" and executor != "local":
                     continue  # the MoE fixture runs as one process
                 fixture = "tinymoe" if row["model"] == "moe" else "ddp" if executor == "torchrun" else "tinygpt"
+                # (an "fp32" row runs on the same fixture, its contract float32 only)
                 b = bench(row["model"], executor)
                 cell = _judge(b, row, RESPLIT[fixture] if split else None)
                 cells[row["name"]][column] = cell
@@ -191,7 +199,8 @@ def render(data: dict[str, Any]) -> str:
            "tinygpt's micro-batch 2 -> 1, tinymoe's 4 -> 2, "
            "against the baseline run at that split). tinygpt with dropout 0.1 on local, Actions and Slurm; the same "
            "model data-parallel on two ranks (the DDP fixture, four rows a rank, two micro-batches) under torchrun; "
-           "tinymoe for its own rows.",
+           "tinymoe for its own rows; the float32-lowering slips on the same fixtures with bf16 taken out of the "
+           "contract's dtype knob.",
            "", "| candidate | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     missed = []
     for row in data["rows"]:

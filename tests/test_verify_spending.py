@@ -112,6 +112,35 @@ def test_after_a_promotion_only_a_candidate_that_could_beat_it_is_verified(tmp_p
     assert verified == ["mb=4", "mb=8"] and len(verdicts) == 2
 
 
+def test_after_a_clear_promotion_a_candidate_that_cannot_beat_it_is_not_verified_though_the_doctor_ran_2x_slower(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The doctor ran while the machine was busy (2.0 s/step); the controls of the search read the baseline at
+    1.0 s. Read against the doctor's median, mb=8's raw 0.9 s would look 2.2x and "could beat" the promoted
+    1.67x; read at the speed the controls measured when it ran (as the run stage hands them over), it is 1.11x,
+    and is not verified."""
+    from infrarsi.search.drift import Drift
+
+    verified: list[str] = []
+
+    def fake_verify(ctx, *, candidate, **kw):  # noqa: ANN001, ANN202 - the verification itself is tested above
+        verified.append(candidate.describe())
+        return _verdict(candidate, VerdictKind.PROMOTED, {"4": 1 / 0.6, "8": 1 / 0.9}[str(candidate.knob_dict()["mb"])])
+
+    monkeypatch.setattr(search_stage, "verify_candidate", fake_verify)
+    ctx = SimpleNamespace(contract=SimpleNamespace(root=tmp_path, verify=SimpleNamespace(top_k=3, min_effect=0.01)))
+    (tmp_path / ".infrarsi" / "runs" / "r").mkdir(parents=True)
+    busy_doctor = SimpleNamespace(**{**vars(DOCTOR), "median_s": 2.0, "step_times_s": ((2.0,) * 4, (2.1,) * 4,
+                                                                                      (1.9,) * 4)})
+    anchors = [_searched(n, {"mb": 2}, 2.0) for n in (1, 2, 3)]
+    controls = [_searched(5, {"mb": 2}, 1.0), _searched(8, {"mb": 2}, 1.0)]
+    drift = Drift.measure(2.0, anchors, controls)
+    search = [_searched(6, {"mb": 4}, 0.6), _searched(7, {"mb": 8}, 0.9)]
+    assert busy_doctor.median_s / search[1].metrics.step_time_s > 2  # what the doctor's median alone would say
+    verdicts = _verify_top(ctx, run_id="r", doctor=busy_doctor, search=[drift.adjusted(r) for r in search],  # type: ignore[arg-type]
+                           baseline=Candidate.of({"mb": 2}), progress=lambda e: None)
+    assert verified == ["mb=4"] and len(verdicts) == 1
+
+
 @pytest.mark.slow
 def test_infrarsi_verify_stops_early_on_a_clear_win_and_a_clear_no_op_and_caps_a_fixed_count(tmp_path: Path) -> None:
     """Through the CLI, on a job whose step time the test decides (variant c: 0.7 of the baseline's; e: the same)."""

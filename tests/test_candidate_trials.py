@@ -22,6 +22,8 @@ from infrarsi.trial_record import Candidate, Outcome
 from tests.support.tinygpt import infrarsi
 from tests.support.repos import commit_tree, git
 
+pytestmark = pytest.mark.side_by_side  # its checks time nothing: CI runs it beside other tests (./dev)
+
 EFFECT = Effect(time_ratio=1.0, time_sigma=0.1, mem_ratio=1.0, mem_sigma=0.1, source="test")
 
 

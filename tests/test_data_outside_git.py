@@ -15,6 +15,8 @@ from bot.workspace.worktrees import link_data
 from infrarsi.contract.load import load_contract
 from tests.support.repos import git_commit_tree
 
+pytestmark = pytest.mark.side_by_side  # its checks time nothing: CI runs it beside other tests (./dev)
+
 INFRARSI = [sys.executable, "-m", "bot"]
 
 JOB = textwrap.dedent('''

@@ -22,6 +22,8 @@ from infrarsi.measure import classify, summarize
 from infrarsi.trial_record import Outcome
 from tests.support.tinygpt import REPO, infrarsi
 
+pytestmark = pytest.mark.side_by_side  # its checks time nothing: CI runs it beside other tests (./dev)
+
 DDP = REPO / "fixtures" / "ddp"
 # --steps far beyond the 8 the contract measures, as a real job is configured: the bot ends the job after its
 # last measured step. Run for exactly 8, the job raced the bot to its own exit, and now and then rank 0 aborted

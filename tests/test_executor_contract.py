@@ -33,6 +33,9 @@ from infrarsi.trial_record import Candidate, Outcome, TrialRecord
 from infrarsi.witness import WitnessReport
 from tests.support.probe_job import PROBE
 
+# its checks time nothing: CI runs it beside other tests (./dev); the Slurm cluster's tests on one worker
+pytestmark = [pytest.mark.side_by_side, pytest.mark.xdist_group("slurm")]
+
 EXECUTORS = {
     "local": lambda: LocalExecutor(sample_interval_s=0.02),
     "torchrun": lambda: TorchrunExecutor(Launch(executor="torchrun", nproc_per_node=2), sample_interval_s=0.02),

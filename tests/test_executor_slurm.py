@@ -35,7 +35,8 @@ from infrarsi.witness import WitnessReport
 from tests.support.slurm import SlurmCluster
 from tests.support.tinygpt import REPO
 
-pytestmark = pytest.mark.slow
+# its checks time nothing: CI runs it beside other tests (./dev); the Slurm cluster's tests on one worker
+pytestmark = [pytest.mark.slow, pytest.mark.side_by_side, pytest.mark.xdist_group("slurm")]
 
 MiB = 2**20
 

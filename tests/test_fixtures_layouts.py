@@ -23,6 +23,8 @@ import pytest
 from infrarsi.contract.load import load_contract
 from tests.support.repos import commit_tree
 
+pytestmark = pytest.mark.side_by_side  # its checks time nothing: CI runs it beside other tests (./dev)
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 BOT = [sys.executable, "-m", "bot"]
 

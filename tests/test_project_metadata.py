@@ -21,7 +21,7 @@ from bot.workspace import GitWorkspace
 from infrarsi.invariants import CheckStatus
 from tests.support.repos import commit_all, init_repo
 
-pytestmark = pytest.mark.slow  # creates virtual environments (seconds each)
+pytestmark = [pytest.mark.slow, pytest.mark.side_by_side]  # creates virtual environments (seconds each)
 
 PYPROJECT = """[build-system]
 requires = [{requires}]

@@ -10,6 +10,8 @@ from infrarsi.report.render import render_markdown, render_pr_body
 from tests.support.mermaid_parse import parse
 from tests.support.reports import sample_doctor, sample_report
 
+pytestmark = pytest.mark.side_by_side  # its checks time nothing: CI runs it beside other tests (./dev)
+
 
 def _charts_report():  # noqa: ANN202
     return sample_report(failed=3, memory_limit_bytes=2**30)

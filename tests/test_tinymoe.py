@@ -22,6 +22,8 @@ from infrarsi.measure import classify, summarize
 from infrarsi.trial_record import Outcome
 from tests.support.tinygpt import REPO, infrarsi
 
+pytestmark = pytest.mark.side_by_side  # its checks time nothing: CI runs it beside other tests (./dev)
+
 TINYMOE = REPO / "fixtures" / "tinymoe"
 TINY_ARGS = ("--n-layer 1 --n-head 2 --d-model 32 --n-experts 4 --top-k 2 --d-expert 32 --capacity-factor 0 "
              "--aux-loss-coef 0.01 --vocab-size 128 --seq-len 16 --global-batch 4 --steps 8 --seed 1234 --lr 6e-4")

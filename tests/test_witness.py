@@ -15,7 +15,7 @@ from bot.executors.local import LocalExecutor
 from bot.executors.witness import PAYLOAD, payload_sha256
 from infrarsi.seams.executor import TrialSpec
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.side_by_side]  # its checks time nothing: CI runs it beside other tests (./dev)
 
 TRAIN = """
 import torch

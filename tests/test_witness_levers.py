@@ -12,7 +12,7 @@ import pytest
 from bot.executors.local import LocalExecutor
 from infrarsi.seams.executor import TrialSpec
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.side_by_side]  # its checks time nothing: CI runs it beside other tests (./dev)
 
 JOB = """
 import math, sys, torch, torch.nn as nn, torch.nn.functional as F

@@ -12,6 +12,8 @@ from bot.patching.reach import analyse
 from infrarsi.contract import load_contract
 from tests.support.tinygpt import infrarsi
 
+pytestmark = pytest.mark.side_by_side  # its checks time nothing: CI runs it beside other tests (./dev)
+
 # The shapes of nanoGPT's model.py and train.py (karpathy/nanoGPT): SDPA behind `if self.flash:` with the
 # hand-written attention as a fallback, a model also built inside a `from_pretrained` classmethod, and a
 # module-global configuration overridden by `--key=value` through an exec'd configurator.

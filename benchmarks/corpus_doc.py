@@ -105,7 +105,28 @@ def render(data: dict[str, Any], *, data_path: str = "benchmarks/data/corpus.jso
         "nothing should be promoted there.",
         "",
     ]
+    why = [f"- {row['fixture']}: {why_nothing_promoted(row)}" for row in rows
+           if row.get("promoted") is None and not row.get("error")]
+    if why:
+        lines += ["Why nothing was promoted, for each such row: every candidate verified, its verdict and why "
+                  "(`invalid` names the row that broke, `not_significant` the pairs it ran):", "", *why, ""]
     notes = sorted({f"- {row['fixture']}: {note}" for row in rows for note in row.get("notes", [])})
     if notes:
         lines += ["What `run` left out on this device (`docs/doctor.md`):", "", *notes, ""]
     return "\n".join(lines)
+
+
+def why_nothing_promoted(row: dict[str, Any]) -> str:
+    """One line: each verified candidate's verdict with its reason cut short, or that none was verified."""
+    verdicts = row.get("verdicts", [])
+    if not verdicts:
+        return ("no candidate was verified (none measured faster than the baseline in the search, or every one was "
+                "left out: see the notes below)")
+    said = []
+    for v in verdicts:
+        kind = v.get("kind") or v.get("verdict") or "?"
+        reason = " ".join((v.get("reason") or "").split())
+        if kind == "not_significant":
+            reason = f"at {v.get('pairs', 0)} pairs ({v.get('stop') or '?'}): " + reason.split(": ", 1)[-1]
+        said.append(f"`{kind}` {reason[:170]}{'…' if len(reason) > 170 else ''}")
+    return "; ".join(said)

@@ -92,6 +92,23 @@ def test_a_candidate_too_slow_to_win_left_out_or_unable_to_beat_the_promoted_one
                                                             promoted=promoted, min_effect=0.01)
 
 
+def test_a_candidate_that_could_at_most_tie_the_promoted_one_within_its_interval_is_not_verified() -> None:
+    from infrarsi.stats import compare
+
+    # promoted at ~1.5x, its verified interval reaching ~1.8x: a noisy verification
+    noisy = compare((1.0, 1.2, 0.85, 1.1, 0.95, 1.05), (0.6, 0.75, 0.62, 0.7, 0.55, 0.72), min_effect=0.01)
+    promoted = Verdict(kind=VerdictKind.PROMOTED, reason="", candidate=Candidate.of({"mb": 4}), baseline_trials=(),
+                       candidate_trials=(), baseline_step_s=(), candidate_step_s=(), comparison=noisy, invariants=())
+    assert noisy.ci_high > 1.75 and promoted.speedup is not None and promoted.speedup < 1.6
+    # searched at 1.55x: its best case (x1.105 at the doctor's 5% noise) beats the point estimate, not the interval
+    why = worth_verifying(Candidate.of({"mb": 8}), 1 / 1.55, doctor=DOCTOR, space=None, promoted=promoted,
+                          min_effect=0.01)
+    assert why is not None and "could not beat the promoted mb=4" in why and "up to" in why
+    # searched at 1.9x it could: verified
+    assert worth_verifying(Candidate.of({"mb": 8}), 1 / 1.9, doctor=DOCTOR, space=None, promoted=promoted,
+                           min_effect=0.01) is None
+
+
 def test_after_a_promotion_only_a_candidate_that_could_beat_it_is_verified(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     verified: list[str] = []

@@ -324,9 +324,12 @@ def worth_verifying(candidate: Candidate, measured_s: float, *, doctor: DoctorRe
     nearest it measured, expressed at the doctor's: infrarsi.search.drift) cannot teach anything; None when it
     can. Verification is where the device time goes: a candidate left out of the search (a dtype this device
     only emulates, a patch judged invalid), one measured too slow to be verified faster than the baseline, or —
-    once one is promoted — one whose best case cannot beat it, is not run. "Best case": its searched speedup
-    with two run-to-run standard deviations of slack, the deviation read robustly from the doctor's runs (one
-    run a burst of outside load slowed tenfold does not make every candidate look possible)."""
+    once one is promoted — one whose best case cannot beat the promoted one's, is not run. "Best case": its
+    searched speedup with two run-to-run standard deviations of slack, the deviation read robustly from the
+    doctor's runs (one run a burst of outside load slowed tenfold does not make every candidate look possible);
+    the promoted one's best case is the upper bound of its verified interval (and at least its speedup by the
+    minimum effect): a candidate that could at most tie the promoted one within the noise would spend a
+    verification to swap one winner for another that no run can tell apart from it."""
     if space is not None and (why := space.violations(candidate)):
         return f"left out of the search ({why[0]})"
     slack = math.exp(2 * max(robust_sigma_log(doctor), 0.05))
@@ -334,9 +337,12 @@ def worth_verifying(candidate: Candidate, measured_s: float, *, doctor: DoctorRe
     if best_case <= 1 + min_effect:
         return (f"searched at {doctor.median_s / measured_s:.2f}x the baseline: even with the noise's slack "
                 f"({best_case:.2f}x) it cannot be verified faster")
-    if promoted is not None and promoted.speedup is not None and best_case <= promoted.speedup * (1 + min_effect):
-        return (f"searched at {doctor.median_s / measured_s:.2f}x: it could not beat the promoted "
-                f"{promoted.candidate.describe()} ({promoted.speedup:.2f}x verified)")
+    if promoted is not None and promoted.speedup is not None:
+        ceiling = max(promoted.speedup * (1 + min_effect), promoted.comparison.ci_high if promoted.comparison else 0.0)
+        if best_case <= ceiling:
+            return (f"searched at {doctor.median_s / measured_s:.2f}x (at best {best_case:.2f}x): it could not "
+                    f"beat the promoted {promoted.candidate.describe()} ({promoted.speedup:.2f}x verified, "
+                    f"up to {ceiling:.2f}x)")
     return None
 
 

@@ -276,12 +276,13 @@ def test_a_two_node_ddp_trial_is_ok_with_the_peak_over_ranks(slurm_cluster: Slur
     assert outcome is Outcome.OK, (reason, execution.stderr_tail, execution.placement, per_rank)
     placement = dict(execution.placement)
     assert placement["nodes"] == ["n1", "n2"], placement
-    # Once in a full CI run (of many) slurmctld said FAILED here although both agents recorded exit 0: the batch
-    # step's word after the trial ended. The executor's documented rule is that the agents' records stand for a
-    # COMPLETED or FAILED job; hold it to that, and say everything the scheduler said if it ever reads otherwise.
+    # The job runs exactly its 5 steps: it usually exits on its own (COMPLETED), but now and then (in CI, beside
+    # other tests) rank 0's agent sees the 5th step first and ends the job as it would a job configured for days;
+    # it then exits non-zero on purpose so that srun stops the peers, and the job reads FAILED. Either way the
+    # agents' records stand (the executor's rule); say everything the scheduler said if it ever reads otherwise.
     said = (placement, per_rank, (job_dir / BATCH_LOG).read_text(errors="replace")[-2000:])
-    assert placement["state"] == "COMPLETED" or (
-        placement["state"] == "FAILED" and all(e.returncode == 0 for e, _ in ranks.values())), said
+    ended_by_the_bot = ranks[0][0].stopped_after_steps and ranks[0][0].killed_for is None
+    assert placement["state"] == "COMPLETED" or (placement["state"] == "FAILED" and ended_by_the_bot), said
     assert sorted(ranks) == [0, 1] and {f["node"] for _, f in ranks.values()} == {"n1", "n2"}
     peaks = [ex_.peak_rss_bytes for ex_, _ in ranks.values()]
     assert min(peaks) > 50 * MiB  # each rank is a real torch process, measured on its own node

@@ -8,7 +8,10 @@ what the scheduler says. The scheduler's verdict wins where it knows better:
 =============================  =====================================================
 job state                      outcome (through ``infrarsi.measure.classify``)
 =============================  =====================================================
-COMPLETED / FAILED             the agents' records (a FAILED job without one: crash)
+COMPLETED / FAILED             the agents' records (a FAILED job without one: crash).
+                               A multi-rank job the bot ended after its measured
+                               steps reads FAILED by design: rank 0's agent exits
+                               non-zero so that srun stops the peers
 OUT_OF_MEMORY                  ``oom``, peak censored at the job's memory
 TIMEOUT                        ``timeout``
 CANCELLED                      ``interrupted`` (by the bot, or by someone else: said so)

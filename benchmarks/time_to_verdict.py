@@ -138,7 +138,8 @@ def _fmt(m: Measured | None) -> str:
 
 
 def render(rows: list[tuple[str, Measured, Measured | None]], command: str, here: dict[str, Any], rev: str) -> str:
-    out = [f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} on {here.get('cpu', '?')} "
+    out = ["## Time to a verdict", "",
+           f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} on {here.get('cpu', '?')} "
            f"({here.get('cores', '?')} cores; {here.get('note') or 'nothing else ran beside it'}) with `{command}`: "
            f"`infrarsi run` from the command alone, the doctor included; \"one trial\" is the median wall time of the "
            f"doctor's baseline runs. Previous: the policy of `{rev}`, measured in the same invocation.", "",
